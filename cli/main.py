@@ -1,15 +1,20 @@
 """The ``caldera`` command: one entry point per process, plus user commands.
 
-Each subcommand lives in its own module; this one only builds the parser and dispatches.
+Each subcommand lives in its own module with a ``register(subparsers)`` function; this module
+only builds the parser and dispatches. Errors a user can fix end as one line and exit code 1
+(2 for bad arguments), never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from caldera import __version__
+from caldera.settings import SettingsError
+from cli import controllers
+from cli.errors import fail
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -18,17 +23,24 @@ def build_parser() -> argparse.ArgumentParser:
         description="A batch system for machine learning on Kubernetes, speaking Volcano's API.",
     )
     parser.add_argument("--version", action="version", version=f"caldera {__version__}")
-    parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    controllers.register(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command is None:
+    handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
+    if handler is None:
         parser.print_help(sys.stderr)
         return 2
-    return 0
+    try:
+        return handler(args)
+    except SettingsError as exc:
+        return fail(str(exc), code=2)
+    except KeyboardInterrupt:
+        return 130
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import subprocess
 from collections.abc import AsyncIterator, Awaitable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,8 @@ from pathlib import Path
 import pytest
 from kubernetes_asyncio import client, config
 
-from e2e.cluster.control_plane import ControlPlane, NodeSpec
+from caldera.kube.client import ClientOptions, KubeClient
+from e2e.cluster.control_plane import ControlPlane, NodeSpec, kubectl
 from e2e.waiting import eventually
 
 # Fake nodes every session has: enough room for the example jobs, with a GPU dimension.
@@ -50,6 +52,25 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         plane.down()
 
 
+REPO = Path(__file__).resolve().parent.parent
+CRD_DIR = REPO / "charts" / "caldera" / "crds"
+
+
+@pytest.fixture(scope="session")
+def crds(cluster: Cluster) -> Path:
+    """Caldera's CRDs (generated from the models) applied to the cluster and Established."""
+    kubectl_ = [kubectl(), f"--kubeconfig={cluster.kubeconfig}"]
+    subprocess.run(
+        [*kubectl_, "apply", "--server-side", "-f", str(CRD_DIR)], check=True, capture_output=True
+    )
+    subprocess.run(
+        [*kubectl_, "wait", "--for=condition=Established", "--timeout=60s", "-f", str(CRD_DIR)],
+        check=True,
+        capture_output=True,
+    )
+    return CRD_DIR
+
+
 @pytest.fixture
 def plane(cluster: Cluster) -> ControlPlane:
     """The local control plane, for tests that restart or compact it (skipped on kind)."""
@@ -67,6 +88,14 @@ async def api(cluster: Cluster) -> AsyncIterator[client.ApiClient]:
     )
     async with client.ApiClient(configuration) as api_client:
         yield api_client
+
+
+@pytest.fixture
+async def kube(cluster: Cluster) -> AsyncIterator[KubeClient]:
+    """Caldera's own API client, as admin, with a rate limit that does not slow tests down."""
+    options = ClientOptions(qps=1000, burst=1000)
+    async with KubeClient.from_kubeconfig(cluster.kubeconfig, options=options) as client:
+        yield client
 
 
 @pytest.fixture

@@ -1,0 +1,205 @@
+"""Registry of the kinds Caldera talks to: group, version, plural, scope, model and decoders.
+
+`resource_path` builds API paths the way the API server lays them out: `/api/v1/...` for the core
+group, `/apis/<group>/<version>/...` otherwise, with `/namespaces/<ns>` for namespaced kinds, then
+the plural, the name and a subresource. A namespaced kind without a namespace gives the
+all-namespaces collection (for LIST and WATCH).
+
+This module is pure data plus string building; the HTTP side is `caldera.kube`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Final, Generic, TypeVar
+from urllib.parse import quote
+
+import msgspec
+
+from caldera.api import core, volcano
+from caldera.api.meta import ObjectList, WatchEventDecoder
+
+__all__ = [
+    "ALL_KINDS",
+    "COMMAND",
+    "CONFIGMAP",
+    "CRONJOB",
+    "EVENT",
+    "JOB",
+    "LEASE",
+    "NAMESPACE",
+    "NODE",
+    "POD",
+    "PODGROUP",
+    "PRIORITY_CLASS",
+    "PVC",
+    "QUEUE",
+    "SECRET",
+    "SERVICE",
+    "KindInfo",
+    "kind_for",
+    "kind_of",
+    "resource_path",
+]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class KindInfo(Generic[T]):
+    """One API kind: where it lives, its model, and its decoders (built once, here)."""
+
+    kind: str
+    group: str  # "" for the core group
+    version: str
+    plural: str
+    namespaced: bool
+    type: type[T]
+    short_names: tuple[str, ...] = ()
+    decoder: msgspec.json.Decoder[T] = field(init=False, repr=False, compare=False)
+    list_decoder: msgspec.json.Decoder[ObjectList[T]] = field(init=False, repr=False, compare=False)
+    watch_decoder: WatchEventDecoder[T] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # frozen dataclass: the decoders are derived once from `type` at construction
+        object.__setattr__(self, "decoder", msgspec.json.Decoder(self.type))
+        object.__setattr__(self, "list_decoder", msgspec.json.Decoder(ObjectList[self.type]))  # type: ignore[name-defined]
+        object.__setattr__(self, "watch_decoder", WatchEventDecoder(self.type))
+
+    @property
+    def api_version(self) -> str:
+        """ "v1" for the core group, else "<group>/<version>"."""
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def resource(self) -> str:
+        """ "<plural>.<group>" (the plural alone for the core group), as RBAC and CRDs name it."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+
+POD: Final = KindInfo("Pod", "", "v1", "pods", True, core.Pod)
+NODE: Final = KindInfo("Node", "", "v1", "nodes", False, core.Node, ("no",))
+NAMESPACE: Final = KindInfo("Namespace", "", "v1", "namespaces", False, core.Namespace, ("ns",))
+SERVICE: Final = KindInfo("Service", "", "v1", "services", True, core.Service, ("svc",))
+CONFIGMAP: Final = KindInfo("ConfigMap", "", "v1", "configmaps", True, core.ConfigMap, ("cm",))
+SECRET: Final = KindInfo("Secret", "", "v1", "secrets", True, core.Secret)
+PVC: Final = KindInfo(
+    "PersistentVolumeClaim",
+    "",
+    "v1",
+    "persistentvolumeclaims",
+    True,
+    core.PersistentVolumeClaim,
+    ("pvc",),
+)
+EVENT: Final = KindInfo("Event", "", "v1", "events", True, core.Event, ("ev",))
+PRIORITY_CLASS: Final = KindInfo(
+    "PriorityClass",
+    "scheduling.k8s.io",
+    "v1",
+    "priorityclasses",
+    False,
+    core.PriorityClass,
+    ("pc",),
+)
+LEASE: Final = KindInfo("Lease", "coordination.k8s.io", "v1", "leases", True, core.Lease)
+JOB: Final = KindInfo(
+    "Job", "batch.volcano.sh", "v1alpha1", "jobs", True, volcano.Job, ("vcjob", "vj")
+)
+CRONJOB: Final = KindInfo(
+    "CronJob",
+    "batch.volcano.sh",
+    "v1alpha1",
+    "cronjobs",
+    True,
+    volcano.CronJob,
+    ("cronvcjob", "cronvj"),
+)
+COMMAND: Final = KindInfo(
+    "Command", "bus.volcano.sh", "v1alpha1", "commands", True, volcano.Command
+)
+PODGROUP: Final = KindInfo(
+    "PodGroup",
+    "scheduling.volcano.sh",
+    "v1beta1",
+    "podgroups",
+    True,
+    volcano.PodGroup,
+    ("pg", "podgroup-v1beta1"),
+)
+QUEUE: Final = KindInfo(
+    "Queue",
+    "scheduling.volcano.sh",
+    "v1beta1",
+    "queues",
+    False,
+    volcano.Queue,
+    ("q", "queue-v1beta1"),
+)
+
+ALL_KINDS: Final[tuple[KindInfo[Any], ...]] = (
+    POD,
+    NODE,
+    NAMESPACE,
+    SERVICE,
+    CONFIGMAP,
+    SECRET,
+    PVC,
+    EVENT,
+    PRIORITY_CLASS,
+    LEASE,
+    JOB,
+    CRONJOB,
+    COMMAND,
+    PODGROUP,
+    QUEUE,
+)
+_BY_API_VERSION_KIND: Final = {(info.api_version, info.kind): info for info in ALL_KINDS}
+_BY_TYPE: Final[dict[type[Any], KindInfo[Any]]] = {info.type: info for info in ALL_KINDS}
+
+
+def kind_for(api_version: str, kind: str) -> KindInfo[Any]:
+    """The registered kind with this apiVersion and kind; KeyError names it when there is none."""
+    try:
+        return _BY_API_VERSION_KIND[(api_version, kind)]
+    except KeyError:
+        raise KeyError(f"kind {kind!r} of {api_version!r} is not registered") from None
+
+
+def kind_of(type_: type[T]) -> KindInfo[T]:
+    """The registered kind whose model is `type_`."""
+    try:
+        info: KindInfo[T] = _BY_TYPE[type_]
+    except KeyError:
+        raise KeyError(f"{type_.__name__} is not a registered kind") from None
+    return info
+
+
+def resource_path(
+    info: KindInfo[Any],
+    namespace: str | None = None,
+    name: str | None = None,
+    subresource: str | None = None,
+) -> str:
+    """The API path of a collection, an object, or an object's subresource.
+
+    >>> resource_path(JOB, "ns", "name", "status")
+    '/apis/batch.volcano.sh/v1alpha1/namespaces/ns/jobs/name/status'
+    >>> resource_path(POD)
+    '/api/v1/pods'
+    """
+    if not info.namespaced and namespace:
+        raise ValueError(f"{info.kind} is cluster-scoped: no namespace expected, got {namespace!r}")
+    if info.namespaced and name and not namespace:
+        raise ValueError(f"{info.kind} {name!r} is namespaced: a namespace is required")
+    if subresource and not name:
+        raise ValueError(f"subresource {subresource!r} of {info.kind} needs an object name")
+    parts = [f"/apis/{info.group}/{info.version}" if info.group else f"/api/{info.version}"]
+    if namespace:
+        parts.append(f"namespaces/{quote(namespace, safe='')}")
+    parts.append(info.plural)
+    if name:
+        parts.append(quote(name, safe=""))
+    if subresource:
+        parts.append(subresource)
+    return "/".join(parts)

@@ -1,0 +1,534 @@
+"""Shared pieces of the Kubernetes wire format: object metadata, lists, watch events, Status.
+
+Every model in `caldera.api` is a `msgspec.Struct` with the same configuration (`Model` below):
+
+- frozen (repeated on every subclass: mypy does not inherit it): objects from the informer cache
+  are shared values; change them with `msgspec.structs.replace` or build a patch, never in place.
+  Sequences are tuples for the same reason. Dicts (labels, raw pod templates) cannot be frozen:
+  treat them as read-only and copy them before changing them.
+- `rename="camel"`: Python snake_case, JSON camelCase; the few Kubernetes names that are not plain
+  camelCase (`hostIP`, `transitionID`, ...) are spelled out with `msgspec.field(name=...)`.
+- every field has a default, so partial objects decode, and unknown fields are skipped.
+- `omit_defaults=True`: a field equal to its default is not encoded. Defaults follow what the API
+  server's stored object means when the key is absent: Go's zero value for `omitempty` fields (Go
+  omits them the same way), `None` for pointers, and the CRD default where the CRD declares one (the
+  API server puts it back on every write, so omitting it loses nothing). `apiVersion` and `kind`
+  are always encoded: the API server rejects bodies without them.
+
+`metadata.managedFields` is not modelled on purpose: it is large, never read, and an update whose
+body has no managedFields keeps the live object's (server-side field manager behaviour).
+
+The `crd(...)` annotation carries the OpenAPI markers (minimum, pattern, enum, required, CRD
+default) that `caldera.api.crdgen` turns into the CRD schemas. They are not checked on decode, so a
+value the API server would reject still decodes; validation with Volcano's messages lives in the
+webhook.
+
+Timestamps stay RFC 3339 strings on the wire models; `parse_time`/`format_time` convert them.
+Durations (`metav1.Duration`, e.g. "1m30s") stay strings; `parse_duration` implements Go's
+`time.ParseDuration` and `format_duration` Go's `Duration.String`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+from collections.abc import Callable, Iterable, Sequence
+from typing import Annotated, Any, Final, Generic, Protocol, TypeVar
+
+import msgspec
+
+__all__ = [
+    "DNS1123_LABEL",
+    "DNS1123_SUBDOMAIN",
+    "ENCODER",
+    "STATUS_DECODER",
+    "Condition",
+    "DurationError",
+    "Int32",
+    "Int64",
+    "LabelSelector",
+    "LabelSelectorRequirement",
+    "ListMeta",
+    "MicroTime",
+    "Model",
+    "ObjectList",
+    "ObjectMeta",
+    "ObjectReference",
+    "OwnerReference",
+    "Quantity",
+    "ResourceList",
+    "Status",
+    "StatusCause",
+    "StatusDetails",
+    "TemplateMeta",
+    "Time",
+    "WatchEvent",
+    "WatchEventDecoder",
+    "WatchEventType",
+    "condition_is_true",
+    "controller_of",
+    "crd",
+    "encode",
+    "find_condition",
+    "format_duration",
+    "format_duration_ns",
+    "format_micro_time",
+    "format_time",
+    "object_key",
+    "parse_duration",
+    "parse_duration_ns",
+    "parse_time",
+    "type_meta",
+]
+
+T = TypeVar("T")
+
+# Name patterns as the Volcano CRDs spell them (k8s.io/apimachinery validation).
+DNS1123_LABEL: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+DNS1123_SUBDOMAIN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+
+
+class Model(
+    msgspec.Struct,
+    frozen=True,
+    kw_only=True,
+    rename="camel",
+    omit_defaults=True,
+):
+    """Base of every wire model: see the module docstring for the configuration."""
+
+
+def crd(
+    *,
+    minimum: int | None = None,
+    maximum: int | None = None,
+    min_length: int | None = None,
+    max_length: int | None = None,
+    pattern: str | None = None,
+    enum: Iterable[str] | None = None,
+    min_items: int | None = None,
+    fmt: str | None = None,
+    required: bool = False,
+    crd_default: bool = False,
+) -> msgspec.Meta:
+    """Return the CRD schema markers of a field, for use in `Annotated[...]`.
+
+    `required` lists the field in its object's `required`; `crd_default` makes the field's model
+    default the CRD `default`. The other arguments are the OpenAPI keywords of the same name.
+    """
+    schema: dict[str, Any] = {}
+    for key, value in (
+        ("minimum", minimum),
+        ("maximum", maximum),
+        ("minLength", min_length),
+        ("maxLength", max_length),
+        ("pattern", pattern),
+        ("minItems", min_items),
+        ("format", fmt),
+    ):
+        if value is not None:
+            schema[key] = value
+    if enum is not None:
+        schema["enum"] = [str(v) for v in enum]
+    extra: dict[str, Any] = {}
+    if required:
+        extra["required"] = True
+    if crd_default:
+        extra["crd_default"] = True
+    return msgspec.Meta(extra_json_schema=schema or None, extra=extra or None)
+
+
+Int32 = Annotated[int, crd(fmt="int32")]
+Int64 = Annotated[int, crd(fmt="int64")]
+# metav1.Time: RFC 3339 with second precision, e.g. "2024-05-01T10:00:00Z".
+Time = Annotated[str, crd(fmt="date-time")]
+# metav1.MicroTime: RFC 3339 with microseconds (Lease renewTime, Event eventTime).
+MicroTime = Annotated[str, crd(fmt="date-time")]
+# resource.Quantity: "500m", "1Gi", 2, 0.5 (YAML numbers); parsed by caldera.api.quantity.
+Quantity = Annotated[str | int | float, msgspec.Meta(extra={"quantity": True})]
+ResourceList = dict[str, Quantity]
+
+
+def type_meta(value: str) -> Any:
+    """Return a field for `apiVersion` or `kind` that decodes to `value` when absent.
+
+    A `default_factory` (unlike a plain default) is always encoded under `omit_defaults`, so the
+    type meta is always on the wire, and list items, which the API server sends without it, still
+    get it on decode.
+    """
+    factory: Callable[[], str] = lambda: value  # noqa: E731 - one closure per field
+    return msgspec.field(default_factory=factory)
+
+
+class OwnerReference(Model, frozen=True):
+    """metav1.OwnerReference; also Command.target."""
+
+    api_version: Annotated[str, crd(required=True)] = ""
+    kind: Annotated[str, crd(required=True)] = ""
+    name: Annotated[str, crd(required=True)] = ""
+    uid: Annotated[str, crd(required=True)] = ""
+    controller: bool | None = None
+    block_owner_deletion: bool | None = None
+
+
+class ObjectMeta(Model, frozen=True):
+    """metav1.ObjectMeta without managedFields and selfLink (see the module docstring)."""
+
+    name: str = ""
+    generate_name: str = ""
+    namespace: str = ""
+    uid: str = ""
+    resource_version: str = ""
+    generation: int = 0
+    creation_timestamp: Time | None = None
+    deletion_timestamp: Time | None = None
+    deletion_grace_period_seconds: int | None = None
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+    owner_references: tuple[OwnerReference, ...] = ()
+    finalizers: tuple[str, ...] = ()
+
+
+class TemplateMeta(Model, frozen=True):
+    """The metadata a template may carry (controller-gen's embedded ObjectMeta subset)."""
+
+    name: str = ""
+    namespace: str = ""
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+    finalizers: tuple[str, ...] = ()
+
+
+class ListMeta(Model, frozen=True):
+    """metav1.ListMeta."""
+
+    resource_version: str = ""
+    continue_: str = msgspec.field(default="", name="continue")
+    remaining_item_count: int | None = None
+
+
+class ObjectReference(Model, frozen=True):
+    """core/v1 ObjectReference (Event.involvedObject, CronJob.status.active)."""
+
+    api_version: str = ""
+    kind: str = ""
+    namespace: str = ""
+    name: str = ""
+    uid: str = ""
+    resource_version: str = ""
+    field_path: str = ""
+
+
+class LabelSelectorRequirement(Model, frozen=True):
+    """metav1.LabelSelectorRequirement."""
+
+    key: Annotated[str, crd(required=True)] = ""
+    operator: Annotated[str, crd(required=True)] = ""
+    values: tuple[str, ...] = ()
+
+
+class LabelSelector(Model, frozen=True):
+    """metav1.LabelSelector."""
+
+    match_labels: dict[str, str] = {}
+    match_expressions: tuple[LabelSelectorRequirement, ...] = ()
+
+
+class Condition(Model, frozen=True):
+    """A condition of a core object (Pod, Node, PVC) or a metav1.Condition.
+
+    The union of their fields: Pod conditions carry lastProbeTime, Node conditions
+    lastHeartbeatTime, metav1.Condition observedGeneration.
+    """
+
+    type: str = ""
+    status: str = ""
+    reason: str = ""
+    message: str = ""
+    last_transition_time: Time | None = None
+    last_probe_time: Time | None = None
+    last_heartbeat_time: Time | None = None
+    observed_generation: int | None = None
+
+
+class StatusCause(Model, frozen=True):
+    """metav1.StatusCause."""
+
+    reason: str = ""
+    message: str = ""
+    field: str = ""
+
+
+class StatusDetails(Model, frozen=True):
+    """metav1.StatusDetails."""
+
+    name: str = ""
+    group: str = ""
+    kind: str = ""
+    uid: str = ""
+    causes: tuple[StatusCause, ...] = ()
+    retry_after_seconds: int | None = None
+
+
+class Status(Model, frozen=True):
+    """metav1.Status: the body of an API error and of a watch ERROR event."""
+
+    api_version: str = type_meta("v1")
+    kind: str = type_meta("Status")
+    metadata: ListMeta = ListMeta()
+    status: str = ""
+    message: str = ""
+    reason: str = ""
+    details: StatusDetails | None = None
+    code: int = 0
+
+
+class ObjectList(Model, Generic[T], frozen=True):
+    """A LIST response (`PodList`, `JobList`, ...)."""
+
+    api_version: str = ""
+    kind: str = ""
+    metadata: ListMeta = ListMeta()
+    items: tuple[T, ...] = ()
+
+
+class WatchEventType(enum.StrEnum):
+    """Values of WatchEvent.type."""
+
+    ADDED = "ADDED"
+    MODIFIED = "MODIFIED"
+    DELETED = "DELETED"
+    BOOKMARK = "BOOKMARK"
+    ERROR = "ERROR"
+
+
+class WatchEvent(Model, Generic[T], frozen=True):
+    """One line of a watch stream. For ERROR events `object` is a Status (see WatchEventDecoder)."""
+
+    type: str = ""
+    object: T | None = None
+
+
+class WatchEventDecoder(Generic[T]):
+    """Decodes watch lines of one kind, returning ERROR events with a `Status` object.
+
+    The common case costs one typed decode. An ERROR event carries a Status instead of the watched
+    kind: it either fails the typed decode (e.g. its string `status` against a struct) or decodes
+    into a meaningless object, so both cases are decoded again as Status.
+    """
+
+    __slots__ = ("_status", "_typed")
+
+    def __init__(self, type_: type[T]) -> None:
+        self._typed: msgspec.json.Decoder[WatchEvent[T]] = msgspec.json.Decoder(WatchEvent[type_])  # type: ignore[valid-type]
+        self._status: msgspec.json.Decoder[WatchEvent[Status]] = msgspec.json.Decoder(
+            WatchEvent[Status]
+        )
+
+    def decode(self, data: bytes | str) -> WatchEvent[T] | WatchEvent[Status]:
+        """Decode one watch line; raise msgspec.DecodeError/ValidationError on a bad line."""
+        try:
+            event = self._typed.decode(data)
+        except msgspec.ValidationError as typed_error:
+            try:
+                status_event = self._status.decode(data)
+            except msgspec.ValidationError:
+                raise typed_error from None
+            if status_event.type != WatchEventType.ERROR:
+                raise
+            return status_event
+        if event.type == WatchEventType.ERROR:
+            return self._status.decode(data)
+        return event
+
+
+ENCODER: Final = msgspec.json.Encoder()
+STATUS_DECODER: Final = msgspec.json.Decoder(Status)
+
+
+def encode(obj: Any) -> bytes:
+    """Encode a model (or plain data) as JSON with the shared encoder."""
+    return ENCODER.encode(obj)
+
+
+class _HasMeta(Protocol):
+    @property
+    def metadata(self) -> ObjectMeta: ...
+
+
+def object_key(obj: _HasMeta) -> str:
+    """The cache key of an object: "namespace/name", or "name" for cluster-scoped objects."""
+    meta = obj.metadata
+    return f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
+
+
+def controller_of(meta: ObjectMeta) -> OwnerReference | None:
+    """The owner reference with `controller: true`, if any."""
+    for ref in meta.owner_references:
+        if ref.controller:
+            return ref
+    return None
+
+
+class _HasType(Protocol):
+    @property
+    def type(self) -> str: ...
+
+
+C = TypeVar("C", bound=_HasType)
+
+
+def find_condition(conditions: Sequence[C], type_: str) -> C | None:
+    """The condition of the given type, or None."""
+    for cond in conditions:
+        if cond.type == type_:
+            return cond
+    return None
+
+
+def condition_is_true(conditions: Sequence[Condition], type_: str) -> bool:
+    """Whether the condition of the given type exists and has status "True"."""
+    cond = find_condition(conditions, type_)
+    return cond is not None and cond.status == "True"
+
+
+# --- timestamps ---------------------------------------------------------------------------------
+
+
+def parse_time(value: str) -> dt.datetime:
+    """Parse an RFC 3339 timestamp (metav1.Time or MicroTime) into an aware datetime."""
+    try:
+        parsed = dt.datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"invalid RFC 3339 timestamp {value!r}") from None
+    if parsed.tzinfo is None:
+        raise ValueError(f"invalid RFC 3339 timestamp {value!r}: no time zone")
+    return parsed
+
+
+def format_time(when: dt.datetime) -> str:
+    """Format as metav1.Time does: UTC, whole seconds, "Z"."""
+    return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def format_micro_time(when: dt.datetime) -> str:
+    """Format as metav1.MicroTime does: UTC, microseconds, "Z"."""
+    return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+# --- durations ----------------------------------------------------------------------------------
+
+_NS_PER_UNIT: Final = {
+    "ns": 1,
+    "us": 1_000,
+    "\u00b5s": 1_000,  # U+00B5 micro sign
+    "\u03bcs": 1_000,  # U+03BC Greek small letter mu
+    "ms": 1_000_000,
+    "s": 1_000_000_000,
+    "m": 60_000_000_000,
+    "h": 3_600_000_000_000,
+}
+_MAX_NS: Final = (1 << 63) - 1  # Go's time.Duration is an int64 of nanoseconds
+_DIGITS: Final = "0123456789"
+
+
+class DurationError(ValueError):
+    """A string that Go's time.ParseDuration rejects."""
+
+
+def _leading_digits(s: str) -> str:
+    end = 0
+    while end < len(s) and s[end] in _DIGITS:
+        end += 1
+    return s[:end]
+
+
+def parse_duration(value: str) -> float:
+    """Parse a Go duration string ("300ms", "-1.5h", "2h45m", "1µs") into seconds.
+
+    Same grammar as Go's time.ParseDuration: an optional sign, then one or more decimal numbers
+    each followed by a unit (ns, us, µs, ms, s, m, h); "0" alone needs no unit. Raises
+    DurationError, naming the input and the problem, for anything Go rejects.
+    """
+    return parse_duration_ns(value) / 1e9
+
+
+def parse_duration_ns(value: str) -> int:
+    """Like `parse_duration`, but exact: whole nanoseconds, as Go's time.Duration holds them."""
+
+    def fail(why: str) -> DurationError:
+        return DurationError(f"invalid duration {value!r}: {why}")
+
+    s = value
+    negative = False
+    if s[:1] in ("-", "+"):
+        negative = s[0] == "-"
+        s = s[1:]
+    if s == "0":
+        return 0
+    if not s:
+        raise fail("empty")
+    total = 0
+    while s:
+        if s[0] != "." and s[0] not in _DIGITS:
+            raise fail(f"expected a number at {s!r}")
+        whole = _leading_digits(s)
+        s = s[len(whole) :]
+        fraction = ""
+        if s.startswith("."):
+            fraction = _leading_digits(s[1:])
+            s = s[1 + len(fraction) :]
+        if not whole and not fraction:
+            raise fail("a number needs at least one digit")
+        end = 0
+        while end < len(s) and s[end] != "." and s[end] not in _DIGITS:
+            end += 1
+        unit, s = s[:end], s[end:]
+        if not unit:
+            raise fail("missing unit (one of ns, us, ms, s, m, h)")
+        scale = _NS_PER_UNIT.get(unit)
+        if scale is None:
+            raise fail(f"unknown unit {unit!r} (one of ns, us, ms, s, m, h)")
+        total += int(whole or "0") * scale
+        if fraction:
+            total += int(fraction) * scale // 10 ** len(fraction)
+        if total > _MAX_NS + (1 if negative else 0):
+            raise fail("out of range (more than about 292 years)")
+    return -total if negative else total
+
+
+def _fraction(value: int, digits: int) -> tuple[str, int]:
+    """Split `value` into its last `digits` digits as ".ddd" (trailing zeros cut) and the rest."""
+    div = 10**digits
+    frac = f"{value % div:0{digits}d}".rstrip("0")
+    return ("." + frac if frac else ""), value // div
+
+
+def format_duration(seconds: float) -> str:
+    """Format seconds as Go's Duration.String does: "1h2m3.5s", "1.5ms", "0s"."""
+    return format_duration_ns(round(seconds * 1e9))
+
+
+def format_duration_ns(ns: int) -> str:
+    """Like `format_duration`, but exact: from whole nanoseconds."""
+    if ns == 0:
+        return "0s"
+    sign = "-" if ns < 0 else ""
+    u = abs(ns)
+    if u < 1_000:
+        return f"{sign}{u}ns"
+    if u < 1_000_000:
+        frac, whole = _fraction(u, 3)
+        return f"{sign}{whole}{frac}\u00b5s"
+    if u < 1_000_000_000:
+        frac, whole = _fraction(u, 6)
+        return f"{sign}{whole}{frac}ms"
+    frac, secs = _fraction(u, 9)
+    out = f"{secs % 60}{frac}s"
+    minutes = secs // 60
+    if minutes:
+        out = f"{minutes % 60}m{out}"
+        hours = minutes // 60
+        if hours:
+            out = f"{hours}h{out}"
+    return sign + out

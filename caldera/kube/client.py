@@ -1,0 +1,1044 @@
+"""The Kubernetes API client every Caldera process uses.
+
+Protocol. Plain HTTPS requests over one `aiohttp.ClientSession` (one connection pool per process),
+JSON both ways. Response bodies are read as raw bytes and decoded with msgspec straight into the
+caller's model (`KindInfo.decoder`), never through kubernetes-asyncio's model classes, which are 70
+times slower. kubernetes-asyncio is used only for configuration and credentials
+(`caldera.kube.config`). Requests are built by pure functions (`resource_path`, `list_query`,
+`watch_query`, `delete_options`, `patch_request`, `encode_body`); answers are mapped by
+`caldera.kube.errors.api_error`; `KubeClient` only sends, waits and counts.
+
+Watches. A watch is a GET with `watch=1` whose chunked body is one JSON event per line, for as long
+as `timeoutSeconds` allows. `WatchStream` splits the byte stream on newlines itself (no line length
+limit, linear in the stream size), decodes each complete line into a `WatchEvent` (the object's
+model for ADDED/MODIFIED/DELETED/BOOKMARK, a `Status` for ERROR), and closes the response when the
+`async with` block exits. A stream that ends mid-line was cut: the partial event is dropped and
+`ApiConnectionError` raised, so no half object is ever delivered. A stream silent for longer than
+the inactivity timeout (default: `timeoutSeconds` plus a margin) is presumed dead and ends like a
+normal end of stream; the caller re-watches from its last resourceVersion.
+
+Retries. Each request makes at most `RetryOptions.max_attempts` attempts, waiting
+`jittered_backoff` between them (or the server's Retry-After, capped). The rule (`retry_delay`):
+
+- 429 Too Many Requests: retried for every method, honouring Retry-After, because the server
+  rejected the request before processing it. Except an eviction refused by a PodDisruptionBudget
+  (also 429): that is an answer, not throttling, and is raised at once.
+- 5xx and connection failures after the request may have been sent (reset, timeout, a cut body):
+  retried for reads (GET) only. A write may have been applied: repeating a POST could create twice,
+  a PATCH with a JSON-patch `add` could apply twice, a DELETE would answer 404. The caller's
+  reconcile loop, which re-reads state first, is the right place to retry those.
+- Connection failures before anything was sent (refused, DNS, connect timeout): retried for every
+  method. TLS failures are configuration errors and are never retried.
+- 401 Unauthorized: the credentials are reloaded once (token file, exec plugin) and the request
+  repeated once, for every method: the server did not process it.
+- Everything else (404, 409, 410, 422, 403, ...) is raised at once as its typed error.
+
+Rate limiting. A client-side `TokenBucket` (qps, burst) is passed before every attempt, so a
+retry storm or a burst of reconciles cannot flood the API server; the time spent waiting is a
+metric. Watches are long-lived and not limited.
+
+Metrics go to the `CollectorRegistry` given to the client (a private one otherwise), with
+client-go's names under the `caldera_` prefix. Logs never contain headers or tokens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+import enum
+import os
+import random
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Mapping
+from types import TracebackType
+from typing import Any, Final, Generic, TypeAlias, TypeVar
+
+import aiohttp
+import structlog
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from caldera import __version__
+from caldera.api.kinds import POD, KindInfo, resource_path
+from caldera.api.meta import ENCODER, ObjectList, Status, WatchEvent
+from caldera.kube.config import ConnectionSettings, load_config, load_kubeconfig
+from caldera.kube.errors import (
+    ApiConnectionError,
+    ApiError,
+    ServerError,
+    TooManyRequests,
+    Unauthorized,
+    api_error,
+)
+from caldera.ratelimit import TokenBucket, jittered_backoff
+
+__all__ = [
+    "ClientOptions",
+    "KubeClient",
+    "ListResult",
+    "PatchType",
+    "PropagationPolicy",
+    "RetryOptions",
+    "WatchStream",
+    "connection_error",
+    "delete_options",
+    "encode_body",
+    "list_query",
+    "patch_request",
+    "retry_delay",
+    "watch_query",
+]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+Query: TypeAlias = list[tuple[str, str]]
+ParamValue: TypeAlias = str | int | bool | None
+
+JSON: Final = "application/json"
+READ_METHODS: Final = frozenset({"GET", "HEAD"})
+# client-go's rest client latency buckets, in seconds.
+LATENCY_BUCKETS: Final = (0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0)
+# How long a watch may stay silent beyond its own timeoutSeconds before it is presumed dead.
+WATCH_SILENCE_MARGIN: Final = 30.0
+DEFAULT_WATCH_SECONDS: Final = 300
+
+
+class PatchType(enum.StrEnum):
+    """The patch formats the API server accepts, as their content types."""
+
+    JSON = "application/json-patch+json"
+    """RFC 6902 operations: a list of {"op", "path", "value"}."""
+    MERGE = "application/merge-patch+json"
+    """RFC 7386: objects merge, lists are replaced, null deletes a key."""
+    STRATEGIC = "application/strategic-merge-patch+json"
+    """Kubernetes' merge that merges lists by key (built-in kinds only, not CRDs)."""
+    APPLY = "application/apply-patch+yaml"
+    """Server-side apply: the full intent of one field manager (JSON is valid YAML)."""
+
+
+class PropagationPolicy(enum.StrEnum):
+    """What a delete does to the object's dependents."""
+
+    ORPHAN = "Orphan"
+    BACKGROUND = "Background"
+    FOREGROUND = "Foreground"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RetryOptions:
+    """How the client retries (see the module docstring for which failures are retried)."""
+
+    max_attempts: int = 5
+    """Attempts per request, the first included; 1 disables retries."""
+    base: float = 0.25
+    """Backoff before the first retry, in seconds; doubles each retry."""
+    cap: float = 10.0
+    """Longest backoff between two attempts, in seconds."""
+    jitter: float = 0.2
+    """Backoffs are shortened by a random fraction up to this, so clients do not retry in step."""
+    max_retry_after: float = 60.0
+    """Longest Retry-After honoured, in seconds; a longer one is shortened to this."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClientOptions:
+    """Tunables of a `KubeClient`."""
+
+    qps: float = 50.0
+    """Sustained requests per second (watches excluded); client-go's default of 5 is too low for
+    a controller that creates pods for 1000-replica jobs."""
+    burst: int = 100
+    """Requests allowed at once after a quiet period."""
+    timeout: float = 60.0
+    """Whole-request timeout in seconds (a LIST page of 500 pods can take a few seconds)."""
+    connect_timeout: float = 10.0
+    """Timeout to establish a connection, in seconds."""
+    max_connections: int = 100
+    """Concurrent connections to the API server (each watch holds one)."""
+    retry: RetryOptions = RetryOptions()
+    """Retry policy."""
+    user_agent: str = f"caldera/{__version__}"
+    """Sent as User-Agent; shows in the API server's audit log."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ListResult(Generic[T]):
+    """All items of a (paginated) LIST, and the resourceVersion to watch from."""
+
+    items: tuple[T, ...]
+    resource_version: str
+
+
+# --- pure request building ---------------------------------------------------------------------
+
+
+def _query(params: Mapping[str, ParamValue]) -> Query:
+    """Query parameters as strings, without the unset ones; booleans as true/false."""
+    out: Query = []
+    for key, value in params.items():
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            out.append((key, "true" if value else "false"))
+        else:
+            out.append((key, str(value)))
+    return out
+
+
+def list_query(
+    *,
+    label_selector: str | None = None,
+    field_selector: str | None = None,
+    limit: int | None = None,
+    continue_: str | None = None,
+    resource_version: str | None = None,
+    resource_version_match: str | None = None,
+) -> Query:
+    """Query of one LIST page. A continue token carries the snapshot, so it excludes RV options."""
+    if continue_:
+        resource_version = resource_version_match = None
+    return _query(
+        {
+            "labelSelector": label_selector,
+            "fieldSelector": field_selector,
+            "limit": limit,
+            "continue": continue_ or None,
+            "resourceVersion": resource_version,
+            "resourceVersionMatch": resource_version_match,
+        }
+    )
+
+
+def watch_query(
+    *,
+    resource_version: str | None = None,
+    allow_watch_bookmarks: bool = True,
+    timeout_seconds: int | None = None,
+    label_selector: str | None = None,
+    field_selector: str | None = None,
+    send_initial_events: bool | None = None,
+    resource_version_match: str | None = None,
+) -> Query:
+    """Query of a WATCH request."""
+    return _query(
+        {
+            "watch": True,
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": allow_watch_bookmarks or None,
+            "timeoutSeconds": timeout_seconds,
+            "labelSelector": label_selector,
+            "fieldSelector": field_selector,
+            "sendInitialEvents": send_initial_events,
+            "resourceVersionMatch": resource_version_match,
+        }
+    )
+
+
+def encode_body(body: object) -> bytes:
+    """JSON of a request body: a msgspec Struct (unset and default fields omitted, as the model
+    configures), plain dicts and lists, or bytes sent as they are."""
+    if isinstance(body, bytes | bytearray | memoryview):
+        return bytes(body)
+    return ENCODER.encode(body)
+
+
+def delete_options(
+    *,
+    uid: str | None = None,
+    resource_version: str | None = None,
+    propagation_policy: PropagationPolicy | str | None = None,
+    grace_period_seconds: int | None = None,
+    dry_run: bool = False,
+) -> dict[str, Any] | None:
+    """A DeleteOptions object, or None when every option is the server's default."""
+    options: dict[str, Any] = {}
+    preconditions = {
+        k: v for k, v in (("uid", uid), ("resourceVersion", resource_version)) if v is not None
+    }
+    if preconditions:
+        options["preconditions"] = preconditions
+    if propagation_policy is not None:
+        options["propagationPolicy"] = str(propagation_policy)
+    if grace_period_seconds is not None:
+        options["gracePeriodSeconds"] = grace_period_seconds
+    if dry_run:
+        options["dryRun"] = ["All"]
+    if not options:
+        return None
+    return {"apiVersion": "v1", "kind": "DeleteOptions", **options}
+
+
+def patch_request(
+    patch: object,
+    patch_type: PatchType,
+    *,
+    field_manager: str | None = None,
+    force: bool | None = None,
+    dry_run: bool = False,
+) -> tuple[bytes, str, Query]:
+    """Body, content type and query of a PATCH. Server-side apply needs a field manager, and only
+    apply takes `force` (take over fields other managers own)."""
+    if patch_type is PatchType.APPLY and not field_manager:
+        raise ValueError("server-side apply needs a field_manager")
+    if force is not None and patch_type is not PatchType.APPLY:
+        raise ValueError("force is only valid with server-side apply (PatchType.APPLY)")
+    query = _query(
+        {"fieldManager": field_manager, "force": force, "dryRun": "All" if dry_run else None}
+    )
+    return encode_body(patch), str(patch_type), query
+
+
+def binding(namespace: str, pod: str, node: str, *, uid: str | None = None) -> dict[str, Any]:
+    """A v1 Binding of `pod` to `node`; with `uid`, only that incarnation of the pod is bound."""
+    meta: dict[str, str] = {"name": pod, "namespace": namespace}
+    if uid:
+        meta["uid"] = uid
+    return {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": meta,
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    }
+
+
+def eviction(
+    namespace: str,
+    pod: str,
+    *,
+    uid: str | None = None,
+    grace_period_seconds: int | None = None,
+) -> dict[str, Any]:
+    """A policy/v1 Eviction of `pod`."""
+    body: dict[str, Any] = {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": pod, "namespace": namespace},
+    }
+    options = delete_options(uid=uid, grace_period_seconds=grace_period_seconds)
+    if options:
+        body["deleteOptions"] = options
+    return body
+
+
+def _identity(body: object) -> tuple[str, str]:
+    """(name, namespace) from a body's metadata: a model's attributes or a dict's keys."""
+    if isinstance(body, Mapping):
+        meta = body.get("metadata") or {}
+        return str(meta.get("name") or ""), str(meta.get("namespace") or "")
+    meta = getattr(body, "metadata", None)
+    return str(getattr(meta, "name", "") or ""), str(getattr(meta, "namespace", "") or "")
+
+
+# --- pure failure handling ---------------------------------------------------------------------
+
+
+def connection_error(exc: BaseException, method: str, path: str) -> ApiConnectionError:
+    """The ApiConnectionError for an aiohttp or timeout failure; `sent` says whether the request
+    may have reached the server. Pure."""
+    if isinstance(exc, aiohttp.ClientSSLError):
+        return ApiConnectionError(
+            f"TLS with the API server failed: {exc}",
+            sent=False,
+            transient=False,
+            method=method,
+            path=path,
+        )
+    if isinstance(exc, aiohttp.ClientConnectorError | aiohttp.ConnectionTimeoutError):
+        return ApiConnectionError(f"cannot connect: {exc}", sent=False, method=method, path=path)
+    if isinstance(exc, TimeoutError):
+        return ApiConnectionError(
+            "timed out waiting for the API server", sent=True, method=method, path=path
+        )
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        return ApiConnectionError(f"response cut short: {exc}", sent=True, method=method, path=path)
+    return ApiConnectionError(
+        f"connection failed: {str(exc) or type(exc).__name__}", sent=True, method=method, path=path
+    )
+
+
+def _disruption_budget(err: TooManyRequests) -> bool:
+    """An eviction refused because of a PodDisruptionBudget (a decision, not throttling)."""
+    return (
+        err.details is not None and any(c.reason == "DisruptionBudget" for c in err.details.causes)
+    ) or ("disruption budget" in err.message)
+
+
+def retry_delay(
+    method: str,
+    error: ApiError | ApiConnectionError,
+    attempt: int,
+    policy: RetryOptions,
+    rng: Callable[[], float] = random.random,
+) -> tuple[float, str] | None:
+    """(seconds to wait, reason) before retrying after `error` on attempt `attempt` (0-based), or
+    None to give up and raise. The retry rule of the module docstring, as a pure function."""
+    if attempt + 1 >= policy.max_attempts:
+        return None
+    backoff = jittered_backoff(attempt, policy.base, policy.cap, policy.jitter, rng)
+    read = method.upper() in READ_METHODS
+    if isinstance(error, TooManyRequests):
+        if _disruption_budget(error):
+            return None
+        if error.retry_after is not None and error.retry_after > 0:
+            return min(error.retry_after, policy.max_retry_after), "429"
+        return backoff, "429"
+    if isinstance(error, ServerError):
+        return (backoff, str(error.status)) if read else None
+    if isinstance(error, ApiConnectionError):
+        if not error.transient:
+            return None
+        return (backoff, "connection") if read or not error.sent else None
+    return None
+
+
+# --- metrics -----------------------------------------------------------------------------------
+
+
+class ClientMetrics:
+    """The client's Prometheus metrics, in the registry it is given (one client per registry)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.requests = Counter(
+            "caldera_rest_client_requests_total",
+            "API requests by verb and HTTP status code (<error> when no answer came).",
+            ["verb", "code"],
+            registry=registry,
+        )
+        self.duration = Histogram(
+            "caldera_rest_client_request_duration_seconds",
+            "Latency of each attempt of an API request, until the body is read (watch: headers).",
+            ["verb"],
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self.retries = Counter(
+            "caldera_rest_client_retries_total",
+            "Retried API requests by verb and reason (429, 5xx code, connection, unauthorized).",
+            ["verb", "reason"],
+            registry=registry,
+        )
+        self.rate_limiter = Histogram(
+            "caldera_rest_client_rate_limiter_duration_seconds",
+            "Time requests waited for the client-side rate limiter.",
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+
+
+# --- the client --------------------------------------------------------------------------------
+
+
+class KubeClient:
+    """An asyncio client of one API server. Use `async with KubeClient.from_config(...)`.
+
+    Create it inside the event loop that uses it; `close()` releases the connection pool.
+    """
+
+    def __init__(
+        self,
+        settings: ConnectionSettings,
+        options: ClientOptions = ClientOptions(),
+        *,
+        registry: CollectorRegistry | None = None,
+        logger: Any = None,
+        # Seams for tests: fake time and randomness make retry paths fast and deterministic.
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        rng: Callable[[], float] = random.random,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.settings = settings
+        self.options = options
+        self._metrics = ClientMetrics(registry if registry is not None else CollectorRegistry())
+        self._log = logger if logger is not None else structlog.get_logger("caldera.kube")
+        self._sleep = sleep
+        self._rng = rng
+        self._clock = clock
+        self._limiter = TokenBucket(options.qps, options.burst, clock=clock)
+        connector = aiohttp.TCPConnector(
+            limit=options.max_connections,
+            ssl=settings.ssl_context if settings.ssl_context is not None else True,
+        )
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            headers={"User-Agent": options.user_agent, "Accept": JSON},
+            # Only the kubeconfig's proxy-url applies; HTTP(S)_PROXY must not capture the
+            # API server traffic of an in-cluster process.
+            trust_env=False,
+        )
+        self._timeout = aiohttp.ClientTimeout(
+            total=options.timeout, sock_connect=options.connect_timeout
+        )
+
+    # ---- construction ------------------------------------------------------------------------
+
+    @classmethod
+    def from_kubeconfig(
+        cls,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        context: str | None = None,
+        options: ClientOptions = ClientOptions(),
+        registry: CollectorRegistry | None = None,
+        logger: Any = None,
+    ) -> _Opening:
+        """A client for a kubeconfig (path, else $KUBECONFIG, else ~/.kube/config).
+
+        `async with KubeClient.from_kubeconfig(p) as client: ...`, or `await` it and `close()`.
+        """
+
+        async def load() -> ConnectionSettings:
+            return await load_kubeconfig(path, context=context)
+
+        return _Opening(load, lambda s: cls(s, options, registry=registry, logger=logger))
+
+    @classmethod
+    def from_config(
+        cls,
+        kubeconfig: str | os.PathLike[str] | None = None,
+        *,
+        context: str | None = None,
+        options: ClientOptions = ClientOptions(),
+        registry: CollectorRegistry | None = None,
+        logger: Any = None,
+    ) -> _Opening:
+        """A client from a kubeconfig when one is given or present, else the in-cluster account."""
+
+        async def load() -> ConnectionSettings:
+            return await load_config(kubeconfig, context=context)
+
+        return _Opening(load, lambda s: cls(s, options, registry=registry, logger=logger))
+
+    async def __aenter__(self) -> KubeClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the connection pool; open watches end."""
+        await self._session.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._session.closed
+
+    # ---- raw requests ------------------------------------------------------------------------
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Query | Mapping[str, ParamValue] | None = None,
+        body: bytes | None = None,
+        content_type: str | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 - a per-request HTTP timeout
+    ) -> bytes:
+        """Send a request (rate-limited, retried per the module's rule) and return the body.
+
+        Raises a typed `ApiError` for an error status and `ApiConnectionError` without an answer.
+        """
+        method = method.upper()
+        query = _query(params) if isinstance(params, Mapping) else list(params or ())
+        headers = {"Content-Type": content_type or JSON} if body is not None else {}
+        client_timeout = (
+            self._timeout
+            if timeout is None
+            else aiohttp.ClientTimeout(total=timeout, sock_connect=self.options.connect_timeout)
+        )
+
+        async def once() -> bytes:
+            response = await self._send(method, method, path, query, body, headers, client_timeout)
+            async with response:
+                return await response.read()
+
+        return await self._with_retries(method, method, path, once, limited=True)
+
+    async def _throttle(self) -> None:
+        """Wait for the client-side rate limiter (every attempt, retries included)."""
+        delay = self._limiter.reserve()
+        if delay > 0:
+            await self._sleep(delay)
+        self._metrics.rate_limiter.observe(delay)
+
+    async def _send(
+        self,
+        verb: str,
+        method: str,
+        path: str,
+        query: Query,
+        body: bytes | None,
+        headers: Mapping[str, str],
+        client_timeout: aiohttp.ClientTimeout,
+    ) -> aiohttp.ClientResponse:
+        """One HTTP exchange up to the response headers; raises ApiError on an error status."""
+        auth = await self.settings.auth.header()
+        all_headers = {**headers, "Authorization": auth} if auth else dict(headers)
+        try:
+            response = await self._session.request(
+                method,
+                self.settings.host + path,
+                params=query,
+                data=body,
+                headers=all_headers,
+                timeout=client_timeout,
+                proxy=self.settings.proxy,
+                server_hostname=self.settings.tls_server_name,
+            )
+        except BaseException:
+            self._metrics.requests.labels(verb, "<error>").inc()
+            raise
+        self._metrics.requests.labels(verb, str(response.status)).inc()
+        self._log.debug("api request", verb=verb, path=path, code=response.status)
+        if response.status >= 400:
+            async with response:
+                data = await response.read()
+            raise api_error(response.status, data, response.headers, method=method, path=path)
+        return response
+
+    async def _with_retries(
+        self,
+        verb: str,
+        method: str,
+        path: str,
+        once: Callable[[], Awaitable[R]],
+        *,
+        limited: bool,
+    ) -> R:
+        """Run `once` until it succeeds or the retry rule gives up; count and log each attempt.
+
+        With `limited`, every attempt first waits for the rate limiter."""
+        attempt = 0
+        reauthenticated = False
+        while True:
+            if limited:
+                await self._throttle()
+            start = self._clock()
+            try:
+                return await once()
+            except ApiError as exc:
+                error: ApiError | ApiConnectionError = exc
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                error = connection_error(exc, method, path)
+                error.__cause__ = exc
+            finally:
+                self._metrics.duration.labels(verb).observe(self._clock() - start)
+            if isinstance(error, Unauthorized) and not reauthenticated:
+                reauthenticated = True
+                if await self.settings.auth.refresh():
+                    self._metrics.retries.labels(verb, "unauthorized").inc()
+                    self._log.info("credentials reloaded after 401", verb=verb, path=path)
+                    continue
+            decision = retry_delay(method, error, attempt, self.options.retry, self._rng)
+            if decision is None:
+                raise error
+            delay, reason = decision
+            self._metrics.retries.labels(verb, reason).inc()
+            self._log.warning(
+                "retrying API request",
+                verb=verb,
+                path=path,
+                attempt=attempt + 1,
+                delay=round(delay, 3),
+                reason=reason,
+                error=str(error),
+            )
+            await self._sleep(delay)
+            attempt += 1
+
+    # ---- typed helpers -----------------------------------------------------------------------
+
+    async def get(self, kind: KindInfo[T], name: str, *, namespace: str | None = None) -> T:
+        """GET one object."""
+        data = await self.request("GET", resource_path(kind, namespace, name))
+        return kind.decoder.decode(data)
+
+    async def list_pages(
+        self,
+        kind: KindInfo[T],
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int | None = 500,
+        resource_version: str | None = None,
+        resource_version_match: str | None = None,
+    ) -> AsyncIterator[ObjectList[T]]:
+        """LIST page by page (`limit` items each, following `continue`); all pages are one
+        consistent snapshot. An expired continue token raises Gone: list again from the start."""
+        path = resource_path(kind, namespace)
+        continue_: str | None = None
+        while True:
+            query = list_query(
+                label_selector=label_selector,
+                field_selector=field_selector,
+                limit=limit,
+                continue_=continue_,
+                resource_version=resource_version,
+                resource_version_match=resource_version_match,
+            )
+            page = kind.list_decoder.decode(await self.request("GET", path, params=query))
+            yield page
+            continue_ = page.metadata.continue_
+            if not continue_:
+                return
+
+    async def list(
+        self,
+        kind: KindInfo[T],
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int | None = 500,
+        resource_version: str | None = None,
+        resource_version_match: str | None = None,
+    ) -> ListResult[T]:
+        """LIST every page; returns the items and the list's resourceVersion (to watch from)."""
+        items: collections.deque[T] = collections.deque()
+        version = ""
+        async for page in self.list_pages(
+            kind,
+            namespace=namespace,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            limit=limit,
+            resource_version=resource_version,
+            resource_version_match=resource_version_match,
+        ):
+            items.extend(page.items)
+            version = page.metadata.resource_version
+        return ListResult(tuple(items), version)
+
+    def watch(
+        self,
+        kind: KindInfo[T],
+        *,
+        namespace: str | None = None,
+        resource_version: str | None = None,
+        allow_watch_bookmarks: bool = True,
+        timeout_seconds: int | None = DEFAULT_WATCH_SECONDS,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        send_initial_events: bool | None = None,
+        resource_version_match: str | None = None,
+        inactivity_timeout: float | None = None,
+    ) -> WatchStream[T]:
+        """A WATCH stream: `async with client.watch(kind, ...) as events: async for e in events`.
+
+        The request is sent on entering the block (so changes made inside it are seen) and the
+        response closed on leaving it. ERROR events are yielded with a `Status` object;
+        `caldera.kube.errors.error_from_status` turns one into its typed error (Gone for 410).
+        """
+        path = resource_path(kind, namespace)
+        query = watch_query(
+            resource_version=resource_version,
+            allow_watch_bookmarks=allow_watch_bookmarks,
+            timeout_seconds=timeout_seconds,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            send_initial_events=send_initial_events,
+            resource_version_match=resource_version_match,
+        )
+        if inactivity_timeout is None:
+            inactivity_timeout = (timeout_seconds or DEFAULT_WATCH_SECONDS) + WATCH_SILENCE_MARGIN
+        # No total timeout: the stream lives as long as timeoutSeconds; silence is handled by the
+        # stream's inactivity timeout.
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.options.connect_timeout)
+        headers_timeout = self.options.timeout
+
+        async def open_stream() -> aiohttp.ClientResponse:
+            async def once() -> aiohttp.ClientResponse:
+                async with asyncio.timeout(headers_timeout):
+                    return await self._send("WATCH", "GET", path, query, None, {}, timeout)
+
+            return await self._with_retries("WATCH", "GET", path, once, limited=False)
+
+        return WatchStream(open_stream, kind, path, inactivity_timeout, self._log)
+
+    async def create(
+        self,
+        kind: KindInfo[T],
+        body: object,
+        *,
+        namespace: str | None = None,
+        field_manager: str | None = None,
+        dry_run: bool = False,
+    ) -> T:
+        """POST a new object; the namespace defaults to the body's. AlreadyExists if taken."""
+        if kind.namespaced and not namespace:
+            namespace = _identity(body)[1] or None
+        query = _query({"fieldManager": field_manager, "dryRun": "All" if dry_run else None})
+        data = await self.request(
+            "POST", resource_path(kind, namespace), params=query, body=encode_body(body)
+        )
+        return kind.decoder.decode(data)
+
+    async def replace(
+        self,
+        kind: KindInfo[T],
+        body: object,
+        *,
+        name: str | None = None,
+        namespace: str | None = None,
+        subresource: str | None = None,
+        field_manager: str | None = None,
+        dry_run: bool = False,
+    ) -> T:
+        """PUT a whole object (optimistic concurrency: Conflict if its resourceVersion is stale).
+
+        Only for Caldera's own kinds, whose models are complete: a PUT of a partial model of
+        another kind would erase the fields the model lacks. Patch those instead.
+        """
+        body_name, body_namespace = _identity(body)
+        name = name or body_name
+        if kind.namespaced and not namespace:
+            namespace = body_namespace or None
+        if not name:
+            raise ValueError(f"replace of a {kind.kind} needs a name (in the body or as name=)")
+        query = _query({"fieldManager": field_manager, "dryRun": "All" if dry_run else None})
+        data = await self.request(
+            "PUT",
+            resource_path(kind, namespace, name, subresource),
+            params=query,
+            body=encode_body(body),
+        )
+        return kind.decoder.decode(data)
+
+    async def update_status(
+        self, kind: KindInfo[T], body: object, *, namespace: str | None = None
+    ) -> T:
+        """PUT the status subresource of an own object (the spec in `body` is ignored)."""
+        return await self.replace(kind, body, namespace=namespace, subresource="status")
+
+    async def patch(
+        self,
+        kind: KindInfo[T],
+        name: str,
+        patch: object,
+        *,
+        namespace: str | None = None,
+        patch_type: PatchType = PatchType.MERGE,
+        subresource: str | None = None,
+        field_manager: str | None = None,
+        force: bool | None = None,
+        dry_run: bool = False,
+    ) -> T:
+        """PATCH an object or one of its subresources; returns the object after the patch."""
+        body, content_type, query = patch_request(
+            patch, patch_type, field_manager=field_manager, force=force, dry_run=dry_run
+        )
+        data = await self.request(
+            "PATCH",
+            resource_path(kind, namespace, name, subresource),
+            params=query,
+            body=body,
+            content_type=content_type,
+        )
+        return kind.decoder.decode(data)
+
+    async def patch_status(
+        self,
+        kind: KindInfo[T],
+        name: str,
+        patch: object,
+        *,
+        namespace: str | None = None,
+        patch_type: PatchType = PatchType.MERGE,
+        field_manager: str | None = None,
+        force: bool | None = None,
+    ) -> T:
+        """PATCH the status subresource."""
+        return await self.patch(
+            kind,
+            name,
+            patch,
+            namespace=namespace,
+            patch_type=patch_type,
+            subresource="status",
+            field_manager=field_manager,
+            force=force,
+        )
+
+    async def delete(
+        self,
+        kind: KindInfo[Any],
+        name: str,
+        *,
+        namespace: str | None = None,
+        uid: str | None = None,
+        resource_version: str | None = None,
+        propagation_policy: PropagationPolicy | str | None = None,
+        grace_period_seconds: int | None = None,
+        dry_run: bool = False,
+    ) -> None:
+        """DELETE an object. `uid` / `resource_version` are preconditions (Conflict when they do
+        not match); NotFound propagates, since only the caller knows whether absence is fine."""
+        options = delete_options(
+            uid=uid,
+            resource_version=resource_version,
+            propagation_policy=propagation_policy,
+            grace_period_seconds=grace_period_seconds,
+            dry_run=dry_run,
+        )
+        await self.request(
+            "DELETE",
+            resource_path(kind, namespace, name),
+            body=encode_body(options) if options else None,
+        )
+
+    async def bind(self, namespace: str, pod: str, node: str, *, uid: str | None = None) -> None:
+        """Bind a pod to a node (POST pods/binding), as a scheduler does."""
+        await self.request(
+            "POST",
+            resource_path(POD, namespace, pod, "binding"),
+            body=encode_body(binding(namespace, pod, node, uid=uid)),
+        )
+
+    async def evict(
+        self,
+        namespace: str,
+        pod: str,
+        *,
+        uid: str | None = None,
+        grace_period_seconds: int | None = None,
+    ) -> None:
+        """Evict a pod through the policy/v1 Eviction API (honours PodDisruptionBudgets: a refusal
+        is TooManyRequests, raised without retrying)."""
+        await self.request(
+            "POST",
+            resource_path(POD, namespace, pod, "eviction"),
+            body=encode_body(
+                eviction(namespace, pod, uid=uid, grace_period_seconds=grace_period_seconds)
+            ),
+        )
+
+
+class _Opening:
+    """What `KubeClient.from_config` returns: awaitable, or an async context manager."""
+
+    def __init__(
+        self,
+        load: Callable[[], Awaitable[ConnectionSettings]],
+        build: Callable[[ConnectionSettings], KubeClient],
+    ) -> None:
+        self._load = load
+        self._build = build
+        self._client: KubeClient | None = None
+
+    async def _open(self) -> KubeClient:
+        return self._build(await self._load())
+
+    def __await__(self) -> Generator[Any, None, KubeClient]:
+        return self._open().__await__()
+
+    async def __aenter__(self) -> KubeClient:
+        self._client = await self._open()
+        return self._client
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._client is not None:
+            await self._client.close()
+
+
+class WatchStream(Generic[T]):
+    """The events of one WATCH request; see `KubeClient.watch` and the module docstring."""
+
+    def __init__(
+        self,
+        open_stream: Callable[[], Awaitable[aiohttp.ClientResponse]],
+        kind: KindInfo[T],
+        path: str,
+        inactivity_timeout: float,
+        log: Any,
+    ) -> None:
+        self._open_stream = open_stream
+        self._kind = kind
+        self._path = path
+        self._inactivity = inactivity_timeout
+        self._log = log
+        self._response: aiohttp.ClientResponse | None = None
+        self._lines: collections.deque[bytes] = collections.deque()
+        self._partial: list[bytes] = []  # pieces of the line being received
+        self._done = False
+
+    async def __aenter__(self) -> WatchStream[T]:
+        await self._ensure_open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __aiter__(self) -> WatchStream[T]:
+        return self
+
+    def close(self) -> None:
+        """Close the response (and its connection); the stream yields nothing more."""
+        self._done = True
+        if self._response is not None:
+            self._response.close()
+
+    async def _ensure_open(self) -> aiohttp.ClientResponse:
+        if self._response is None:
+            self._response = await self._open_stream()
+        return self._response
+
+    async def __anext__(self) -> WatchEvent[T] | WatchEvent[Status]:
+        while not self._lines:
+            if self._done:
+                raise StopAsyncIteration
+            await self._receive()
+        return self._kind.watch_decoder.decode(self._lines.popleft())
+
+    async def _receive(self) -> None:
+        """Read one chunk and split it into complete lines; end the stream on EOF or silence."""
+        response = await self._ensure_open()
+        try:
+            async with asyncio.timeout(self._inactivity):
+                chunk = await response.content.readany()
+        except TimeoutError:
+            self._log.warning(
+                "watch silent for too long; ending it",
+                path=self._path,
+                seconds=self._inactivity,
+            )
+            self.close()
+            return
+        except (aiohttp.ClientError, OSError) as exc:
+            self.close()
+            raise connection_error(exc, "WATCH", self._path) from exc
+        if not chunk:
+            self.close()
+            if any(self._partial):
+                raise ApiConnectionError(
+                    "watch stream ended in the middle of an event",
+                    sent=True,
+                    method="WATCH",
+                    path=self._path,
+                )
+            return
+        if b"\n" not in chunk:
+            self._partial.append(chunk)
+            return
+        pieces = chunk.split(b"\n")
+        first = b"".join([*self._partial, pieces[0]]) if self._partial else pieces[0]
+        self._partial = [pieces[-1]] if pieces[-1] else []
+        for line in (first, *pieces[1:-1]):
+            if line.strip():
+                self._lines.append(line)
