@@ -22,10 +22,7 @@ import random
 import time
 from collections.abc import Callable
 
-__all__ = ["TokenBucket", "jittered_backoff"]
-
-# 2**64 seconds is already far beyond any cap; larger exponents would only overflow the float.
-_MAX_EXPONENT = 64
+__all__ = ["TokenBucket", "exponential_backoff", "jittered_backoff"]
 
 
 class TokenBucket:
@@ -65,8 +62,10 @@ class TokenBucket:
         if math.isinf(self._qps):
             return 0.0
         now = self._clock()
-        elapsed = max(0.0, now - self._last)  # a clock that steps back must not mint tokens
-        self._last = now
+        # A clock that steps back must neither mint tokens nor, stepping forward again, mint
+        # them twice for the same interval.
+        elapsed = max(0.0, now - self._last)
+        self._last = max(now, self._last)
         self._tokens = min(float(self._burst), self._tokens + elapsed * self._qps)
         self._tokens -= 1.0
         if self._tokens >= 0.0:
@@ -97,5 +96,14 @@ def jittered_backoff(
         raise ValueError(f"attempt must be >= 0, got {attempt}")
     if not 0.0 <= jitter <= 1.0:
         raise ValueError(f"jitter must be within [0, 1], got {jitter}")
-    delay = min(cap, base * 2.0 ** min(attempt, _MAX_EXPONENT))
+    delay = exponential_backoff(attempt, base=base, cap=cap)
     return max(0.0, delay * (1.0 - jitter * rng()))
+
+
+def exponential_backoff(failures: int, *, base: float, cap: float) -> float:
+    """`base * 2**failures`, at most `cap`. Saturates instead of overflowing: a key can fail
+    thousands of times over a long outage."""
+    try:
+        return min(math.ldexp(base, failures), cap)
+    except OverflowError:
+        return cap

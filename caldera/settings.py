@@ -53,7 +53,9 @@ class ProcessSettings:
     )
     retry_period: float = _opt(2.0, "seconds between tries to take or renew the Lease")
     shutdown_grace_period: float = _opt(
-        30.0, "seconds to finish work in flight after SIGTERM (below the pod's 30s+ grace)"
+        20.0,
+        "seconds to finish work in flight after SIGTERM; keep it below the pod's "
+        "terminationGracePeriodSeconds (30 by default) so the kubelet never kills a clean exit",
     )
 
     def validate(self) -> None:

@@ -27,8 +27,9 @@ waits, up to a timeout, for those in-flight keys to be `done`. Queued keys are d
 drained because the controller is level-based: the next process lists everything again, and a
 shutting-down (or demoted) controller should not start new work.
 
-The rate limiters are pure bookkeeping: `ItemExponentialBackoff` counts failures per key and
-`TokenBucket` takes the current time as an argument; neither touches the loop or the clock.
+The rate limiters are pure bookkeeping: `ItemExponentialBackoff` counts failures per key and the
+overall limit is `caldera.ratelimit.TokenBucket` (the same one the API client uses) read through
+an injectable clock; neither touches the event loop.
 """
 
 from __future__ import annotations
@@ -36,11 +37,11 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import math
 import time
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
+from caldera.ratelimit import TokenBucket, exponential_backoff
 from informers.metrics import NoQueueMetrics, QueueMetricsRecorder, WorkQueueMetrics
 
 __all__ = [
@@ -49,10 +50,8 @@ __all__ = [
     "MaxOfRateLimiter",
     "RateLimiter",
     "ShutDown",
-    "TokenBucket",
     "WorkQueue",
     "default_controller_rate_limiter",
-    "exponential_backoff",
 ]
 
 Clock = Callable[[], float]
@@ -81,17 +80,6 @@ class RateLimiter(Protocol):
         ...
 
 
-def exponential_backoff(failures: int, *, base: float, cap: float) -> float:
-    """`base * 2**failures`, at most `cap`. A purely computational function with no side effects.
-
-    Saturates instead of overflowing: a key can fail thousands of times over a long outage.
-    """
-    try:
-        return min(math.ldexp(base, failures), cap)
-    except OverflowError:
-        return cap
-
-
 class ItemExponentialBackoff:
     """Per-key exponential backoff: base, 2*base, 4*base, ... capped (5 ms .. 1000 s by default).
 
@@ -117,43 +105,14 @@ class ItemExponentialBackoff:
         return self._failures.get(key, 0)
 
 
-class TokenBucket:
-    """A token bucket that `rate` tokens per second refill, up to `burst` (starts full).
-
-    `reserve` always takes a token, letting the balance go negative, and returns how long the
-    caller must wait for that token to exist (like golang.org/x/time/rate's `Reserve().Delay()`):
-    a burst of `burst` goes through at once, and the rest are spaced `1/rate` apart.
-    Time is passed in rather than read, which keeps this class deterministic.
-    """
-
-    def __init__(self, *, rate: float = 10.0, burst: int = 100) -> None:
-        if rate <= 0 or burst < 1:
-            raise ValueError(f"need rate > 0 and burst >= 1, got {rate}, {burst}")
-        self._rate = rate
-        self._burst = burst
-        self._tokens = float(burst)
-        self._last: float | None = None
-
-    def reserve(self, now: float) -> float:
-        """Take one token at time `now` (seconds) and return the delay until it is available."""
-        if self._last is not None:
-            # max(): a clock that steps back must not drain the bucket.
-            elapsed = max(0.0, now - self._last)
-            self._tokens = min(float(self._burst), self._tokens + elapsed * self._rate)
-        self._last = now if self._last is None else max(now, self._last)
-        self._tokens -= 1.0
-        return 0.0 if self._tokens >= 0 else -self._tokens / self._rate
-
-
 class BucketRateLimiter:
-    """An overall rate limit shared by all keys: a `TokenBucket` read with `clock`."""
+    """An overall rate limit shared by all keys: one `TokenBucket`."""
 
-    def __init__(self, bucket: TokenBucket, *, clock: Clock = time.monotonic) -> None:
+    def __init__(self, bucket: TokenBucket) -> None:
         self._bucket = bucket
-        self._clock = clock
 
     def when(self, key: str) -> float:
-        return self._bucket.reserve(self._clock())
+        return self._bucket.reserve()
 
     def forget(self, key: str) -> None:
         pass
@@ -197,7 +156,7 @@ def default_controller_rate_limiter(
     return MaxOfRateLimiter(
         [
             ItemExponentialBackoff(base_delay=base_delay, max_delay=max_delay),
-            BucketRateLimiter(TokenBucket(rate=qps, burst=burst), clock=clock),
+            BucketRateLimiter(TokenBucket(qps, burst, clock=clock)),
         ]
     )
 

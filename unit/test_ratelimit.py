@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from caldera.ratelimit import TokenBucket, jittered_backoff
+from caldera.ratelimit import TokenBucket, exponential_backoff, jittered_backoff
 
 
 class FakeClock:
@@ -123,3 +123,22 @@ def test_backoff_rejects_nonsense(attempt: int, jitter: float) -> None:
     """A negative attempt or a jitter outside [0, 1] is a programming error."""
     with pytest.raises(ValueError, match=r"attempt|jitter"):
         jittered_backoff(attempt, 1.0, 10.0, jitter=jitter)
+
+
+def test_exponential_backoff_saturates_instead_of_overflowing() -> None:
+    """Huge failure counts yield the cap rather than an OverflowError."""
+    assert exponential_backoff(5000, base=0.005, cap=1000.0) == 1000.0
+    assert exponential_backoff(0, base=0.005, cap=1000.0) == 0.005
+    assert exponential_backoff(3, base=0.005, cap=1000.0) == 0.04
+
+
+def test_token_bucket_ignores_clock_going_back() -> None:
+    """A clock stepping backwards neither refills the bucket nor, stepping forward again,
+    refills it twice for the same interval."""
+    now = [10.0]
+    bucket = TokenBucket(1.0, 1, clock=lambda: now[0])
+    assert bucket.reserve() == 0.0
+    now[0] = 5.0
+    assert bucket.reserve() == pytest.approx(1.0)
+    now[0] = 12.0
+    assert bucket.reserve() == pytest.approx(0.0)

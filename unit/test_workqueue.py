@@ -15,10 +15,8 @@ from informers.metrics import InformerMetrics, WorkQueueMetrics
 from informers.workqueue import (
     ItemExponentialBackoff,
     ShutDown,
-    TokenBucket,
     WorkQueue,
     default_controller_rate_limiter,
-    exponential_backoff,
 )
 
 # asyncio may fire a timer up to its clock resolution early; allow a little slack.
@@ -295,34 +293,6 @@ def test_item_backoff_forget_resets() -> None:
     backoff.forget("a")
     assert backoff.num_requeues("a") == 0
     assert backoff.when("a") == 1.0
-
-
-def test_exponential_backoff_saturates_instead_of_overflowing() -> None:
-    """Huge failure counts yield the cap rather than an OverflowError."""
-    assert exponential_backoff(5000, base=0.005, cap=1000.0) == 1000.0
-    assert exponential_backoff(0, base=0.005, cap=1000.0) == 0.005
-
-
-def test_token_bucket_burst_then_rate() -> None:
-    """The bucket lets a burst through, then spaces reservations 1/rate apart and refills to burst
-    at most."""
-    bucket = TokenBucket(rate=10.0, burst=100)
-    assert [bucket.reserve(0.0) for _ in range(100)] == [0.0] * 100
-    assert bucket.reserve(0.0) == pytest.approx(0.1)
-    assert bucket.reserve(0.0) == pytest.approx(0.2)
-    assert bucket.reserve(1.0) == 0.0  # 10 tokens refilled, 2 owed: 7 left after this one
-    assert bucket.reserve(1.5) == 0.0  # 12 left
-    assert bucket.reserve(999.0) == 0.0  # refilled to the burst only: 99 left after this one
-    assert [bucket.reserve(999.0) for _ in range(99)] == [0.0] * 99
-    assert bucket.reserve(999.0) == pytest.approx(0.1)
-
-
-def test_token_bucket_ignores_clock_going_back() -> None:
-    """A clock stepping backwards neither refills nor drains the bucket."""
-    bucket = TokenBucket(rate=1.0, burst=1)
-    assert bucket.reserve(10.0) == 0.0
-    assert bucket.reserve(5.0) == pytest.approx(1.0)
-    assert bucket.reserve(12.0) == 0.0
 
 
 def test_default_limiter_is_max_of_backoff_and_bucket() -> None:

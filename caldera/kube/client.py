@@ -8,14 +8,14 @@ times slower. kubernetes-asyncio is used only for configuration and credentials
 `watch_query`, `delete_options`, `patch_request`, `encode_body`); answers are mapped by
 `caldera.kube.errors.api_error`; `KubeClient` only sends, waits and counts.
 
-Watches. A watch is a GET with `watch=1` whose chunked body is one JSON event per line, for as long
-as `timeoutSeconds` allows. `WatchStream` splits the byte stream on newlines itself (no line length
-limit, linear in the stream size), decodes each complete line into a `WatchEvent` (the object's
-model for ADDED/MODIFIED/DELETED/BOOKMARK, a `Status` for ERROR), and closes the response when the
-`async with` block exits. A stream that ends mid-line was cut: the partial event is dropped and
-`ApiConnectionError` raised, so no half object is ever delivered. A stream silent for longer than
-the inactivity timeout (default: `timeoutSeconds` plus a margin) is presumed dead and ends like a
-normal end of stream; the caller re-watches from its last resourceVersion.
+Watches. A watch is a GET with `watch=true` whose chunked body is one JSON event per line, for as
+long as `timeoutSeconds` allows. `WatchStream` splits the byte stream on newlines itself (no line
+length limit, linear in the stream size), decodes each complete line into a `WatchEvent` (the
+object's model for ADDED/MODIFIED/DELETED/BOOKMARK, a `Status` for ERROR), and closes the response
+when the `async with` block exits. A stream that ends mid-line was cut: the partial event is dropped
+and `ApiConnectionError` raised, so no half object is ever delivered. A stream silent for longer
+than the inactivity timeout (default: `timeoutSeconds` plus a margin) is presumed dead and ends like
+a normal end of stream; the caller re-watches from its last resourceVersion.
 
 Retries. Each request makes at most `RetryOptions.max_attempts` attempts, waiting
 `jittered_backoff` between them (or the server's Retry-After, capped). The rule (`retry_delay`):
@@ -80,9 +80,11 @@ __all__ = [
     "PropagationPolicy",
     "RetryOptions",
     "WatchStream",
+    "binding",
     "connection_error",
     "delete_options",
     "encode_body",
+    "eviction",
     "list_query",
     "patch_request",
     "retry_delay",

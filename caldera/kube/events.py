@@ -80,7 +80,11 @@ class _Entry:
 
 
 class EventRecorder:
-    """Records Events for one component (e.g. "caldera-controllers") on one host."""
+    """Records Events for one component (e.g. "caldera-controllers") on one host.
+
+    One recorder per process: its `caldera_events_recorded_total` counter is registered in
+    `registry` (a private registry when none is given). Call `close()` at shutdown.
+    """
 
     def __init__(
         self,
