@@ -29,7 +29,7 @@ from typing import Generic, TypeVar
 import structlog
 
 from caldera.api.kinds import KindInfo
-from caldera.api.meta import Status, WatchEventType
+from caldera.api.meta import Status, UndecodableError, WatchEvent, WatchEventType
 from caldera.kube.client import KubeClient
 from caldera.kube.errors import ApiConnectionError, ApiError, Gone, error_from_status
 from caldera.ratelimit import jittered_backoff
@@ -147,17 +147,26 @@ class Reflector(Generic[T]):
             field_selector=self.field_selector,
             timeout_seconds=timeout,
         ) as events:
-            async for event in events:
-                if event.type == WatchEventType.ERROR:
-                    assert isinstance(event.object, Status)
-                    raise error_from_status(event.object)
-                if event.type == WatchEventType.BOOKMARK:
-                    rv = _resource_version(event.object)
-                    if rv:
-                        self.store.set_resource_version(rv)
-                    continue
-                obj: T = event.object  # type: ignore[assignment]
-                self._apply(event.type, obj)
+            try:
+                async for event in events:
+                    self._handle(event)
+            except UndecodableError as exc:
+                # Skip it, or every re-watch would fail on the same event forever; the next
+                # relist or update of the object brings it back if the model can take it then.
+                self.log.error("skipped an undecodable watch event", error=str(exc))
+                if exc.resource_version:
+                    self.store.set_resource_version(exc.resource_version)
+
+    def _handle(self, event: WatchEvent[T] | WatchEvent[Status]) -> None:
+        if isinstance(event.object, Status):
+            raise error_from_status(event.object)
+        if event.type == WatchEventType.BOOKMARK:
+            rv = _resource_version(event.object)
+            if rv:
+                self.store.set_resource_version(rv)
+            return
+        if event.object is not None:
+            self._apply(event.type, event.object)
 
     def _apply(self, event_type: str, obj: T) -> None:
         key = self.store.key_of(obj)

@@ -14,10 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Generic, TypeVar
 from urllib.parse import quote
 
-import msgspec
-
 from caldera.api import core, volcano
-from caldera.api.meta import ObjectList, WatchEventDecoder
+from caldera.api.meta import ListDecoder, ObjectDecoder, WatchEventDecoder
 
 __all__ = [
     "ALL_KINDS",
@@ -56,14 +54,14 @@ class KindInfo(Generic[T]):
     namespaced: bool
     type: type[T]
     short_names: tuple[str, ...] = ()
-    decoder: msgspec.json.Decoder[T] = field(init=False, repr=False, compare=False)
-    list_decoder: msgspec.json.Decoder[ObjectList[T]] = field(init=False, repr=False, compare=False)
+    decoder: ObjectDecoder[T] = field(init=False, repr=False, compare=False)
+    list_decoder: ListDecoder[T] = field(init=False, repr=False, compare=False)
     watch_decoder: WatchEventDecoder[T] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # frozen dataclass: the decoders are derived once from `type` at construction
-        object.__setattr__(self, "decoder", msgspec.json.Decoder(self.type))
-        object.__setattr__(self, "list_decoder", msgspec.json.Decoder(ObjectList[self.type]))  # type: ignore[name-defined]
+        object.__setattr__(self, "decoder", ObjectDecoder(self.type))
+        object.__setattr__(self, "list_decoder", ListDecoder(self.type))
         object.__setattr__(self, "watch_decoder", WatchEventDecoder(self.type))
 
     @property

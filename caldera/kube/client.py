@@ -686,6 +686,10 @@ class KubeClient:
                 resource_version_match=resource_version_match,
             )
             page = kind.list_decoder.decode(await self.request("GET", path, params=query))
+            for skipped in kind.list_decoder.on_skip:  # read before any await: decoders are shared
+                self._log.error(
+                    "skipped an object the model cannot decode", path=path, error=str(skipped)
+                )
             yield page
             continue_ = page.metadata.continue_
             if not continue_:
