@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from caldera.api import crdgen, volcano
+from unit.examples import EXAMPLES
 
-EXAMPLES = Path("/work/shared/volcano-examples")
 OWN_KINDS = {"Job", "Queue", "PodGroup", "Command", "CronJob"}
 
 DOCUMENTS = {crd.info.kind: crdgen.crd_document(crd) for crd in crdgen.CRDS}

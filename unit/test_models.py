@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -37,8 +36,8 @@ from caldera.api.meta import (
     parse_duration_ns,
     parse_time,
 )
+from unit.examples import EXAMPLES
 
-EXAMPLES = Path("/work/shared/volcano-examples")
 OWN_KINDS = {"Job", "Queue", "PodGroup", "Command", "CronJob"}
 
 

@@ -1,0 +1,324 @@
+"""What the job controller creates for a Job, as pure functions: its pods, the PVCs of its
+``volumeClaimTemplates`` (a Caldera extension), and its PodGroup.
+
+Names are deterministic so that reconciles are idempotent: pod ``<job>-<task>-<index>``, PodGroup
+``<job>-<job uid>``, PVC ``<template>-<pod>``, job-level volume ``<job>-<digest of its mount
+path>`` (Volcano draws a random suffix; a digest names the same volume on every reconcile).
+Pods are plain dicts built from the task's pod template, which is passed on whole.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from caldera.api import volcano as v
+from caldera.api.meta import ObjectMeta, OwnerReference, ResourceList
+from caldera.api.resources import Resources, pod_requests
+from caldera.api.volcano import Job, PodGroup, PodGroupSpec, TaskSpec
+
+DEFAULT_TASK_SPEC = "default"
+_DNS1123_SUBDOMAIN = re.compile(
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+)
+
+# Copied from the Job's annotations onto each pod (Volcano's list, §1.6).
+_COPIED_ANNOTATIONS = (v.PREEMPTABLE_KEY, v.COOLDOWN_TIME_KEY, v.REVOCABLE_ZONE_KEY)
+_COPIED_LABELS = (v.PREEMPTABLE_KEY, v.COOLDOWN_TIME_KEY)
+
+
+def pod_name(job_name: str, task_name: str, index: int) -> str:
+    return f"{job_name}-{task_name}-{index}"
+
+
+def podgroup_name(job: Job) -> str:
+    return f"{job.metadata.name}-{job.metadata.uid}"
+
+
+def job_owner(job: Job) -> OwnerReference:
+    """The controller reference every object the Job owns carries (GC deletes them with it)."""
+    return OwnerReference(
+        api_version=v.BATCH_API_VERSION,
+        kind="Job",
+        name=job.metadata.name,
+        uid=job.metadata.uid,
+        controller=True,
+        block_owner_deletion=True,
+    )
+
+
+def _owner_dict(job: Job) -> dict[str, Any]:
+    ref = job_owner(job)
+    return {
+        "apiVersion": ref.api_version,
+        "kind": ref.kind,
+        "name": ref.name,
+        "uid": ref.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def job_volume_name(job_name: str, mount_path: str) -> str:
+    digest = hashlib.sha256(mount_path.encode()).hexdigest()[:12]
+    return f"{job_name}-{digest}"
+
+
+def pvc_name(template_name: str, pod: str) -> str:
+    return f"{template_name}-{pod}"
+
+
+def invalid_pvc_name(name: str) -> str | None:
+    """Why ``name`` cannot name a PVC (a DNS subdomain of at most 253 characters), or None."""
+    if len(name) > 253:
+        return f"PVC name {name!r} is {len(name)} characters long; at most 253 are allowed"
+    if not _DNS1123_SUBDOMAIN.match(name):
+        return f"PVC name {name!r} is not a lowercase DNS subdomain"
+    return None
+
+
+def task_spec_name(task: TaskSpec) -> str:
+    return task.name or DEFAULT_TASK_SPEC
+
+
+@dataclass(frozen=True)
+class PodPlan:
+    """A pod to create and the PVCs that must exist before it."""
+
+    pod: dict[str, Any]
+    pvcs: tuple[dict[str, Any], ...]
+
+
+def build_pod(job: Job, task: TaskSpec, index: int) -> PodPlan:
+    """The pod ``index`` of ``task`` (pure; no I/O), before plugins mutate it.
+
+    Labels and annotations as Volcano sets them; the Job's schedulerName and priorityClassName
+    where the template names none; job-level volumes mounted in every container; one PVC per
+    volumeClaimTemplate unless the template already has a volume of that name.
+    """
+    template = copy.deepcopy(job_template(task))
+    meta: dict[str, Any] = template.get("metadata") or {}
+    spec: dict[str, Any] = template.get("spec") or {}
+    job_name, namespace = job.metadata.name, job.metadata.namespace
+    name = pod_name(job_name, task.name, index)
+    ts_name = task_spec_name(task)
+
+    annotations: dict[str, str] = dict(meta.get("annotations") or {})
+    annotations.update(
+        {
+            v.TASK_INDEX_KEY: str(index),
+            v.TASK_SPEC_KEY: ts_name,
+            v.KUBE_GROUP_NAME_KEY: podgroup_name(job),
+            v.JOB_NAME_KEY: job_name,
+            v.QUEUE_NAME_KEY: job.spec.queue,
+            v.JOB_VERSION_KEY: str(job.status.version),
+            v.TEMPLATE_UID_KEY: f"{job_name}-{task.name}",
+            v.JOB_RETRY_COUNT_KEY: str(job.status.retry_count),
+        }
+    )
+    if task.topology_policy:
+        annotations[v.NUMA_TOPOLOGY_POLICY_KEY] = task.topology_policy
+    for key in _COPIED_ANNOTATIONS:
+        if key in job.metadata.annotations:
+            annotations[key] = job.metadata.annotations[key]
+    if v.JDB_MIN_AVAILABLE_KEY in job.metadata.annotations:
+        annotations[v.JDB_MIN_AVAILABLE_KEY] = job.metadata.annotations[v.JDB_MIN_AVAILABLE_KEY]
+    elif v.JDB_MAX_UNAVAILABLE_KEY in job.metadata.annotations:
+        annotations[v.JDB_MAX_UNAVAILABLE_KEY] = job.metadata.annotations[v.JDB_MAX_UNAVAILABLE_KEY]
+
+    labels: dict[str, str] = dict(meta.get("labels") or {})
+    labels.update(
+        {
+            v.TASK_INDEX_KEY: str(index),
+            v.JOB_NAME_KEY: job_name,
+            v.TASK_SPEC_KEY: ts_name,
+            v.JOB_NAMESPACE_KEY: namespace,
+            v.QUEUE_NAME_KEY: job.spec.queue,
+        }
+    )
+    for key in _COPIED_LABELS:
+        if key in job.metadata.labels:
+            labels[key] = job.metadata.labels[key]
+
+    if not spec.get("schedulerName") and job.spec.scheduler_name:
+        spec["schedulerName"] = job.spec.scheduler_name
+    if not spec.get("priorityClassName") and job.spec.priority_class_name:
+        spec["priorityClassName"] = job.spec.priority_class_name
+
+    volumes: list[dict[str, Any]] = list(spec.get("volumes") or [])
+    existing = {vol.get("name") for vol in volumes}
+    for volume in job.spec.volumes:
+        vol_name = job_volume_name(job_name, volume.mount_path)
+        if vol_name not in existing:
+            claim = volume.volume_claim_name
+            volumes.append({"name": vol_name, "persistentVolumeClaim": {"claimName": claim}})
+            existing.add(vol_name)
+        for container in spec.get("containers") or []:
+            mounts = container.setdefault("volumeMounts", [])
+            if not any(m.get("name") == vol_name for m in mounts):
+                mounts.append({"name": vol_name, "mountPath": volume.mount_path})
+
+    pvcs: list[dict[str, Any]] = []
+    for claim_template in task.volume_claim_templates:
+        tname = claim_template.metadata.name
+        if tname in existing:
+            continue  # the pod template's own volume of that name wins
+        claim = pvc_name(tname, name)
+        volumes.append({"name": tname, "persistentVolumeClaim": {"claimName": claim}})
+        existing.add(tname)
+        pvcs.append(build_template_pvc(job, claim_template, claim, task.name, index))
+    if volumes:
+        spec["volumes"] = volumes
+
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": labels,
+            "annotations": annotations,
+            "ownerReferences": [_owner_dict(job)],
+        },
+        "spec": spec,
+    }
+    return PodPlan(pod=pod, pvcs=tuple(pvcs))
+
+
+def job_template(task: TaskSpec) -> dict[str, Any]:
+    return task.template or {}
+
+
+def build_template_pvc(
+    job: Job, template: v.VolumeClaimTemplate, name: str, task_name: str, index: int
+) -> dict[str, Any]:
+    """The PVC of one pod and one volumeClaimTemplate, owned by the Job (kept across pod
+    restarts, deleted with the Job)."""
+    labels = dict(template.metadata.labels)
+    labels.update(
+        {
+            v.JOB_NAME_KEY: job.metadata.name,
+            v.JOB_NAMESPACE_KEY: job.metadata.namespace,
+            v.TASK_SPEC_KEY: task_name or DEFAULT_TASK_SPEC,
+            v.TASK_INDEX_KEY: str(index),
+        }
+    )
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {
+            "name": name,
+            "namespace": job.metadata.namespace,
+            "labels": labels,
+            "annotations": dict(template.metadata.annotations),
+            "ownerReferences": [_owner_dict(job)],
+        },
+        "spec": copy.deepcopy(template.spec),
+    }
+
+
+def task_min_available(task: TaskSpec) -> int:
+    """A task's minAvailable as the PodGroup counts it: the field, else the partitions, else the
+    replicas."""
+    if task.min_available is not None:
+        return task.min_available
+    if task.partition_policy is not None and task.partition_policy.min_partitions:
+        return task.partition_policy.min_partitions * task.partition_policy.partition_size
+    return task.replicas
+
+
+def task_request(task: TaskSpec) -> Resources:
+    return pod_requests((task.template or {}).get("spec") or {})
+
+
+def min_resources(job: Job, priority_of: Callable[[str], int]) -> Resources:
+    """The resources the gang needs before it may start (Volcano's calcPGMinResources).
+
+    Tasks are taken highest PriorityClass first. If the Job's minAvailable is below the sum of
+    the tasks' minAvailable, the first minAvailable pods in that order count; otherwise each
+    task's minAvailable pods count, and the rest up to minAvailable is filled from the remaining
+    replicas, higher priority first.
+    """
+
+    def priority(task: TaskSpec) -> int:
+        spec = (task.template or {}).get("spec") or {}
+        return priority_of(spec.get("priorityClassName") or job.spec.priority_class_name)
+
+    tasks = sorted(job.spec.tasks, key=priority, reverse=True)
+    wanted = job.spec.min_available
+    total = Resources()
+    if wanted < sum(task_min_available(t) for t in tasks):
+        left = wanted
+        for task in tasks:
+            take = min(left, task.replicas)
+            total = total + task_request(task).multiply(take)
+            left -= take
+            if left <= 0:
+                break
+        return total
+    counted = 0
+    for task in tasks:
+        take = min(task_min_available(task), task.replicas)
+        total = total + task_request(task).multiply(take)
+        counted += take
+    for task in tasks:
+        if counted >= wanted:
+            break
+        extra = min(task.replicas - min(task_min_available(task), task.replicas), wanted - counted)
+        if extra > 0:
+            total = total + task_request(task).multiply(extra)
+            counted += extra
+    return total
+
+
+def build_podgroup(job: Job, priority_of: Callable[[str], int]) -> PodGroup:
+    """The Job's PodGroup: its labels and annotations, minMember, minTaskMember, queue,
+    priorityClassName and minResources, owned by the Job."""
+    return PodGroup(
+        metadata=ObjectMeta(
+            name=podgroup_name(job),
+            namespace=job.metadata.namespace,
+            labels=dict(job.metadata.labels),
+            annotations=dict(job.metadata.annotations),
+            owner_references=(job_owner(job),),
+        ),
+        spec=PodGroupSpec(
+            min_member=job.spec.min_available,
+            min_task_member={t.name: task_min_available(t) for t in job.spec.tasks},
+            queue=job.spec.queue,
+            priority_class_name=job.spec.priority_class_name,
+            min_resources=_resource_list(min_resources(job, priority_of)),
+            network_topology=job.spec.network_topology,
+        ),
+    )
+
+
+def _resource_list(resources: Resources) -> ResourceList | None:
+    listed: ResourceList = dict(resources.to_list())
+    return listed or None
+
+
+def podgroup_drift(current: PodGroupSpec, desired: PodGroupSpec) -> dict[str, Any]:
+    """The merge patch that brings an existing PodGroup's spec in line with the Job (what keeps
+    scale up and down working), or {} when nothing differs."""
+    patch: dict[str, Any] = {}
+    if current.min_member != desired.min_member:
+        patch["minMember"] = desired.min_member
+    if dict(current.min_task_member) != dict(desired.min_task_member):
+        patch["minTaskMember"] = dict(desired.min_task_member)
+    if current.priority_class_name != desired.priority_class_name:
+        patch["priorityClassName"] = desired.priority_class_name
+    if Resources.from_list(current.min_resources or {}) != Resources.from_list(
+        desired.min_resources or {}
+    ):
+        patch["minResources"] = desired.min_resources
+    return {"spec": patch} if patch else {}
+
+
+def priority_lookup(values: Mapping[str, int], default: int = 0) -> Callable[[str], int]:
+    """A PriorityClass name -> value function over a snapshot of the cluster's classes."""
+    return lambda name: values.get(name, default) if name else default
