@@ -123,6 +123,18 @@ async def test_only_the_leader_reconciles_and_a_standby_takes_over(
         standby.metric("caldera_informer_objects", {"resource": "jobs.batch.volcano.sh"})
     ) is not None, "the standby keeps a warm cache"
 
+    status, text = leader.get("/metrics")
+    assert status == 200
+    for family in (
+        'caldera_workqueue_adds_total{name="gc"}',
+        'caldera_workqueue_depth{name="gc"}',
+        "caldera_workqueue_work_duration_seconds_bucket",
+        'caldera_informer_events_total{resource="jobs.batch.volcano.sh"',
+        'caldera_rest_client_requests_total{code="200",verb="GET"}',
+        "caldera_rest_client_request_duration_seconds_bucket",
+    ):
+        assert family in text, f"{family} missing from /metrics"
+
     killed_at = time.monotonic()
     leader.kill()
     await eventually(
