@@ -1,0 +1,253 @@
+"""The scheduler's view of the cluster for one session: tasks (pods), jobs (PodGroups with their
+pods), nodes and queues, with the bookkeeping the actions and plugins share.
+
+A snapshot is built fresh from the informer cache for every session (``scheduler.snapshot``);
+the session mutates its own copy as it plans (a node's idle resources shrink as tasks are
+allocated on it), never the cache. Everything here is pure data and arithmetic.
+
+Resources are ``caldera.api.resources.Resources`` (integer milli-units), so comparisons are exact.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from caldera.api.core import Node, Pod
+from caldera.api.resources import Resources
+from caldera.api.volcano import PodGroup, Queue
+
+
+class TaskStatus(enum.Enum):
+    """Where a pod is in its life, as the scheduler sees it (Volcano's task status machine)."""
+
+    PENDING = "Pending"  # waits for a node
+    ALLOCATED = "Allocated"  # given a node in this session, not bound yet
+    PIPELINED = "Pipelined"  # will get a node once resources being released are free
+    BINDING = "Binding"  # bind sent to the API server
+    BOUND = "Bound"  # has a node, not running yet
+    RUNNING = "Running"
+    RELEASING = "Releasing"  # being deleted or evicted
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    UNKNOWN = "Unknown"
+
+
+# Statuses in which a task holds resources on its node.
+ALLOCATED_STATUSES = frozenset(
+    {TaskStatus.ALLOCATED, TaskStatus.BINDING, TaskStatus.BOUND, TaskStatus.RUNNING}
+)
+# Statuses that count towards a gang being ready (Volcano's ReadyTaskNum).
+READY_STATUSES = ALLOCATED_STATUSES | {TaskStatus.SUCCEEDED}
+# Statuses of tasks that were scheduled at some point (for PodGroup phase computation).
+SCHEDULED_STATUSES = frozenset(
+    {
+        TaskStatus.BINDING,
+        TaskStatus.BOUND,
+        TaskStatus.RUNNING,
+        TaskStatus.SUCCEEDED,
+        TaskStatus.FAILED,
+    }
+)
+
+
+@dataclass(slots=True, eq=False)
+class TaskInfo:
+    """One pod of a job."""
+
+    uid: str
+    namespace: str
+    name: str
+    job: str  # the job's key, "<namespace>/<podgroup name>"
+    role: str  # the task name (volcano.sh/task-spec), "" for pods of other owners
+    resreq: Resources  # what it needs to run (containers, overhead)
+    init_resreq: Resources  # what it needs to start (max with init containers)
+    priority: int
+    status: TaskStatus
+    node_name: str = ""
+    pod: Pod | None = None
+    preemptable: bool = True
+    scheduled_at: dt.datetime | None = None  # the PodScheduled condition's transition time
+    fit_error: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def best_effort(self) -> bool:
+        """A pod that requests nothing (backfill places these)."""
+        return self.init_resreq.is_empty()
+
+
+@dataclass(slots=True, eq=False)
+class JobInfo:
+    """A PodGroup and its pods."""
+
+    key: str  # "<namespace>/<podgroup name>"
+    namespace: str
+    name: str
+    queue: str
+    priority: int
+    min_available: int
+    min_task_member: dict[str, int]
+    min_resources: Resources
+    creation: dt.datetime
+    podgroup: PodGroup | None = None
+    tasks: dict[str, TaskInfo] = field(default_factory=dict)  # by uid
+    by_status: dict[TaskStatus, dict[str, TaskInfo]] = field(default_factory=dict)
+    allocated: Resources = field(default_factory=Resources)  # of tasks in ALLOCATED_STATUSES
+    fit_errors: dict[str, str] = field(default_factory=dict)  # task uid -> why it did not fit
+    preemptable: bool = True
+    phase: str = ""  # the PodGroup's phase; enqueue moves Pending to Inqueue in the session
+
+    def add_task(self, task: TaskInfo) -> None:
+        self.tasks[task.uid] = task
+        self.by_status.setdefault(task.status, {})[task.uid] = task
+        if task.status in ALLOCATED_STATUSES:
+            self.allocated = self.allocated + task.resreq
+
+    def set_status(self, task: TaskInfo, status: TaskStatus) -> None:
+        """Move a task to ``status``, keeping the per-status index and ``allocated`` right."""
+        old = task.status
+        if old == status:
+            return
+        bucket = self.by_status.get(old)
+        if bucket is not None:
+            bucket.pop(task.uid, None)
+        was, now = old in ALLOCATED_STATUSES, status in ALLOCATED_STATUSES
+        if was and not now:
+            self.allocated = self.allocated - task.resreq
+        elif now and not was:
+            self.allocated = self.allocated + task.resreq
+        task.status = status
+        self.by_status.setdefault(status, {})[task.uid] = task
+
+    def count(self, *statuses: TaskStatus) -> int:
+        return sum(len(self.by_status.get(s, {})) for s in statuses)
+
+    def tasks_in(self, *statuses: TaskStatus) -> Iterator[TaskInfo]:
+        for status in statuses:
+            yield from list(self.by_status.get(status, {}).values())
+
+    def ready_task_num(self) -> int:
+        return self.count(*READY_STATUSES)
+
+    def pending_best_effort_num(self) -> int:
+        return sum(1 for t in self.tasks_in(TaskStatus.PENDING) if t.best_effort)
+
+    def is_ready(self) -> bool:
+        """Enough tasks placed for the gang to start (pending best-effort pods count too)."""
+        return self.ready_task_num() + self.pending_best_effort_num() >= self.min_available
+
+    def is_pipelined(self) -> bool:
+        return (
+            self.ready_task_num()
+            + self.count(TaskStatus.PIPELINED)
+            + self.pending_best_effort_num()
+            >= self.min_available
+        )
+
+    def is_starving(self) -> bool:
+        return self.count(TaskStatus.PIPELINED) + self.ready_task_num() < self.min_available
+
+    def valid_task_num(self) -> int:
+        return self.count(
+            *ALLOCATED_STATUSES, TaskStatus.SUCCEEDED, TaskStatus.PIPELINED, TaskStatus.PENDING
+        )
+
+    def role_counts(self, statuses: Iterable[TaskStatus]) -> dict[str, int]:
+        wanted = set(statuses)
+        counts: dict[str, int] = {}
+        for task in self.tasks.values():
+            if task.status in wanted:
+                counts[task.role] = counts.get(task.role, 0) + 1
+        return counts
+
+    def total_request(self) -> Resources:
+        return Resources.sum(t.resreq for t in self.tasks.values())
+
+
+@dataclass(slots=True, eq=False)
+class NodeInfo:
+    """A node and the tasks placed on it."""
+
+    name: str
+    allocatable: Resources
+    node: Node | None = None
+    used: Resources = field(default_factory=Resources)
+    releasing: Resources = field(default_factory=Resources)  # of tasks being released here
+    pipelined: Resources = field(default_factory=Resources)  # promised to pipelined tasks
+    tasks: dict[str, TaskInfo] = field(default_factory=dict)  # by task key
+    ready: bool = True
+    unschedulable: bool = False
+    max_pods: int = 110
+
+    @property
+    def idle(self) -> Resources:
+        return self.allocatable - self.used
+
+    def future_idle(self) -> Resources:
+        """What will be free once releasing tasks are gone and pipelined ones have arrived."""
+        return self.idle + self.releasing - self.pipelined
+
+    def add_task(self, task: TaskInfo) -> None:
+        """Account a task on this node according to its status."""
+        if task.key in self.tasks:
+            return
+        self.tasks[task.key] = task
+        if task.status == TaskStatus.PIPELINED:
+            self.pipelined = self.pipelined + task.resreq
+            return
+        if task.status == TaskStatus.RELEASING:
+            self.releasing = self.releasing + task.resreq
+        self.used = self.used + task.resreq
+
+    def remove_task(self, task: TaskInfo) -> None:
+        """Undo ``add_task`` for the task as it is now."""
+        if self.tasks.pop(task.key, None) is None:
+            return
+        if task.status == TaskStatus.PIPELINED:
+            self.pipelined = self.pipelined - task.resreq
+            return
+        if task.status == TaskStatus.RELEASING:
+            self.releasing = self.releasing - task.resreq
+        self.used = self.used - task.resreq
+
+    def pod_count(self) -> int:
+        return len(self.tasks)
+
+
+@dataclass(slots=True, eq=False)
+class QueueInfo:
+    """A queue and its limits."""
+
+    name: str
+    weight: int = 1
+    capability: Resources | None = None  # None: unlimited
+    guarantee: Resources = field(default_factory=Resources)
+    reclaimable: bool = True
+    state: str = "Open"
+    parent: str = ""
+    priority: int = 0
+    queue: Queue | None = None
+
+    @property
+    def open(self) -> bool:
+        return self.state in ("Open", "")
+
+
+@dataclass(slots=True, eq=False)
+class ClusterInfo:
+    """A session's snapshot: every schedulable job, node and queue."""
+
+    jobs: dict[str, JobInfo] = field(default_factory=dict)
+    nodes: dict[str, NodeInfo] = field(default_factory=dict)
+    queues: dict[str, QueueInfo] = field(default_factory=dict)
+    namespace_weights: dict[str, int] = field(default_factory=dict)
+    now: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
+
+    def total_allocatable(self) -> Resources:
+        return Resources.sum(n.allocatable for n in self.nodes.values() if n.ready)

@@ -1,0 +1,88 @@
+"""What a scheduler plugin and an action are, and the arguments a configuration gives them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from scheduler.framework.session import Session
+
+
+@dataclass(frozen=True)
+class PluginOption:
+    """One plugin of one tier, as the configuration file names it."""
+
+    name: str
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+    # enableJobOrder, enablePreemptable, ... (Volcano's switches; absent means enabled)
+    switches: Mapping[str, bool] = field(default_factory=dict)
+
+    def enabled(self, switch: str) -> bool:
+        return self.switches.get(switch, True)
+
+
+class Plugin(Protocol):
+    """A plugin registers callbacks on the session when it opens, and may write state (status,
+    events) when it closes. It must not do I/O: the session's results carry every decision."""
+
+    name: str
+
+    def on_session_open(self, ssn: Session) -> None: ...
+
+    def on_session_close(self, ssn: Session) -> None: ...
+
+
+class Action(Protocol):
+    """An action (enqueue, allocate, ...) runs once per session over the session's state."""
+
+    name: str
+
+    def execute(self, ssn: Session) -> None: ...
+
+
+class Arguments:
+    """Typed access to a plugin's arguments, with errors that name the plugin and the key."""
+
+    def __init__(self, plugin: str, raw: Mapping[str, Any]) -> None:
+        self.plugin, self.raw = plugin, raw
+
+    def number(self, key: str, default: float) -> float:
+        value = self.raw.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            raise ValueError(
+                f"plugin {self.plugin}: argument {key} must be a number, got {value!r}"
+            )
+        try:
+            return float(value)
+        except ValueError:
+            raise ValueError(
+                f"plugin {self.plugin}: argument {key} must be a number, got {value!r}"
+            ) from None
+
+    def integer(self, key: str, default: int) -> int:
+        value = self.number(key, default)
+        if value != int(value):
+            raise ValueError(
+                f"plugin {self.plugin}: argument {key} must be a whole number, got {value!r}"
+            )
+        return int(value)
+
+    def boolean(self, key: str, default: bool) -> bool:
+        value = self.raw.get(key, default)
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+        raise ValueError(
+            f"plugin {self.plugin}: argument {key} must be true or false, got {value!r}"
+        )
+
+    def string(self, key: str, default: str) -> str:
+        value = self.raw.get(key, default)
+        if not isinstance(value, str):
+            raise ValueError(
+                f"plugin {self.plugin}: argument {key} must be a string, got {value!r}"
+            )
+        return value

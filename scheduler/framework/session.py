@@ -1,0 +1,331 @@
+"""A scheduling session: the snapshot being planned over, the callbacks plugins registered, and
+the decisions taken (Volcano's framework.Session).
+
+Plugins register callbacks in tier order; the session combines them the way Volcano does:
+
+- order functions (job, queue, task, victim order): the first enabled plugin, tier by tier, that
+  does not answer 0 decides; ties fall back to creation time, then name;
+- predicates: every plugin must pass; node order: scores are summed;
+- job ready / allocatable: every plugin must agree; overused: any plugin may say so;
+- pipelined / enqueueable / starving: votes (+1 permit, 0 abstain, -1 reject) — a reject wins, a
+  permit in a tier decides that tier, abstentions fall through to the next tier;
+- preemptable / reclaimable: within a tier, the intersection of the victims every plugin
+  allows; the first tier that registered any such function decides.
+
+Everything a session decides lands in ``result`` (binds, evictions, PodGroup status, queue
+allocation, events); the process around the session performs the I/O.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from caldera.api.resources import Resources
+from caldera.api.volcano import PodGroupCondition, PodGroupStatus
+from scheduler.api.types import ClusterInfo, JobInfo, NodeInfo, QueueInfo, TaskInfo
+from scheduler.framework.plugin import PluginOption
+from scheduler.framework.statement import Statement
+
+T = TypeVar("T")
+
+OrderFn = Callable[[T, T], int]  # <0: left first, >0: right first, 0: no opinion
+PredicateFn = Callable[[TaskInfo, NodeInfo], str | None]  # None: fits; else the reason
+NodeOrderFn = Callable[[TaskInfo, NodeInfo], float]
+JobPredicate = Callable[[JobInfo], bool]
+VoteFn = Callable[[JobInfo], int]  # +1 permit, 0 abstain, -1 reject
+VictimsFn = Callable[[TaskInfo, Sequence[TaskInfo]], list[TaskInfo]]
+QueuePredicate = Callable[[QueueInfo], bool]
+AllocatableFn = Callable[[QueueInfo, TaskInfo], bool]
+JobValidFn = Callable[[JobInfo], "ValidateResult | None"]
+EventFn = Callable[[TaskInfo], None]
+
+
+@dataclass(frozen=True)
+class ValidateResult:
+    ok: bool
+    reason: str = ""
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class Bind:
+    task: TaskInfo
+    node: str
+
+
+@dataclass(frozen=True)
+class Evict:
+    task: TaskInfo
+    reason: str
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    """A Kubernetes Event the process should record."""
+
+    kind: str  # "PodGroup" or "Pod"
+    namespace: str
+    name: str
+    type: str  # Normal / Warning
+    reason: str
+    message: str
+
+
+@dataclass
+class SessionResult:
+    """Every decision of one session; the process turns them into API calls."""
+
+    binds: list[Bind] = field(default_factory=list)
+    evictions: list[Evict] = field(default_factory=list)
+    podgroup_status: dict[str, PodGroupStatus] = field(default_factory=dict)  # by job key
+    podgroup_phase_inqueue: list[str] = field(default_factory=list)  # job keys enqueued
+    queue_allocated: dict[str, Resources] = field(default_factory=dict)
+    unschedulable: dict[str, str] = field(default_factory=dict)  # task key -> fit message
+    events: list[EventRecord] = field(default_factory=list)
+
+    def bind(self, task: TaskInfo, node: str) -> None:
+        self.binds.append(Bind(task, node))
+
+    def evict(self, task: TaskInfo, reason: str) -> None:
+        self.evictions.append(Evict(task, reason))
+
+
+@dataclass
+class _Registered:
+    tier: int
+    plugin: str
+    fn: Any
+
+
+class Session:
+    """One scheduling cycle over a snapshot."""
+
+    def __init__(self, cluster: ClusterInfo, tiers: Sequence[Sequence[PluginOption]]) -> None:
+        self.cluster = cluster
+        self.jobs = cluster.jobs
+        self.nodes = cluster.nodes
+        self.queues = cluster.queues
+        self.now = cluster.now
+        self.tiers = tiers
+        self._options = {opt.name: (i, opt) for i, tier in enumerate(tiers) for opt in tier}
+        self._fns: dict[str, list[_Registered]] = {}
+        self.result = SessionResult()
+        self.total_resource = cluster.total_allocatable()
+        # The PodGroup condition a plugin (gang) set for a job in this session.
+        self.job_conditions: dict[str, PodGroupCondition] = {}
+
+    # ---- registration -----------------------------------------------------------------------
+
+    def _add(self, kind: str, switch: str, plugin: str, fn: Any) -> None:
+        tier, option = self._options.get(plugin, (len(self.tiers), PluginOption(plugin)))
+        if option.enabled(switch):
+            self._fns.setdefault(kind, []).append(_Registered(tier, plugin, fn))
+
+    def add_job_order_fn(self, plugin: str, fn: OrderFn[JobInfo]) -> None:
+        self._add("job_order", "enableJobOrder", plugin, fn)
+
+    def add_queue_order_fn(self, plugin: str, fn: OrderFn[QueueInfo]) -> None:
+        self._add("queue_order", "enableQueueOrder", plugin, fn)
+
+    def add_task_order_fn(self, plugin: str, fn: OrderFn[TaskInfo]) -> None:
+        self._add("task_order", "enableTaskOrder", plugin, fn)
+
+    def add_victim_order_fn(self, plugin: str, fn: OrderFn[TaskInfo]) -> None:
+        self._add("victim_order", "enabledVictim", plugin, fn)
+
+    def add_predicate_fn(self, plugin: str, fn: PredicateFn) -> None:
+        self._add("predicate", "enablePredicate", plugin, fn)
+
+    def add_node_order_fn(self, plugin: str, fn: NodeOrderFn) -> None:
+        self._add("node_order", "enableNodeOrder", plugin, fn)
+
+    def add_job_ready_fn(self, plugin: str, fn: JobPredicate) -> None:
+        self._add("job_ready", "enableJobReady", plugin, fn)
+
+    def add_job_pipelined_fn(self, plugin: str, fn: VoteFn) -> None:
+        self._add("job_pipelined", "enableJobPipelined", plugin, fn)
+
+    def add_job_valid_fn(self, plugin: str, fn: JobValidFn) -> None:
+        self._add("job_valid", "enableJobValid", plugin, fn)
+
+    def add_job_enqueueable_fn(self, plugin: str, fn: VoteFn) -> None:
+        self._add("job_enqueueable", "enableJobEnqueued", plugin, fn)
+
+    def add_job_enqueued_fn(self, plugin: str, fn: Callable[[JobInfo], None]) -> None:
+        self._add("job_enqueued", "enableJobEnqueued", plugin, fn)
+
+    def add_job_starving_fn(self, plugin: str, fn: VoteFn) -> None:
+        self._add("job_starving", "enableJobStarving", plugin, fn)
+
+    def add_preemptable_fn(self, plugin: str, fn: VictimsFn) -> None:
+        self._add("preemptable", "enablePreemptable", plugin, fn)
+
+    def add_reclaimable_fn(self, plugin: str, fn: VictimsFn) -> None:
+        self._add("reclaimable", "enableReclaimable", plugin, fn)
+
+    def add_overused_fn(self, plugin: str, fn: QueuePredicate) -> None:
+        self._add("overused", "enabledOverused", plugin, fn)
+
+    def add_allocatable_fn(self, plugin: str, fn: AllocatableFn) -> None:
+        self._add("allocatable", "enabledAllocatable", plugin, fn)
+
+    def add_allocate_handler(
+        self, plugin: str, on_allocate: EventFn, on_deallocate: EventFn
+    ) -> None:
+        """Called as tasks are allocated or released in the session (drf and proportion keep
+        their shares current this way)."""
+        self._fns.setdefault("allocate_handlers", []).append(
+            _Registered(0, plugin, (on_allocate, on_deallocate))
+        )
+
+    def _registered(self, kind: str) -> list[_Registered]:
+        return self._fns.get(kind, [])
+
+    # ---- combination ------------------------------------------------------------------------
+
+    def _order(self, kind: str, left: T, right: T) -> int:
+        for reg in self._registered(kind):
+            answer = int(reg.fn(left, right))
+            if answer:
+                return answer
+        return 0
+
+    def job_order_key(self) -> Callable[[JobInfo], Any]:
+        """A sort key putting jobs in the session's job order."""
+
+        def compare(a: JobInfo, b: JobInfo) -> int:
+            answer = self._order("job_order", a, b)
+            if answer:
+                return answer
+            if a.creation != b.creation:
+                return -1 if a.creation < b.creation else 1
+            return -1 if a.key < b.key else (1 if a.key > b.key else 0)
+
+        return functools.cmp_to_key(compare)
+
+    def queue_order_key(self) -> Callable[[QueueInfo], Any]:
+        def compare(a: QueueInfo, b: QueueInfo) -> int:
+            return self._order("queue_order", a, b) or ((a.name > b.name) - (a.name < b.name))
+
+        return functools.cmp_to_key(compare)
+
+    def task_order_key(self) -> Callable[[TaskInfo], Any]:
+        def compare(a: TaskInfo, b: TaskInfo) -> int:
+            return self._order("task_order", a, b) or ((a.key > b.key) - (a.key < b.key))
+
+        return functools.cmp_to_key(compare)
+
+    def victim_order_key(self) -> Callable[[TaskInfo], Any]:
+        """Victims in the order they should be evicted (the reverse of task order by default)."""
+
+        def compare(a: TaskInfo, b: TaskInfo) -> int:
+            answer = self._order("victim_order", a, b)
+            if answer:
+                return answer
+            return -self._order("task_order", a, b) or ((a.key > b.key) - (a.key < b.key))
+
+        return functools.cmp_to_key(compare)
+
+    def predicate(self, task: TaskInfo, node: NodeInfo) -> str | None:
+        """None if ``task`` may run on ``node``, else the first reason it may not."""
+        for reg in self._registered("predicate"):
+            reason: str | None = reg.fn(task, node)
+            if reason:
+                return reason
+        return None
+
+    def node_score(self, task: TaskInfo, node: NodeInfo) -> float:
+        return sum(float(reg.fn(task, node)) for reg in self._registered("node_order"))
+
+    def job_ready(self, job: JobInfo) -> bool:
+        return all(reg.fn(job) for reg in self._registered("job_ready"))
+
+    def job_valid(self, job: JobInfo) -> ValidateResult | None:
+        for reg in self._registered("job_valid"):
+            result: ValidateResult | None = reg.fn(job)
+            if result is not None and not result.ok:
+                return result
+        return None
+
+    def _vote(self, kind: str, job: JobInfo, default: bool) -> bool:
+        by_tier: dict[int, list[_Registered]] = {}
+        for reg in self._registered(kind):
+            by_tier.setdefault(reg.tier, []).append(reg)
+        for tier in sorted(by_tier):
+            permitted = False
+            for reg in by_tier[tier]:
+                vote = int(reg.fn(job))
+                if vote < 0:
+                    return False
+                permitted = permitted or vote > 0
+            if permitted:
+                return True
+        return default
+
+    def job_pipelined(self, job: JobInfo) -> bool:
+        return self._vote("job_pipelined", job, default=True)
+
+    def job_enqueueable(self, job: JobInfo) -> bool:
+        return self._vote("job_enqueueable", job, default=True)
+
+    def job_starving(self, job: JobInfo) -> bool:
+        return self._vote("job_starving", job, default=False)
+
+    def job_enqueued(self, job: JobInfo) -> None:
+        for reg in self._registered("job_enqueued"):
+            reg.fn(job)
+
+    def _victims(
+        self, kind: str, preemptor: TaskInfo, candidates: Sequence[TaskInfo]
+    ) -> list[TaskInfo]:
+        by_tier: dict[int, list[_Registered]] = {}
+        for reg in self._registered(kind):
+            by_tier.setdefault(reg.tier, []).append(reg)
+        for tier in sorted(by_tier):
+            chosen: list[TaskInfo] | None = None
+            for reg in by_tier[tier]:
+                allowed: list[TaskInfo] = reg.fn(preemptor, candidates)
+                if chosen is None:
+                    chosen = list(allowed)
+                else:
+                    keep = {t.uid for t in allowed}
+                    chosen = [t for t in chosen if t.uid in keep]
+            if chosen is not None:
+                return chosen
+        return []
+
+    def preemptable(self, preemptor: TaskInfo, candidates: Sequence[TaskInfo]) -> list[TaskInfo]:
+        return self._victims("preemptable", preemptor, candidates)
+
+    def reclaimable(self, preemptor: TaskInfo, candidates: Sequence[TaskInfo]) -> list[TaskInfo]:
+        return self._victims("reclaimable", preemptor, candidates)
+
+    def overused(self, queue: QueueInfo) -> bool:
+        return any(reg.fn(queue) for reg in self._registered("overused"))
+
+    def allocatable(self, queue: QueueInfo, task: TaskInfo) -> bool:
+        return all(reg.fn(queue, task) for reg in self._registered("allocatable"))
+
+    # ---- state changes ----------------------------------------------------------------------
+
+    def statement(self) -> Statement:
+        return Statement(self)
+
+    def notify_allocate(self, task: TaskInfo) -> None:
+        for reg in self._registered("allocate_handlers"):
+            reg.fn[0](task)
+
+    def notify_deallocate(self, task: TaskInfo) -> None:
+        for reg in self._registered("allocate_handlers"):
+            reg.fn[1](task)
+
+    def record_event(
+        self, kind: str, namespace: str, name: str, type_: str, reason: str, message: str
+    ) -> None:
+        self.result.events.append(EventRecord(kind, namespace, name, type_, reason, message))
+
+    def sorted_jobs(self, jobs: Iterable[JobInfo]) -> list[JobInfo]:
+        return sorted(jobs, key=self.job_order_key())

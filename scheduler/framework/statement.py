@@ -1,0 +1,94 @@
+"""A Statement records a job's tentative placements so that a gang is committed whole or not at
+all: allocate and pipeline change the session's state at once (later decisions see them), and
+``discard`` undoes them in reverse order; ``commit`` turns them into decisions (binds, evictions).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from scheduler.api.types import TaskInfo, TaskStatus
+
+if TYPE_CHECKING:
+    from scheduler.framework.session import Session
+
+Op = Literal["allocate", "pipeline", "evict"]
+
+
+@dataclass(frozen=True)
+class _Operation:
+    op: Op
+    task: TaskInfo
+    node: str
+    previous: TaskStatus
+    previous_node: str
+    reason: str = ""
+
+
+class Statement:
+    """Tentative operations of one job (or one preemption) in a session."""
+
+    def __init__(self, ssn: Session) -> None:
+        self.ssn = ssn
+        self.operations: list[_Operation] = []
+
+    def allocate(self, task: TaskInfo, node: str) -> None:
+        self._move(task, node, TaskStatus.ALLOCATED, "allocate")
+        self.ssn.notify_allocate(task)
+
+    def pipeline(self, task: TaskInfo, node: str) -> None:
+        self._move(task, node, TaskStatus.PIPELINED, "pipeline")
+        self.ssn.notify_allocate(task)
+
+    def evict(self, task: TaskInfo, reason: str) -> None:
+        """Mark a running task for release; its resources count as releasing on its node."""
+        op = _Operation("evict", task, task.node_name, task.status, task.node_name, reason)
+        node = self.ssn.nodes.get(task.node_name)
+        if node is not None:
+            node.remove_task(task)
+        self.ssn.jobs[task.job].set_status(task, TaskStatus.RELEASING)
+        if node is not None:
+            node.add_task(task)
+        self.operations.append(op)
+        self.ssn.notify_deallocate(task)
+
+    def _move(self, task: TaskInfo, node_name: str, status: TaskStatus, op: Op) -> None:
+        record = _Operation(op, task, node_name, task.status, task.node_name)
+        job = self.ssn.jobs[task.job]
+        old_node = self.ssn.nodes.get(task.node_name) if task.node_name else None
+        if old_node is not None:
+            old_node.remove_task(task)
+        job.set_status(task, status)
+        task.node_name = node_name
+        self.ssn.nodes[node_name].add_task(task)
+        self.operations.append(record)
+
+    def discard(self) -> None:
+        """Undo every operation, newest first."""
+        for record in reversed(self.operations):
+            task = record.task
+            if record.op == "evict":
+                self.ssn.notify_allocate(task)
+            else:
+                self.ssn.notify_deallocate(task)
+            node = self.ssn.nodes.get(task.node_name) if task.node_name else None
+            if node is not None:
+                node.remove_task(task)
+            self.ssn.jobs[task.job].set_status(task, record.previous)
+            task.node_name = record.previous_node
+            if record.previous_node and record.previous != TaskStatus.PENDING:
+                self.ssn.nodes[record.previous_node].add_task(task)
+        self.operations.clear()
+
+    def commit(self) -> None:
+        """Turn allocations into binds and evictions into evictions; pipelined tasks stay as
+        they are (they wait for resources being released)."""
+        for record in self.operations:
+            task = record.task
+            if record.op == "allocate":
+                self.ssn.jobs[task.job].set_status(task, TaskStatus.BINDING)
+                self.ssn.result.bind(task, record.node)
+            elif record.op == "evict":
+                self.ssn.result.evict(task, record.reason)
+        self.operations.clear()

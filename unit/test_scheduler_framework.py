@@ -1,0 +1,277 @@
+"""The scheduler framework: statements commit or discard a gang whole, the session combines
+plugin callbacks Volcano's way, the configuration is strict, and PodGroup status follows the
+job updater's rules."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from caldera.api.resources import Resources
+from caldera.api.volcano import PodGroupCondition
+from scheduler.api.types import ClusterInfo, JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus
+from scheduler.conf import DEFAULT_CONF, ConfError, parse_conf
+from scheduler.framework.plugin import Arguments, PluginOption
+from scheduler.framework.runner import podgroup_status, queue_allocation, status_changed
+from scheduler.framework.session import Session
+
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+
+def _task(
+    job: str, i: int, cpu: str = "1", status: TaskStatus = TaskStatus.PENDING, node: str = ""
+) -> TaskInfo:
+    req = Resources.from_list({"cpu": cpu})
+    return TaskInfo(
+        uid=f"{job}-{i}",
+        namespace="ns",
+        name=f"{job}-{i}",
+        job=f"ns/{job}",
+        role="w",
+        resreq=req,
+        init_resreq=req,
+        priority=0,
+        status=status,
+        node_name=node,
+    )
+
+
+def _cluster(*, jobs: dict[str, int], node_cpu: str = "4", nodes: int = 1) -> ClusterInfo:
+    cluster = ClusterInfo(now=T0)
+    for n in range(nodes):
+        cluster.nodes[f"n{n}"] = NodeInfo(
+            f"n{n}", Resources.from_list({"cpu": node_cpu, "pods": "110"})
+        )
+    cluster.queues["default"] = QueueInfo("default")
+    for name, size in jobs.items():
+        job = JobInfo(
+            key=f"ns/{name}",
+            namespace="ns",
+            name=name,
+            queue="default",
+            priority=0,
+            min_available=size,
+            min_task_member={},
+            min_resources=Resources(),
+            creation=T0,
+        )
+        for i in range(size):
+            job.add_task(_task(name, i))
+        cluster.jobs[job.key] = job
+    return cluster
+
+
+def test_statement_discard_restores_nodes_and_jobs() -> None:
+    """Allocations of a discarded statement leave no trace on nodes or the job."""
+    ssn = Session(_cluster(jobs={"a": 2}), [])
+    job = ssn.jobs["ns/a"]
+    stmt = ssn.statement()
+    for task in list(job.tasks.values()):
+        stmt.allocate(task, "n0")
+    assert ssn.nodes["n0"].idle == Resources.from_list({"cpu": "2", "pods": "110"})
+    assert job.ready_task_num() == 2
+    stmt.discard()
+    assert ssn.nodes["n0"].idle == Resources.from_list({"cpu": "4", "pods": "110"})
+    assert job.count(TaskStatus.PENDING) == 2
+    assert job.allocated.is_empty()
+    assert all(t.node_name == "" for t in job.tasks.values())
+    assert ssn.result.binds == []
+
+
+def test_statement_commit_binds_the_whole_gang() -> None:
+    """A committed statement binds every allocated task and marks them Binding."""
+    ssn = Session(_cluster(jobs={"a": 3}), [])
+    job = ssn.jobs["ns/a"]
+    stmt = ssn.statement()
+    for task in list(job.tasks.values()):
+        stmt.allocate(task, "n0")
+    stmt.commit()
+    assert sorted((b.task.name, b.node) for b in ssn.result.binds) == [
+        ("a-0", "n0"),
+        ("a-1", "n0"),
+        ("a-2", "n0"),
+    ]
+    assert job.count(TaskStatus.BINDING) == 3
+
+
+def test_evict_then_discard_restores_running_task() -> None:
+    """An eviction marks the task Releasing on its node; discarding it restores Running."""
+    cluster = _cluster(jobs={})
+    job = JobInfo(
+        key="ns/r",
+        namespace="ns",
+        name="r",
+        queue="default",
+        priority=0,
+        min_available=1,
+        min_task_member={},
+        min_resources=Resources(),
+        creation=T0,
+    )
+    task = _task("r", 0, status=TaskStatus.RUNNING, node="n0")
+    job.add_task(task)
+    cluster.jobs[job.key] = job
+    cluster.nodes["n0"].add_task(task)
+    ssn = Session(cluster, [])
+    stmt = ssn.statement()
+    stmt.evict(task, "preempted")
+    assert task.status == TaskStatus.RELEASING
+    assert ssn.nodes["n0"].future_idle() == Resources.from_list({"cpu": "4", "pods": "110"})
+    stmt.discard()
+    assert task.status.value == "Running"  # (.value: mypy narrowed task.status above)
+    assert ssn.nodes["n0"].releasing.is_empty()
+    assert ssn.nodes["n0"].idle == Resources.from_list({"cpu": "3", "pods": "110"})
+
+
+def test_order_functions_first_opinion_wins_in_tier_order() -> None:
+    """The first plugin (tier order) with an opinion decides; disabled switches are skipped."""
+    tiers = [
+        [PluginOption("a", switches={"enableJobOrder": False}), PluginOption("b")],
+        [PluginOption("c")],
+    ]
+    ssn = Session(_cluster(jobs={"x": 1, "y": 1}), tiers)
+    ssn.add_job_order_fn("a", lambda a, b: -1 if a.name == "x" else 1)  # disabled
+    ssn.add_job_order_fn("b", lambda a, b: 0)  # no opinion
+    ssn.add_job_order_fn("c", lambda a, b: -1 if a.name == "y" else 1)
+    assert [j.name for j in ssn.sorted_jobs(ssn.jobs.values())] == ["y", "x"]
+
+
+def test_votes_reject_wins_and_permit_decides_a_tier() -> None:
+    """A reject anywhere wins; otherwise a permit in the first tier with one decides."""
+    tiers = [[PluginOption("p1"), PluginOption("p2")], [PluginOption("p3")]]
+    ssn = Session(_cluster(jobs={"x": 1}), tiers)
+    job = ssn.jobs["ns/x"]
+    ssn.add_job_enqueueable_fn("p1", lambda j: 0)
+    ssn.add_job_enqueueable_fn("p2", lambda j: 1)
+    ssn.add_job_enqueueable_fn("p3", lambda j: -1)
+    assert ssn.job_enqueueable(job) is True  # tier 0 permits before tier 1 is asked
+    ssn.add_job_pipelined_fn("p1", lambda j: 1)
+    ssn.add_job_pipelined_fn("p2", lambda j: -1)
+    assert ssn.job_pipelined(job) is False
+
+
+def test_victims_are_the_intersection_within_a_tier() -> None:
+    """Preemptable victims are those every plugin of the deciding tier allows."""
+    tiers = [[PluginOption("g"), PluginOption("p")]]
+    ssn = Session(_cluster(jobs={"x": 3}), tiers)
+    tasks = list(ssn.jobs["ns/x"].tasks.values())
+    ssn.add_preemptable_fn("g", lambda pre, cands: list(cands[:2]))
+    ssn.add_preemptable_fn("p", lambda pre, cands: list(cands[1:]))
+    assert [t.name for t in ssn.preemptable(tasks[0], tasks)] == ["x-1"]
+
+
+def test_default_conf_parses() -> None:
+    """Volcano's default configuration parses into its actions and two tiers."""
+    conf = parse_conf(
+        DEFAULT_CONF,
+        actions={"enqueue", "allocate", "backfill"},
+        plugins={
+            "priority",
+            "gang",
+            "conformance",
+            "overcommit",
+            "drf",
+            "predicates",
+            "proportion",
+            "nodeorder",
+        },
+    )
+    assert conf.actions == ("enqueue", "allocate", "backfill")
+    assert [[p.name for p in tier] for tier in conf.tiers] == [
+        ["priority", "gang", "conformance"],
+        ["overcommit", "drf", "predicates", "proportion", "nodeorder"],
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('actions: "enqueue, allocat"\ntiers: []\n', "line 1: unknown action allocat"),
+        (
+            'actions: "allocate"\ntiers:\n- plugins:\n  - name: gangs\n',
+            "line 4: unknown plugin gangs",
+        ),
+        (
+            'actions: "allocate"\ntiers:\n- plugins:\n  - name: gang\n    enableJobReady: maybe\n',
+            "line 5: enableJobReady must be true or false",
+        ),
+        (
+            'actions: "allocate"\ntiers:\n- plugins:\n  - name: gang\n    argument: {}\n',
+            "line 5: unknown key 'argument'",
+        ),
+        ('action: "allocate"\n', "line 1: unknown key 'action'"),
+        ("tiers: []\n", "names no actions"),
+        ("actions: [\n", "not valid YAML"),
+    ],
+)
+def test_bad_conf_names_line_and_key(text: str, message: str) -> None:
+    """Every mistake in a configuration is refused with its line and key."""
+    with pytest.raises(ConfError, match=message):
+        parse_conf(text, actions={"enqueue", "allocate"}, plugins={"gang"})
+
+
+def test_plugin_arguments_are_typed_with_clear_errors() -> None:
+    """Plugin arguments convert to numbers and booleans or say what is wrong."""
+    args = Arguments(
+        "binpack", {"binpack.weight": "10", "binpack.cpu": 2, "flag": "true", "bad": "x"}
+    )
+    assert args.integer("binpack.weight", 1) == 10
+    assert args.number("binpack.cpu", 1) == 2.0
+    assert args.boolean("flag", False) is True
+    assert args.number("missing", 3) == 3.0
+    with pytest.raises(ValueError, match="plugin binpack: argument bad must be a number"):
+        args.number("bad", 1)
+
+
+def test_podgroup_phase_rules() -> None:
+    """Pending until enqueued; Inqueue kept; Running once minMember are scheduled; Completed
+    when all scheduled finished; Unknown when running but unschedulable this session."""
+    cluster = _cluster(jobs={"a": 2})
+    job = cluster.jobs["ns/a"]
+    assert podgroup_status(job, None).phase == "Pending"
+    job.phase = "Inqueue"
+    assert podgroup_status(job, None).phase == "Inqueue"
+    tasks = list(job.tasks.values())
+    job.set_status(tasks[0], TaskStatus.RUNNING)
+    job.set_status(tasks[1], TaskStatus.BOUND)
+    status = podgroup_status(job, None)
+    assert (status.phase, status.running) == ("Running", 1)
+    unsched = PodGroupCondition(type="Unschedulable", status="True", reason="NotEnoughResources")
+    assert podgroup_status(job, unsched).phase == "Unknown"
+    job.set_status(tasks[0], TaskStatus.SUCCEEDED)
+    job.set_status(tasks[1], TaskStatus.FAILED)
+    assert podgroup_status(job, None).phase == "Completed"
+
+
+def test_status_change_ignores_condition_ids_and_times() -> None:
+    """Only a real change triggers a PodGroup write."""
+    cluster = _cluster(jobs={"a": 1})
+    job = cluster.jobs["ns/a"]
+    c1 = PodGroupCondition(
+        type="Scheduled",
+        status="True",
+        transition_id="1",
+        last_transition_time="2026-01-01T00:00:00Z",
+    )
+    c2 = PodGroupCondition(
+        type="Scheduled",
+        status="True",
+        transition_id="2",
+        last_transition_time="2026-01-02T00:00:00Z",
+    )
+    assert not status_changed(podgroup_status(job, c1), podgroup_status(job, c2))
+    assert status_changed(podgroup_status(job, c1), podgroup_status(job, None))
+
+
+def test_queue_allocation_adds_up_to_parents() -> None:
+    """A child queue's allocation counts in its parent and the root too."""
+    cluster = _cluster(jobs={"a": 1})
+    cluster.queues["root"] = QueueInfo("root")
+    cluster.queues["team"] = QueueInfo("team", parent="root")
+    cluster.queues["default"].parent = "team"
+    job = cluster.jobs["ns/a"]
+    job.set_status(next(iter(job.tasks.values())), TaskStatus.RUNNING)
+    alloc = queue_allocation(Session(cluster, []))
+    one = Resources.from_list({"cpu": "1"})
+    assert alloc["default"] == alloc["team"] == alloc["root"] == one
