@@ -59,10 +59,19 @@ class ProcessSettings:
     )
 
     def validate(self) -> None:
-        if self.kube_qps <= 0 or self.kube_burst < 1:
-            raise SettingsError("kube_qps must be > 0 and kube_burst >= 1")
+        # "not x > 0" also refuses NaN, which every comparison answers False to.
+        if not self.kube_qps > 0 or self.kube_burst < 1:
+            raise SettingsError(
+                f"kube_qps must be a number > 0 and kube_burst >= 1 (got {self.kube_qps}, "
+                f"{self.kube_burst})"
+            )
         if not 0 <= self.metrics_port <= 65535:
-            raise SettingsError(f"metrics_port {self.metrics_port} is not a TCP port")
+            raise SettingsError(
+                f"metrics_port {self.metrics_port} is not a TCP port: "
+                "use 0 (any free port) to 65535"
+            )
+        if not self.shutdown_grace_period >= 0:
+            raise SettingsError("shutdown_grace_period must be 0 or more seconds")
         if self.log_format not in ("auto", "json", "console"):
             raise SettingsError(f"log_format {self.log_format!r}: use json, console or auto")
         if self.log_level.lower() not in ("debug", "info", "warning", "error"):
@@ -83,7 +92,12 @@ class ControllersSettings(ProcessSettings):
         "controllers to run, comma-separated, of " + ",".join(KNOWN_CONTROLLERS) + "; empty: all",
     )
     workers: int = _opt(5, "concurrent reconciles per controller (one key is never concurrent)")
-    scheduler_name: str = _opt("volcano", "schedulerName given to pods that name none")
+    scheduler_name: str = _opt(
+        "volcano",
+        "schedulerNames Caldera schedules, comma-separated (as Volcano's --scheduler-name): "
+        "the podgroup controller gives their pods a PodGroup; the first is given to pods that "
+        "name none",
+    )
     pvc_create_qps: float = _opt(10.0, "PVC creations per second, process-wide")
     pvc_create_burst: int = _opt(20, "PVC creations allowed above pvc_create_qps in a burst")
     resync_period: float = _opt(
@@ -100,6 +114,20 @@ class ControllersSettings(ProcessSettings):
             )
         if self.workers < 1:
             raise SettingsError("workers must be at least 1")
+        if not self.pvc_create_qps > 0 or self.pvc_create_burst < 1:
+            raise SettingsError(
+                f"pvc_create_qps must be a number > 0 and pvc_create_burst >= 1 "
+                f"(got {self.pvc_create_qps}, {self.pvc_create_burst})"
+            )
+        if not self.resync_period >= 0:
+            raise SettingsError("resync_period must be 0 (off) or more seconds")
+        if not self.scheduler_names:
+            raise SettingsError("scheduler_name must name at least one scheduler")
+
+    @property
+    def scheduler_names(self) -> tuple[str, ...]:
+        """The names in ``scheduler_name``, in order, blanks and surrounding spaces dropped."""
+        return tuple(name.strip() for name in self.scheduler_name.split(",") if name.strip())
 
 
 S = TypeVar("S", bound=ProcessSettings)
@@ -171,3 +199,79 @@ def from_command_line(cls: type[S], argv: Sequence[str], prog: str) -> S:
     parser = argparse.ArgumentParser(prog=prog, description=cls.__doc__)
     add_arguments(parser, cls)
     return parse_settings(cls, parser.parse_args(argv), os.environ)
+
+
+WEBHOOK_PATHS = (
+    "/jobs/mutate",
+    "/jobs/validate",
+    "/queues/mutate",
+    "/queues/validate",
+    "/podgroups/mutate",
+    "/podgroups/validate",
+    "/pods/validate",
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class WebhookSettings(ProcessSettings):
+    """``caldera webhook``: the admission webhook (HTTPS); stateless, run as many as needed."""
+
+    leader_elect: bool = _opt(
+        False, "unused: webhook replicas are active-active, each answers on its own"
+    )
+    port: int = _opt(8443, "HTTPS port of the admission endpoints (0: any free port)")
+    tls_cert_file: str = _opt(
+        "/etc/caldera/webhook/tls.crt", "serving certificate (PEM); reloaded when it changes"
+    )
+    tls_key_file: str = _opt(
+        "/etc/caldera/webhook/tls.key", "private key of the serving certificate (PEM)"
+    )
+    cert_reload_interval: float = _opt(
+        10.0, "seconds between checks of the certificate files for a renewal"
+    )
+    scheduler_name: str = _opt(
+        "volcano",
+        "schedulerNames Caldera schedules, comma-separated (as Volcano's --scheduler-name): the "
+        "first is given to jobs that name none; pods of any of them are validated",
+    )
+    client_max_size: int = _opt(
+        7 * 1024 * 1024,
+        "largest AdmissionReview accepted, in bytes (controller-runtime's 7 MiB: an object of "
+        "etcd's maximum 1.5 MiB, plus its old version, plus the review's overhead)",
+    )
+    enabled_admission: tuple[str, ...] = _opt(
+        WEBHOOK_PATHS, "admission paths served, comma-separated; others answer 404"
+    )
+    max_queue_depth: int = _opt(5, "levels below root a queue may sit at")
+    root_queue_protection: bool = _opt(
+        True, "refuse changes to the capability, deserved and guarantee of queue root"
+    )
+    cache_sync_timeout: float = _opt(
+        5.0,
+        "seconds a request waits for the queue cache to sync after start-up before it is "
+        "answered with an error (the API server's webhook timeout is 10 s by default)",
+    )
+
+    def validate(self) -> None:
+        super().validate()
+        if not 0 <= self.port <= 65535:
+            raise SettingsError(f"port {self.port} is not a TCP port")
+        unknown = [p for p in self.enabled_admission if p not in WEBHOOK_PATHS]
+        if unknown:
+            raise SettingsError(
+                f"unknown admission path {', '.join(unknown)}: "
+                f"choose from {','.join(WEBHOOK_PATHS)}"
+            )
+        if not self.scheduler_names:
+            raise SettingsError("scheduler_name must name at least one scheduler")
+        if self.client_max_size < 64 * 1024:
+            raise SettingsError("client_max_size must be at least 65536 bytes")
+        if self.max_queue_depth < 1:
+            raise SettingsError("max_queue_depth must be at least 1")
+        if self.cert_reload_interval <= 0 or self.cache_sync_timeout <= 0:
+            raise SettingsError("cert_reload_interval and cache_sync_timeout must be > 0")
+
+    @property
+    def scheduler_names(self) -> tuple[str, ...]:
+        """The names in ``scheduler_name``, in order, blanks and surrounding spaces dropped."""
+        return tuple(name.strip() for name in self.scheduler_name.split(",") if name.strip())

@@ -5,7 +5,7 @@ them on its own work queue. Workers take keys and call ``reconcile(key)``, which
 it needs from the shared cache, decides with pure functions, and writes. The outcome contract:
 
 - return ``None`` or ``Result()``: done; the key's failure count is reset;
-- return ``Result(requeue_after=s)``: done for now, look again in ``s`` seconds (timeouts, TTLs);
+- return ``Result(requeue_after=s)``: done for now, look again in ``s`` (> 0) seconds;
 - raise ``TerminalError``: a permanent failure; logged and counted, never retried;
 - raise anything else: a transient failure; retried with per-key exponential backoff.
 
@@ -133,7 +133,13 @@ class Controller(abc.ABC):
                 outcome = "error"
             else:
                 self.queue.forget(key)
-                if result is not None and result.requeue_after is not None:
+                # As in controller-runtime, a zero or negative delay means no requeue (a
+                # computed 0 must not spin the key).
+                if (
+                    result is not None
+                    and result.requeue_after is not None
+                    and result.requeue_after > 0
+                ):
                     self.queue.add_after(key, result.requeue_after)
                     outcome = "requeue_after"
                 else:

@@ -38,7 +38,7 @@ class ControllerMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.reconcile_total = Counter(
             "caldera_controller_reconcile",
-            "Reconciles by controller and result (success, error, requeue, requeue_after)",
+            "Reconciles by controller and result (success, requeue_after, error, terminal_error)",
             ["controller", "result"],
             registry=registry,
         )

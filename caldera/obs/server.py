@@ -35,7 +35,15 @@ class HealthServer:
         self._checks[name] = check
 
     def failing_checks(self) -> list[str]:
-        return [name for name, check in self._checks.items() if not check()]
+        failing = []
+        for name, check in self._checks.items():
+            try:
+                ok = check()
+            except Exception:  # a broken check means "not ready", never a 500
+                ok = False
+            if not ok:
+                failing.append(name)
+        return failing
 
     def app(self) -> web.Application:
         app = web.Application()
