@@ -306,7 +306,7 @@ class DependsOn(Model, frozen=True):
     """Tasks a task waits for before its pods are created."""
 
     name: tuple[str, ...] = ()
-    iteration: str = ""  # Iteration; empty means any
+    iteration: str = ""  # Iteration: "any" means any one dependency; otherwise all of them
 
 
 class PartitionPolicy(Model, frozen=True):

@@ -1,0 +1,275 @@
+"""Lifecycle policies: from a `Request` to an action (VOLCANO_API.md section 2.2).
+
+`apply_policies` is Volcano's ``applyPolicies`` plus ``GetStateAction``: a pure function from the
+cached Job and a request to a `Decision` (the action, an optional delay, the action's target).
+
+`DelayedActions` is the bookkeeping of actions delayed by a policy ``timeout``, per job and per
+pod. It holds no timers: the I/O layer schedules ``add_after(token, delay)`` on its work queue for
+what `DelayedActions.schedule` returns and, when the timer fires, executes what
+`DelayedActions.take` returns (None: cancelled meanwhile; nothing to do). Cancellation therefore
+never has to reach into the queue. Usage per request::
+
+    decision = apply_policies(job, request)
+    delayed.on_request(request)             # cancellations by PodRunning / leaving Pending
+    if decision.delay:                      # None or 0: run now
+        entry = delayed.schedule(request, decision)
+        if entry: queue.add_after(entry.token, decision.delay)
+    else:
+        run(decision); delayed.on_action_ran(request.job_key, decision)
+
+and on a timer: ``entry = delayed.take(token)``; if not None, run ``entry.decision`` and call
+``on_action_ran`` likewise. ``forget_job`` drops a deleted Job's entries.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from caldera.api.meta import DurationError, parse_duration
+from caldera.api.volcano import Action, Event, Job, LifecyclePolicy, policy_events
+from controllers.job.events import Request
+from controllers.job.state import JOB_TARGET, Target, TargetKind
+
+__all__ = [
+    "INTERNAL_ACTIONS",
+    "INTERNAL_EVENTS",
+    "Decision",
+    "DelayedAction",
+    "DelayedActions",
+    "apply_policies",
+    "policy_timeout",
+    "target_of",
+]
+
+INTERNAL_EVENTS: Final = frozenset({Event.OUT_OF_SYNC, Event.COMMAND_ISSUED, Event.POD_RUNNING})
+INTERNAL_ACTIONS: Final = frozenset(
+    {Action.SYNC_JOB, Action.ENQUEUE_JOB, Action.SYNC_QUEUE, Action.OPEN_QUEUE, Action.CLOSE_QUEUE}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The action to run, after ``delay`` seconds if set (None: now), on ``target``."""
+
+    action: Action
+    delay: float | None = None
+    target: Target = JOB_TARGET
+
+
+SYNC: Final = Decision(Action.SYNC_JOB)
+
+
+def policy_timeout(policy: LifecyclePolicy) -> float | None:
+    """The policy's timeout in seconds; None when unset or not a Go duration (the webhook rejects
+    those; a bad stored value must not crash the controller). Pure; no I/O."""
+    if policy.timeout is None:
+        return None
+    try:
+        return max(parse_duration(policy.timeout), 0.0)
+    except DurationError:
+        return None
+
+
+def target_of(action: Action, request: Request) -> tuple[Action, Target]:
+    """Volcano's ``GetStateAction``: the target of a targeted restart.
+
+    RestartTask and RestartPartition target the request's task (partitions are handled
+    task-wide), RestartPod the request's pod. Without a task (or pod) in the request, they become
+    RestartJob. Every other action targets the Job. Pure; no I/O.
+    """
+    if action in (Action.RESTART_TASK, Action.RESTART_PARTITION) and request.task_name:
+        return action, Target.of_task(request.task_name)
+    if action is Action.RESTART_POD and request.pod_name:
+        return action, Target.of_pod(request.task_name, request.pod_name)
+    if action in (Action.RESTART_TASK, Action.RESTART_PARTITION, Action.RESTART_POD):
+        return Action.RESTART_JOB, JOB_TARGET
+    return action, JOB_TARGET
+
+
+def _decision(action: Action, delay: float | None, request: Request) -> Decision:
+    action, target = target_of(action, request)
+    return Decision(action, delay or None, target)
+
+
+def _to_action(raw: str) -> Action:
+    try:
+        return Action(raw)
+    except ValueError:  # the webhook rejects these; a stored one behaves as a sync
+        return Action.SYNC_JOB
+
+
+def _match(policies: Sequence[LifecyclePolicy], request: Request) -> Decision | None:
+    event = request.event
+    for policy in policies:
+        events = policy_events(policy)
+        if events and event is not None and (event in events or Event.ANY in events):
+            timeout = policy_timeout(policy)
+            if event is Event.POD_PENDING and timeout is None:
+                continue  # PodPending only matches a policy with a timeout
+            return _decision(_to_action(policy.action), timeout, request)
+        if (
+            policy.exit_code is not None
+            and request.exit_code is not None
+            and policy.exit_code == request.exit_code
+        ):
+            return _decision(_to_action(policy.action), policy_timeout(policy), request)
+    return None
+
+
+def apply_policies(job: Job, request: Request) -> Decision:
+    """The action for `request` on the cached `job` (section 2.2), first rule that applies:
+
+    1. a Command's action is used as is;
+    2. no event, or an internal event (OutOfSync, CommandIssued, PodRunning) → SyncJob;
+    3. a request for another Job with the same name (``job_uid`` differs) or from a pod of an
+       older run (``job_version`` < status.version) → SyncJob;
+    4. the policies of the request's task, then the Job's, first match wins: the event is in
+       ``events | {event}`` or the policy has ``*`` (PodPending needs a policy with a timeout),
+       or the policy's exitCode equals the request's; the policy's timeout becomes the delay;
+    5. otherwise SyncJob.
+
+    Pure; no I/O.
+    """
+    if request.action is not None:
+        return _decision(request.action, None, request)
+    if request.event is None or request.event in INTERNAL_EVENTS:
+        return SYNC
+    if request.job_uid and request.job_uid != job.metadata.uid:
+        return SYNC
+    if request.job_version is not None and request.job_version < job.status.version:
+        return SYNC
+    if request.task_name:
+        for task in job.spec.tasks:
+            if task.name == request.task_name:
+                found = _match(task.policies, request)
+                if found is not None:
+                    return found
+                break
+    return _match(job.spec.policies, request) or SYNC
+
+
+# --- delayed actions ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DelayedAction:
+    """A pending delayed action: its timer ``token``, the request that caused it and the
+    decision to run when the delay expires."""
+
+    token: int
+    request: Request
+    decision: Decision
+
+    @property
+    def job_key(self) -> str:
+        """The Job's cache key."""
+        return self.request.job_key
+
+
+class DelayedActions:
+    """Delayed actions per job and per pod, and the rules that cancel them (section 2.2):
+
+    - a ``PodRunning`` event cancels the delayed PodFailed and PodEvicted actions of that pod;
+    - an event showing that a pod left Pending (PodRunning, PodFailed, PodEvicted,
+      TaskCompleted) cancels the delayed PodPending action of the pod with that UID;
+    - once a non-internal action has run, the other delayed actions of its scope are cancelled:
+      all of the Job's for a Job-wide action, the task's for RestartTask / RestartPartition, the
+      pod's for RestartPod.
+
+    Entries are keyed by (job, pod name, event): a second request with the same key while one is
+    pending keeps the first, so a timeout counts from the first occurrence. No timers, no clock,
+    no I/O: every method returns what it scheduled or cancelled.
+    """
+
+    _LEFT_PENDING: Final = frozenset(
+        {Event.POD_RUNNING, Event.POD_FAILED, Event.POD_EVICTED, Event.TASK_COMPLETED}
+    )
+
+    def __init__(self) -> None:
+        self._tokens = itertools.count(1)
+        self._by_token: dict[int, DelayedAction] = {}
+        self._by_key: dict[tuple[str, str, Event | None], int] = {}
+
+    def __len__(self) -> int:
+        return len(self._by_token)
+
+    def pending(self, job_key: str) -> tuple[DelayedAction, ...]:
+        """The Job's pending delayed actions, oldest first."""
+        return tuple(a for a in self._by_token.values() if a.job_key == job_key)
+
+    def schedule(self, request: Request, decision: Decision) -> DelayedAction | None:
+        """Record a delayed action; return it (schedule its token after ``decision.delay``), or
+        None when the same job, pod and event already has one pending."""
+        key = (request.job_key, request.pod_name, request.event)
+        if key in self._by_key:
+            return None
+        entry = DelayedAction(next(self._tokens), request, decision)
+        self._by_token[entry.token] = entry
+        self._by_key[key] = entry.token
+        return entry
+
+    def take(self, token: int) -> DelayedAction | None:
+        """The timer of `token` fired: remove and return its action, None if it was cancelled."""
+        entry = self._by_token.pop(token, None)
+        if entry is not None:
+            self._by_key.pop(self._key(entry), None)
+        return entry
+
+    def on_request(self, request: Request) -> tuple[DelayedAction, ...]:
+        """Apply the per-pod cancellation rules for a new request; return what was cancelled."""
+        event = request.event
+
+        def cancelled(a: DelayedAction) -> bool:
+            if a.job_key != request.job_key:
+                return False
+            if (
+                event is Event.POD_RUNNING
+                and request.pod_name
+                and a.request.pod_name == request.pod_name
+                and a.request.event in (Event.POD_FAILED, Event.POD_EVICTED)
+            ):
+                return True
+            return (
+                event in self._LEFT_PENDING
+                and bool(request.pod_uid)
+                and a.request.event is Event.POD_PENDING
+                and a.request.pod_uid == request.pod_uid
+            )
+
+        return self._cancel(cancelled)
+
+    def on_action_ran(self, job_key: str, decision: Decision) -> tuple[DelayedAction, ...]:
+        """A non-internal action ran: cancel the other delayed actions of its scope and return
+        them. Internal actions (SyncJob, ...) cancel nothing."""
+        if decision.action in INTERNAL_ACTIONS:
+            return ()
+        target = decision.target
+
+        def in_scope(a: DelayedAction) -> bool:
+            if a.job_key != job_key:
+                return False
+            if target.kind is TargetKind.TASK:
+                return a.request.task_name == target.task
+            if target.kind is TargetKind.POD:
+                return a.request.pod_name == target.pod
+            return True
+
+        return self._cancel(in_scope)
+
+    def forget_job(self, job_key: str) -> tuple[DelayedAction, ...]:
+        """Drop every delayed action of a Job (it was deleted); return them."""
+        return self._cancel(lambda a: a.job_key == job_key)
+
+    @staticmethod
+    def _key(entry: DelayedAction) -> tuple[str, str, Event | None]:
+        return (entry.job_key, entry.request.pod_name, entry.request.event)
+
+    def _cancel(self, predicate: Callable[[DelayedAction], bool]) -> tuple[DelayedAction, ...]:
+        gone = tuple(a for a in self._by_token.values() if predicate(a))
+        for entry in gone:
+            del self._by_token[entry.token]
+            self._by_key.pop(self._key(entry), None)
+        return gone

@@ -1,0 +1,398 @@
+"""The Job state machine (VOLCANO_API.md sections 2.3, 2.4 and 2.6), as pure functions.
+
+One reconcile of a Job runs one action (from `controllers.job.policy.apply_policies`) in the
+Job's current state. The I/O layer drives it in four steps:
+
+1. ``p = plan(job, action, target)``: what the state does with the action: kill the whole job,
+   kill a target (a task or a pod), or sync; which pod phases a kill keeps; whether it bumps
+   ``status.version``, deletes the PodGroup, increments ``retryCount``; and either a forced next
+   phase (``p.phase``) or whether to run the state's update function (``p.run_update``).
+   ``p.step is Step.NONE``: do nothing at all (the Job is being deleted, or has a phase this
+   machine does not know).
+2. For kills: ``victims = kill_victims(p, pods)``; patch each with
+   ``volcano.sh/controller-out-of-sync: "true"``, then delete it; ``counts = count_pods(pods,
+   deleted=<names actually deleted>)``. For syncs: ``status.plan_sync`` and its counts.
+3. ``new = apply_plan(job, p, counts, now)``: the new JobStatus, with the phase change of
+   ``p.phase`` or of `next_phase` (the per-state update function), a condition and
+   lastTransitionTime when the phase changed, ``runningDuration`` on kills.
+4. Write the status when ``status.status_changed(job.status, new)``; delete the PodGroup when
+   ``p.delete_podgroup`` (after the pods, as Volcano does).
+
+Retained phases: ``RETAIN_NONE`` kills every pod, ``RETAIN_SOFT`` keeps Succeeded and Failed pods.
+On the last retry (``retryCount >= maxRetry - 1``) every kill keeps finished pods.
+
+Versions: RestartTask and RestartPod kill only their target (Volcano v1.11+). RestartPartition
+(v1.14) is treated as RestartTask: the whole task of the triggering pod restarts, because the
+request carries no partition id yet. A targeted action without its target (a RestartTask
+from a Command or from a Job-level event) restarts the whole Job.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Final
+
+from msgspec.structs import replace
+
+from caldera.api.core import Pod, PodPhase
+from caldera.api.meta import format_time
+from caldera.api.volcano import Action, Job, JobPhase, JobState, JobStatus
+from controllers.job.status import (
+    PodCounts,
+    append_condition,
+    pod_task,
+    running_duration,
+    task_min_available,
+    with_counts,
+)
+
+__all__ = [
+    "FINISHED_PHASES",
+    "JOB_TARGET",
+    "RETAIN_NONE",
+    "RETAIN_SOFT",
+    "TARGETED_ACTIONS",
+    "Plan",
+    "Step",
+    "Target",
+    "TargetKind",
+    "Transition",
+    "apply_plan",
+    "current_phase",
+    "kill_victims",
+    "next_phase",
+    "plan",
+]
+
+RETAIN_NONE: Final[frozenset[str]] = frozenset()
+RETAIN_SOFT: Final[frozenset[str]] = frozenset({PodPhase.SUCCEEDED, PodPhase.FAILED})
+FINISHED_PHASES: Final = frozenset({JobPhase.COMPLETED, JobPhase.FAILED, JobPhase.TERMINATED})
+TARGETED_ACTIONS: Final = frozenset(
+    {Action.RESTART_TASK, Action.RESTART_POD, Action.RESTART_PARTITION}
+)
+_KNOWN_PHASES: Final = frozenset(JobPhase)
+
+
+class TargetKind(enum.StrEnum):
+    """What an action applies to."""
+
+    JOB = "Job"
+    TASK = "Task"
+    POD = "Pod"
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """The scope of an action: the whole Job, one task, or one pod (with its task)."""
+
+    kind: TargetKind = TargetKind.JOB
+    task: str = ""
+    pod: str = ""
+
+    @classmethod
+    def of_task(cls, task: str) -> Target:
+        """A task target."""
+        return cls(TargetKind.TASK, task=task)
+
+    @classmethod
+    def of_pod(cls, task: str, pod: str) -> Target:
+        """A pod target."""
+        return cls(TargetKind.POD, task=task, pod=pod)
+
+    def covers(self, pod: Pod) -> bool:
+        """Whether `pod` is in this scope."""
+        if self.kind is TargetKind.JOB:
+            return True
+        if self.kind is TargetKind.TASK:
+            return pod_task(pod) == self.task
+        return pod.metadata.name == self.pod
+
+
+JOB_TARGET: Final = Target()
+
+
+class Step(enum.StrEnum):
+    """What the I/O layer does with the pods."""
+
+    NONE = "None"  # nothing at all, not even a status update
+    KILL_JOB = "KillJob"
+    KILL_TARGET = "KillTarget"
+    SYNC = "SyncJob"
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What one action does in the Job's current state (see the module docstring)."""
+
+    step: Step
+    target: Target = JOB_TARGET
+    retain: frozenset[str] = RETAIN_NONE
+    bump_version: bool = False
+    delete_podgroup: bool = False
+    retry_increment: int = 0
+    phase: JobPhase | None = None
+    run_update: bool = False
+    reason: str = ""
+
+    @property
+    def kills(self) -> bool:
+        """Whether the step deletes pods by the kill rules (rather than by sync)."""
+        return self.step in (Step.KILL_JOB, Step.KILL_TARGET)
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """A phase change with the reason and message written to ``status.state``."""
+
+    phase: JobPhase
+    reason: str = ""
+    message: str = ""
+
+
+def current_phase(job: Job) -> JobPhase | None:
+    """The state the machine is in: "" (a new Job) is Pending, a value this machine does not
+    know (from a newer Volcano) None. Pure; no I/O."""
+    raw = job.status.state.phase
+    if not raw:
+        return JobPhase.PENDING
+    return JobPhase(raw) if raw in _KNOWN_PHASES else None
+
+
+def _last_retry(job: Job) -> bool:
+    return job.status.retry_count >= job.spec.max_retry - 1
+
+
+def _kill_job(
+    job: Job,
+    retain: frozenset[str],
+    *,
+    retry: int = 0,
+    phase: JobPhase | None = None,
+    run_update: bool = False,
+    reason: str = "",
+) -> Plan:
+    return Plan(
+        step=Step.KILL_JOB,
+        retain=RETAIN_SOFT if _last_retry(job) else retain,
+        bump_version=True,
+        delete_podgroup=True,
+        retry_increment=retry,
+        phase=phase,
+        run_update=run_update,
+        reason=reason,
+    )
+
+
+def _kill_target(
+    job: Job,
+    target: Target,
+    *,
+    retry: int = 0,
+    phase: JobPhase | None = None,
+    run_update: bool = False,
+    reason: str = "",
+) -> Plan:
+    return Plan(
+        step=Step.KILL_TARGET,
+        target=target,
+        retain=RETAIN_SOFT if _last_retry(job) else RETAIN_NONE,
+        retry_increment=retry,
+        phase=phase,
+        run_update=run_update,
+        reason=reason,
+    )
+
+
+def _normalise(action: Action, target: Target) -> tuple[Action, Target]:
+    """Targeted restarts without a usable target restart the Job; other actions target the Job."""
+    if action not in TARGETED_ACTIONS:
+        return action, JOB_TARGET
+    if target.kind is TargetKind.TASK and target.task:
+        return action, target
+    if target.kind is TargetKind.POD and target.pod:
+        return action, target
+    return Action.RESTART_JOB, JOB_TARGET
+
+
+def plan(job: Job, action: Action, target: Target = JOB_TARGET) -> Plan:
+    """What `action` does in the Job's current state: the table of section 2.3.
+
+    A Job with a deletionTimestamp, or in a phase this machine does not know, gets
+    ``Step.NONE``: Volcano's killJob and syncJob return at once for a Job being deleted.
+    Pure; no I/O.
+    """
+    phase = current_phase(job)
+    if job.metadata.deletion_timestamp is not None or phase is None:
+        return Plan(step=Step.NONE)
+    action, target = _normalise(action, target)
+    targeted = target.kind is not TargetKind.JOB
+    why = action.value
+    if phase in (JobPhase.PENDING, JobPhase.RUNNING):
+        if action is Action.RESTART_JOB:
+            return _kill_job(job, RETAIN_NONE, retry=1, phase=JobPhase.RESTARTING, reason=why)
+        if targeted:
+            return _kill_target(job, target, retry=1, phase=JobPhase.RESTARTING, reason=why)
+        forced = {
+            Action.ABORT_JOB: JobPhase.ABORTING,
+            Action.COMPLETE_JOB: JobPhase.COMPLETING,
+            Action.TERMINATE_JOB: JobPhase.TERMINATING,
+        }.get(action)
+        if forced is not None:
+            return _kill_job(job, RETAIN_SOFT, phase=forced, reason=why)
+        return Plan(step=Step.SYNC, run_update=True)
+    if phase is JobPhase.RESTARTING:
+        if action is Action.SYNC_JOB:
+            return Plan(step=Step.SYNC, run_update=True)
+        if targeted:
+            return _kill_target(job, target, run_update=True)
+        return _kill_job(job, RETAIN_NONE, run_update=True)
+    if phase in (JobPhase.ABORTING, JobPhase.ABORTED):
+        if action is Action.RESUME_JOB:
+            return _kill_job(job, RETAIN_SOFT, retry=1, phase=JobPhase.RESTARTING, reason=why)
+        return _kill_job(job, RETAIN_SOFT, run_update=phase is JobPhase.ABORTING)
+    if phase in (JobPhase.COMPLETING, JobPhase.TERMINATING):
+        return _kill_job(job, RETAIN_SOFT, run_update=True)
+    return _kill_job(job, RETAIN_SOFT)  # Completed, Failed, Terminated: terminal
+
+
+def kill_victims(p: Plan, pods: Iterable[Pod]) -> tuple[Pod, ...]:
+    """The pods a kill plan deletes: those in its target, not already being deleted, whose phase
+    is not retained. Empty for non-kill plans. Pure; no I/O."""
+    if not p.kills:
+        return ()
+    return tuple(
+        pod
+        for pod in pods
+        if p.target.covers(pod)
+        and pod.metadata.deletion_timestamp is None
+        and pod.status.phase not in p.retain
+    )
+
+
+def _total_replicas(job: Job) -> int:
+    return sum(t.replicas for t in job.spec.tasks)
+
+
+def _running_update(job: Job, counts: PodCounts) -> Transition | None:
+    spec = job.spec
+    total = _total_replicas(job)
+    if total == 0:  # scaled down to zero: keep the phase
+        return None
+    if spec.min_success is not None and counts.succeeded >= spec.min_success:
+        return Transition(
+            JobPhase.COMPLETED, "MinSuccessReached", "succeeded pods reached minSuccess"
+        )
+    if counts.succeeded + counts.failed == total:
+        if spec.min_available >= sum(task_min_available(t) for t in spec.tasks):
+            for task in spec.tasks:
+                if task.min_available is None:
+                    continue
+                if counts.task_phase(task.name, PodPhase.SUCCEEDED) < task.min_available:
+                    return Transition(
+                        JobPhase.FAILED,
+                        "TaskMinAvailableNotMet",
+                        f"task {task.name} has fewer succeeded pods than its minAvailable",
+                    )
+        if spec.min_success is not None and counts.succeeded < spec.min_success:
+            return Transition(
+                JobPhase.FAILED, "MinSuccessNotMet", "all pods finished below minSuccess"
+            )
+        if counts.succeeded >= spec.min_available:
+            return Transition(JobPhase.COMPLETED, "Completed", "all pods finished")
+        return Transition(
+            JobPhase.FAILED, "MinAvailableNotMet", "all pods finished below minAvailable"
+        )
+    if counts.pending > total - spec.min_available:
+        return Transition(JobPhase.PENDING, "NotEnoughPods", "too many pods are pending")
+    return None
+
+
+def next_phase(job: Job, phase_before: JobPhase, counts: PodCounts) -> Transition | None:
+    """The update function of state `phase_before`: the phase the counts move the Job to, or None
+    to stay. `job` carries the status being built (retryCount, minAvailable). Pure; no I/O.
+
+    - Pending → Running when spec.minAvailable ≤ running + succeeded + failed;
+    - Running → Completed / Failed / Pending by minSuccess, the task minAvailable rule,
+      spec.minAvailable and the pending count (section 2.3); no change with zero replicas;
+    - Restarting → Failed when retryCount ≥ spec.maxRetry, else → Pending when
+      Σreplicas - terminating ≥ status.minAvailable;
+    - Aborting / Completing / Terminating → Aborted / Completed / Terminated when no pod is
+      pending, running or terminating;
+    - every other state: no change.
+    """
+    alive = counts.pending + counts.running + counts.terminating
+    if phase_before is JobPhase.PENDING:
+        if job.spec.min_available <= counts.running + counts.succeeded + counts.failed:
+            return Transition(JobPhase.RUNNING, "MinAvailableReached", "enough pods are started")
+        return None
+    if phase_before is JobPhase.RUNNING:
+        return _running_update(job, counts)
+    if phase_before is JobPhase.RESTARTING:
+        if job.status.retry_count >= job.spec.max_retry:
+            return Transition(JobPhase.FAILED, "MaxRetryReached", "retryCount reached maxRetry")
+        if _total_replicas(job) - counts.terminating >= job.status.min_available:
+            return Transition(JobPhase.PENDING, "Restarted", "old pods are gone")
+        return None
+    done = {
+        JobPhase.ABORTING: JobPhase.ABORTED,
+        JobPhase.COMPLETING: JobPhase.COMPLETED,
+        JobPhase.TERMINATING: JobPhase.TERMINATED,
+    }.get(phase_before)
+    if done is not None and alive == 0:
+        return Transition(done, done.value, "no pod is alive")
+    return None
+
+
+def apply_plan(job: Job, p: Plan, counts: PodCounts, now: dt.datetime) -> JobStatus:
+    """The Job's new status after running plan `p`, with `counts` from after its pod changes.
+
+    A new Job (phase "") first enters Pending. Then: counters from `counts`, ``minAvailable`` =
+    spec.minAvailable, ``version`` bumped on full kills, ``retryCount`` incremented by Restart*
+    and Resume, and the phase change forced by `p` or computed by `next_phase`. A phase change
+    sets ``state`` (phase, reason, message, lastTransitionTime = `now`) and moves that phase's
+    condition to the end. Kills also set ``runningDuration``. ``Step.NONE`` returns the status
+    unchanged. Pure; no I/O.
+    """
+    old = job.status
+    before = current_phase(job)
+    if p.step is Step.NONE or before is None:
+        return old
+    when = format_time(now)
+    state, conditions = old.state, old.conditions
+    if not state.phase:
+        state = JobState(phase=JobPhase.PENDING, last_transition_time=when)
+        conditions = append_condition(conditions, JobPhase.PENDING, when)
+    status = replace(
+        with_counts(old, counts),
+        state=state,
+        conditions=conditions,
+        min_available=job.spec.min_available,
+        version=old.version + (1 if p.bump_version else 0),
+        retry_count=old.retry_count + p.retry_increment,
+    )
+    change: Transition | None = None
+    if p.phase is not None:
+        change = Transition(p.phase, p.reason, f"{p.reason} was executed" if p.reason else "")
+    elif p.run_update:
+        change = next_phase(replace(job, status=status), before, counts)
+    if change is not None and change.phase != status.state.phase:
+        status = replace(
+            status,
+            state=JobState(
+                phase=change.phase,
+                reason=change.reason,
+                message=change.message,
+                last_transition_time=when,
+            ),
+            conditions=append_condition(status.conditions, change.phase, when),
+        )
+    if p.kills:
+        duration = running_duration(
+            job.metadata.creation_timestamp, status.state.last_transition_time
+        )
+        if duration is not None:
+            status = replace(status, running_duration=duration)
+    return status
