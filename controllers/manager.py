@@ -34,6 +34,7 @@ from caldera.obs.metrics import ControllerMetrics, new_registry
 from caldera.obs.server import HealthServer
 from caldera.settings import ControllersSettings
 from controllers.gc.controller import GarbageCollector
+from controllers.job.controller import JobController
 from controllers.runtime import Controller, ControllerContext
 from informers.factory import SharedInformerFactory
 from informers.metrics import WorkQueueMetrics
@@ -41,6 +42,7 @@ from informers.metrics import WorkQueueMetrics
 # The controllers this build provides, by the name ``--controllers`` uses. Explicit, not
 # registered at import time, so tests and subsets build exactly what they ask for.
 AVAILABLE: dict[str, type[Controller]] = {
+    JobController.name: JobController,
     GarbageCollector.name: GarbageCollector,
 }
 

@@ -477,3 +477,15 @@ SECRET_DECODER: Final = msgspec.json.Decoder(Secret)
 NAMESPACE_DECODER: Final = msgspec.json.Decoder(Namespace)
 LEASE_DECODER: Final = msgspec.json.Decoder(Lease)
 EVENT_DECODER: Final = msgspec.json.Decoder(Event)
+
+
+# --- NetworkPolicy ------------------------------------------------------------------------------
+
+
+class NetworkPolicy(Model, frozen=True):
+    """networking.k8s.io/v1 NetworkPolicy: the svc plugin creates one; its spec is kept whole."""
+
+    api_version: str = type_meta("networking.k8s.io/v1")
+    kind: str = type_meta("NetworkPolicy")
+    metadata: ObjectMeta = ObjectMeta()
+    spec: dict[str, Any] = {}

@@ -26,6 +26,7 @@ __all__ = [
     "JOB",
     "LEASE",
     "NAMESPACE",
+    "NETWORK_POLICY",
     "NODE",
     "POD",
     "PODGROUP",
@@ -101,6 +102,9 @@ PRIORITY_CLASS: Final = KindInfo(
     ("pc",),
 )
 LEASE: Final = KindInfo("Lease", "coordination.k8s.io", "v1", "leases", True, core.Lease)
+NETWORK_POLICY: Final = KindInfo(
+    "NetworkPolicy", "networking.k8s.io", "v1", "networkpolicies", True, core.NetworkPolicy
+)
 JOB: Final = KindInfo(
     "Job", "batch.volcano.sh", "v1alpha1", "jobs", True, volcano.Job, ("vcjob", "vj")
 )
@@ -146,6 +150,7 @@ ALL_KINDS: Final[tuple[KindInfo[Any], ...]] = (
     EVENT,
     PRIORITY_CLASS,
     LEASE,
+    NETWORK_POLICY,
     JOB,
     CRONJOB,
     COMMAND,

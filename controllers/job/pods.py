@@ -16,7 +16,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from caldera.api import volcano as v
+from caldera.api.jobspec import pod_name
 from caldera.api.meta import ObjectMeta, OwnerReference, ResourceList
 from caldera.api.resources import Resources, pod_requests
 from caldera.api.volcano import Job, PodGroup, PodGroupSpec, TaskSpec
@@ -29,10 +32,6 @@ _DNS1123_SUBDOMAIN = re.compile(
 # Copied from the Job's annotations onto each pod (Volcano's list, §1.6).
 _COPIED_ANNOTATIONS = (v.PREEMPTABLE_KEY, v.COOLDOWN_TIME_KEY, v.REVOCABLE_ZONE_KEY)
 _COPIED_LABELS = (v.PREEMPTABLE_KEY, v.COOLDOWN_TIME_KEY)
-
-
-def pod_name(job_name: str, task_name: str, index: int) -> str:
-    return f"{job_name}-{task_name}-{index}"
 
 
 def podgroup_name(job: Job) -> str:
@@ -51,16 +50,10 @@ def job_owner(job: Job) -> OwnerReference:
     )
 
 
-def _owner_dict(job: Job) -> dict[str, Any]:
-    ref = job_owner(job)
-    return {
-        "apiVersion": ref.api_version,
-        "kind": ref.kind,
-        "name": ref.name,
-        "uid": ref.uid,
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
+def owner_dict(job: Job) -> dict[str, Any]:
+    """``job_owner`` as the plain dict that objects built as dicts carry."""
+    owner: dict[str, Any] = msgspec.to_builtins(job_owner(job))
+    return owner
 
 
 def job_volume_name(job_name: str, mount_path: str) -> str:
@@ -182,7 +175,7 @@ def build_pod(job: Job, task: TaskSpec, index: int) -> PodPlan:
             "namespace": namespace,
             "labels": labels,
             "annotations": annotations,
-            "ownerReferences": [_owner_dict(job)],
+            "ownerReferences": [owner_dict(job)],
         },
         "spec": spec,
     }
@@ -215,7 +208,7 @@ def build_template_pvc(
             "namespace": job.metadata.namespace,
             "labels": labels,
             "annotations": dict(template.metadata.annotations),
-            "ownerReferences": [_owner_dict(job)],
+            "ownerReferences": [owner_dict(job)],
         },
         "spec": copy.deepcopy(template.spec),
     }

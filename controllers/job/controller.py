@@ -1,0 +1,540 @@
+"""The job controller: Volcano's Job lifecycle on the shared informer cache.
+
+Events, not only state, drive a Volcano Job (a pod failing with exit code 3 may restart the job,
+while the same pod seen Failed in a later resync must not restart it again). So the informer
+handlers turn each change into a ``Request`` (pure: ``controllers.job.events``) and append it to
+the Job's inbox; the Job's key goes on the work queue, which never hands one key to two workers,
+so a Job's requests run one after another. ``reconcile(key)`` drains the inbox:
+
+    request -> apply_policies -> Decision (maybe delayed: a timer puts it back in the inbox)
+            -> plan(job, action) -> kill pods / sync pods, plugins, PVCs, PodGroup
+            -> apply_plan -> the new status, written only when it changed
+
+A key with an empty inbox (a resync, a retry) is a plain SyncJob, so the loop stays level-based:
+whatever was missed, the next sync converges. All decisions are the pure modules' (events,
+policy, state, status, pods, plugins); this module only reads the cache and writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from caldera.api.core import Pod, PriorityClass
+from caldera.api.kinds import (
+    COMMAND,
+    JOB,
+    POD,
+    PODGROUP,
+    PRIORITY_CLASS,
+    PVC,
+    SECRET,
+    kind_for,
+)
+from caldera.api.meta import ObjectReference
+from caldera.api.volcano import (
+    BATCH_API_VERSION,
+    CONTROLLER_OUT_OF_SYNC_KEY,
+    JOB_NAME_KEY,
+    Action,
+    Command,
+    Job,
+    JobEventReason,
+    PodGroup,
+)
+from caldera.kube.errors import AlreadyExists, ApiError, Conflict, Invalid, NotFound
+from controllers.job import events
+from controllers.job.events import Request
+from controllers.job.plugins import PluginSet, build_plugins
+from controllers.job.plugins.ssh import generate_key_pair, key_pair_from_secret, secret_name
+from controllers.job.pods import (
+    build_pod,
+    build_podgroup,
+    invalid_pvc_name,
+    owner_dict,
+    podgroup_drift,
+    podgroup_name,
+    priority_lookup,
+)
+from controllers.job.policy import Decision, DelayedActions, apply_policies
+from controllers.job.pvc_throttle import PvcCreator
+from controllers.job.state import Plan, Step, apply_plan, kill_victims, plan
+from controllers.job.status import (
+    PodCounts,
+    PodSlot,
+    count_pods,
+    plan_sync,
+    pod_task,
+    status_changed,
+)
+from controllers.runtime import Controller, ControllerContext, Result
+from informers.store import HandlerFuncs
+
+POD_INDEX = "job"  # pods by "<namespace>/<job name>", for pods a Job controls
+CREATE_CONCURRENCY = 20  # pod creations in flight per reconcile
+
+
+@dataclass(frozen=True)
+class _Timer:
+    """A delayed action whose timeout has expired."""
+
+    token: int
+
+
+@dataclass(frozen=True)
+class _CommandItem:
+    """A Command to consume: deleted first, then its action runs once."""
+
+    namespace: str
+    name: str
+    request: Request
+
+
+_Item = Request | _Timer | _CommandItem
+
+
+def job_pod_key(pod: Pod) -> list[str]:
+    """Index function: the Job a pod belongs to, if a Volcano Job controls it."""
+    ref = events.job_owner(next((r for r in pod.metadata.owner_references if r.controller), None))
+    if ref is None:
+        return []
+    name = pod.metadata.annotations.get(JOB_NAME_KEY) or ref.name
+    return [f"{pod.metadata.namespace}/{name}"]
+
+
+def job_reference(job: Job) -> ObjectReference:
+    return ObjectReference(
+        api_version=BATCH_API_VERSION,
+        kind="Job",
+        namespace=job.metadata.namespace,
+        name=job.metadata.name,
+        uid=job.metadata.uid,
+        resource_version=job.metadata.resource_version,
+    )
+
+
+class JobController(Controller):
+    name = "job"
+
+    def __init__(self, ctx: ControllerContext) -> None:
+        super().__init__(ctx)
+        self._inbox: dict[str, list[_Item]] = {}
+        self._delayed = DelayedActions()
+        self._timers: dict[int, asyncio.TimerHandle] = {}
+        # key -> (resourceVersions our writes replaced, the Job our last write returned): until
+        # the cache has seen our own status write, reconcile from what the write returned, not
+        # a stale copy that would only earn a 409.
+        self._written: dict[str, tuple[set[str], Job]] = {}
+        self.pvcs = PvcCreator(
+            ctx.client, qps=ctx.settings.pvc_create_qps, burst=ctx.settings.pvc_create_burst
+        )
+
+    # ---- wiring -----------------------------------------------------------------------------
+
+    def setup(self) -> None:
+        factory = self.ctx.informers
+        self.jobs = factory.informer(JOB)
+        self.pods = factory.informer(POD)
+        self.podgroups = factory.informer(PODGROUP)
+        self.commands = factory.informer(COMMAND)
+        self.priority_classes = factory.informer(PRIORITY_CLASS)
+        self.pods.add_indexer(POD_INDEX, job_pod_key)
+        self.jobs.add_handler(
+            _handlers(add=self._job_added, update=self._job_updated, delete=self._job_deleted)
+        )
+        self.pods.add_handler(
+            _handlers(add=self._pod_added, update=self._pod_updated, delete=self._pod_deleted)
+        )
+        self.podgroups.add_handler(_handlers(update=self._podgroup_updated))
+        self.commands.add_handler(_handlers(add=self._command_added))
+
+    def start(self, workers: int) -> None:
+        self.pvcs.start()
+        super().start(workers)
+
+    async def shutdown(self, grace: float) -> bool:
+        for handle in self._timers.values():
+            handle.cancel()
+        self._timers.clear()
+        drained = await super().shutdown(grace)
+        await self.pvcs.stop()
+        return drained
+
+    def _post(self, item: _Item, key: str) -> None:
+        self._inbox.setdefault(key, []).append(item)
+        self.queue.add(key)
+
+    def _post_request(self, request: Request | None) -> None:
+        if request is not None:
+            self._post(request, request.job_key)
+
+    def _job_added(self, job: Job) -> None:
+        self._post_request(events.on_job_add(job))
+
+    def _job_updated(self, old: Job, new: Job) -> None:
+        self._post_request(events.on_job_update(old, new))
+
+    def _job_deleted(self, job: Job) -> None:
+        key = f"{job.metadata.namespace}/{job.metadata.name}"
+        for entry in self._delayed.forget_job(key):
+            handle = self._timers.pop(entry.token, None)
+            if handle is not None:
+                handle.cancel()
+        self._inbox.pop(key, None)
+
+    def _task_context(self, pod: Pod) -> tuple[list[Pod], int | None, int | None]:
+        keys = job_pod_key(pod)
+        if not keys:
+            return [], None, None
+        job = self.jobs.store.get(keys[0])
+        task_name = pod_task(pod)
+        task = next((t for t in job.spec.tasks if t.name == task_name), None) if job else None
+        siblings = [
+            p for p in self.pods.store.by_index(POD_INDEX, keys[0]) if pod_task(p) == task_name
+        ]
+        if task is None:
+            return siblings, None, None
+        return siblings, task.max_retry, task.replicas
+
+    def _pod_added(self, pod: Pod) -> None:
+        self._post_request(events.on_pod_add(pod))
+
+    def _pod_updated(self, old: Pod, new: Pod) -> None:
+        siblings, max_retry, replicas = self._task_context(new)
+        self._post_request(events.on_pod_update(old, new, siblings, max_retry, replicas))
+
+    def _pod_deleted(self, pod: Pod) -> None:
+        self._post_request(events.on_pod_delete(pod, in_cache=True))
+
+    def _podgroup_updated(self, old: PodGroup, new: PodGroup) -> None:
+        self._post_request(events.on_podgroup_update(old, new))
+
+    def _command_added(self, command: Command) -> None:
+        request = events.on_command(command)
+        if request is not None:
+            item = _CommandItem(command.metadata.namespace, command.metadata.name, request)
+            self._post(item, request.job_key)
+
+    # ---- reconcile --------------------------------------------------------------------------
+
+    async def reconcile(self, key: str) -> Result | None:
+        items = self._inbox.pop(key, [])
+        job = self.jobs.store.get(key)
+        if job is None:
+            self._written.pop(key, None)
+            return None
+        superseded, latest = self._written.pop(key, (set(), job))
+        if job.metadata.resource_version in superseded:
+            job = latest
+        else:
+            superseded = set()
+        if not items:
+            items = [Request(job.metadata.namespace, job.metadata.name)]  # a plain sync
+        for item in items:
+            decision: Decision | None
+            if isinstance(item, _Timer):
+                entry = self._delayed.take(item.token)
+                self._timers.pop(item.token, None)
+                if entry is None:
+                    continue  # cancelled meanwhile
+                request, decision = entry.request, entry.decision
+            else:
+                request = item.request if isinstance(item, _CommandItem) else item
+                if isinstance(item, _CommandItem) and not await self._consume(item, job):
+                    continue
+                self._delayed.on_request(request)
+                decision = apply_policies(job, request)
+                if decision.delay:
+                    entry = self._delayed.schedule(request, decision)
+                    if entry is not None:
+                        self._arm(key, entry.token, decision.delay)
+                    continue
+            before = job.metadata.resource_version
+            try:
+                job = await self._execute(job, decision)
+            except Exception:
+                # Keep the unprocessed requests for the retry (after backoff).
+                rest = items[items.index(item) + 1 :]
+                if rest:
+                    self._inbox.setdefault(key, [])[:0] = rest
+                raise
+            if decision.action != Action.SYNC_JOB:
+                self._delayed.on_action_ran(key, decision)
+            if job.metadata.resource_version != before:
+                superseded.add(before)
+                self._written[key] = (superseded, job)
+        return None
+
+    def _arm(self, key: str, token: int, delay: float) -> None:
+        loop = asyncio.get_running_loop()
+        self._timers[token] = loop.call_later(delay, self._post, _Timer(token), key)
+
+    async def _consume(self, item: _CommandItem, job: Job) -> bool:
+        """Delete the Command first: whoever deletes it owns it, so it runs at most once."""
+        try:
+            await self.ctx.client.delete(COMMAND, item.name, namespace=item.namespace)
+        except NotFound:
+            return False
+        self._event(
+            job,
+            "Normal",
+            JobEventReason.COMMAND_ISSUED,
+            f"Start to execute command {item.request.action}, and clean it up to make sure "
+            "executed not more than once.",
+        )
+        return True
+
+    def _event(self, job: Job, type_: str, reason: str, message: str) -> None:
+        self.ctx.recorder.record(job_reference(job), type_, reason, message)
+
+    def _job_pods(self, job: Job) -> list[Pod]:
+        return self.pods.store.by_index(POD_INDEX, f"{job.metadata.namespace}/{job.metadata.name}")
+
+    async def _execute(self, job: Job, decision: Decision) -> Job:
+        if job.metadata.deletion_timestamp:
+            return job  # the garbage collector removes everything the Job owns
+        p = plan(job, decision.action, decision.target)
+        if p.step is Step.NONE:
+            return job
+        if decision.action != Action.SYNC_JOB:
+            self._event(
+                job,
+                "Normal",
+                JobEventReason.EXECUTE_ACTION,
+                f"Start to execute action {decision.action}",
+            )
+        pods = self._job_pods(job)
+        controlled: dict[str, str] = {}
+        if p.kills:
+            counts = await self._kill(job, p, pods)
+        else:
+            counts, controlled = await self._sync(job, pods)
+        new_status = apply_plan(job, p, counts, dt.datetime.now(dt.UTC))
+        if controlled:
+            merged = {**new_status.controlled_resources, **controlled}
+            new_status = msgspec.structs.replace(new_status, controlled_resources=merged)
+        if not status_changed(job.status, new_status):
+            return job
+        try:
+            return await self.ctx.client.update_status(
+                JOB, msgspec.structs.replace(job, status=new_status)
+            )
+        except Conflict:
+            raise  # a newer Job is in flight; the retry reads it from the cache
+
+    # ---- kill -------------------------------------------------------------------------------
+
+    async def _kill(self, job: Job, p: Plan, pods: list[Pod]) -> PodCounts:
+        victims = kill_victims(p, pods)
+        deleted = await self._delete_pods(job, victims)
+        if p.delete_podgroup:
+            plugins = build_plugins(job)
+            if plugins.ok:
+                for ref in plugins.resource_refs(job):
+                    with contextlib.suppress(NotFound):
+                        await self.ctx.client.delete(
+                            kind_for(ref.api_version, ref.kind), ref.name, namespace=ref.namespace
+                        )
+            with contextlib.suppress(NotFound):
+                await self.ctx.client.delete(
+                    PODGROUP, podgroup_name(job), namespace=job.metadata.namespace
+                )
+        return count_pods(pods, deleted=deleted)
+
+    async def _delete_pods(self, job: Job, victims: Iterable[Pod]) -> list[str]:
+        async def one(pod: Pod) -> str | None:
+            ns, name = pod.metadata.namespace, pod.metadata.name
+            try:
+                # Marked first: events of a pod being killed are ignored (Volcano v1.14).
+                await self.ctx.client.patch(
+                    POD,
+                    name,
+                    {"metadata": {"annotations": {CONTROLLER_OUT_OF_SYNC_KEY: "true"}}},
+                    namespace=ns,
+                )
+                await self.ctx.client.delete(POD, name, namespace=ns, uid=pod.metadata.uid)
+            except (NotFound, Conflict):
+                return name  # gone already, or replaced: either way not ours to count
+            except ApiError as exc:
+                self._event(
+                    job,
+                    "Warning",
+                    JobEventReason.FAILED_DELETE,
+                    f"Error deleting pod {name}: {exc}",
+                )
+                raise
+            return name
+
+        results = await asyncio.gather(*(one(p) for p in victims))
+        return [name for name in results if name]
+
+    # ---- sync -------------------------------------------------------------------------------
+
+    async def _sync(self, job: Job, pods: list[Pod]) -> tuple[PodCounts, dict[str, str]]:
+        plugins = build_plugins(job)
+        if not plugins.ok:
+            self._event(job, "Warning", JobEventReason.PLUGIN_ERROR, plugins.message)
+            return count_pods(pods), {}
+        plugins = await self._with_ssh_keys(job, plugins)
+        await self._ensure_plugin_resources(job, plugins)
+        if not await self._ensure_job_volumes(job):
+            return count_pods(pods), plugins.controlled_resources(job)
+        pg = await self._ensure_podgroup(job)
+        sync = plan_sync(job, pods, pg.status.phase if pg is not None else None)
+        deleted = await self._delete_pods(job, sync.delete)
+        created = await self._create_pods(job, plugins, sync.create)
+        controlled = plugins.controlled_resources(job)
+        for volume in job.spec.volumes:
+            if volume.volume_claim_name:
+                controlled[f"volume-pvc-{volume.volume_claim_name}"] = volume.volume_claim_name
+        return count_pods(pods, deleted=deleted, created=created), controlled
+
+    async def _with_ssh_keys(self, job: Job, plugins: PluginSet) -> PluginSet:
+        if not plugins.needs_ssh_key_pair:
+            return plugins
+        pair = None
+        with contextlib.suppress(NotFound):
+            secret = await self.ctx.client.get(
+                SECRET, secret_name(job), namespace=job.metadata.namespace
+            )
+            pair = key_pair_from_secret(secret.data)
+        if pair is None:
+            pair = await asyncio.to_thread(generate_key_pair)
+        return plugins.with_ssh_key_pair(pair)
+
+    async def _ensure_plugin_resources(self, job: Job, plugins: PluginSet) -> None:
+        for obj in plugins.resources(job):
+            kind = kind_for(obj["apiVersion"], obj["kind"])
+            meta = obj["metadata"]
+            try:
+                await self.ctx.client.create(kind, obj, namespace=meta["namespace"])
+            except AlreadyExists:
+                if plugins.update_on_change(obj):
+                    patch = {
+                        k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata")
+                    }
+                    await self.ctx.client.patch(
+                        kind, meta["name"], patch, namespace=meta["namespace"]
+                    )
+
+    async def _ensure_job_volumes(self, job: Job) -> bool:
+        """PVCs of job-level volumes: an existing claim must exist; a claim template gets a
+        PVC named after the Job, written back into the spec. False while a claim is missing."""
+        ns = job.metadata.namespace
+        named: list[dict[str, Any]] = []
+        changed = False
+        for volume in job.spec.volumes:
+            entry = msgspec.to_builtins(volume)
+            name = volume.volume_claim_name
+            if not name and volume.volume_claim is not None:
+                digest = hashlib.sha256(volume.mount_path.encode()).hexdigest()[:12]
+                name = f"{job.metadata.name}-pvc-{digest}"
+                pvc = {
+                    "apiVersion": "v1",
+                    "kind": "PersistentVolumeClaim",
+                    "metadata": {
+                        "name": name,
+                        "namespace": ns,
+                        "ownerReferences": [owner_dict(job)],
+                    },
+                    "spec": volume.volume_claim,
+                }
+                await self.pvcs.ensure(f"{ns}/{job.metadata.name}", pvc)
+                entry["volumeClaimName"] = name
+                changed = True
+            elif name:
+                try:
+                    await self.ctx.client.get(PVC, name, namespace=ns)
+                except NotFound:
+                    self._event(
+                        job,
+                        "Warning",
+                        JobEventReason.PVC_ERROR,
+                        f"pvc {name} is not found, the job will be in the Pending state until "
+                        "the PVC is created",
+                    )
+                    return False
+            named.append(entry)
+        if changed:
+            # Volcano writes the generated claim names back, so later syncs reuse them.
+            await self.ctx.client.patch(
+                JOB, job.metadata.name, {"spec": {"volumes": named}}, namespace=ns
+            )
+        return True
+
+    def _priorities(self) -> Mapping[str, int]:
+        classes: list[PriorityClass] = self.priority_classes.store.list()
+        return {pc.metadata.name: pc.value for pc in classes}
+
+    async def _ensure_podgroup(self, job: Job) -> PodGroup | None:
+        desired = build_podgroup(job, priority_lookup(self._priorities()))
+        ns, name = job.metadata.namespace, desired.metadata.name
+        current = self.podgroups.store.get(f"{ns}/{name}")
+        try:
+            if current is None:
+                return await self.ctx.client.create(PODGROUP, desired, namespace=ns)
+            patch = podgroup_drift(current.spec, desired.spec)
+            if patch:
+                return await self.ctx.client.patch(PODGROUP, name, patch, namespace=ns)
+        except AlreadyExists:
+            return None  # the cache lags our own create; the next sync sees it
+        except Invalid as exc:
+            self._event(job, "Warning", JobEventReason.POD_GROUP_ERROR, str(exc))
+            return None
+        return current
+
+    async def _create_pods(
+        self, job: Job, plugins: PluginSet, slots: Iterable[PodSlot]
+    ) -> list[PodSlot]:
+        tasks = {t.name: t for t in job.spec.tasks}
+        gate = asyncio.Semaphore(CREATE_CONCURRENCY)
+        owner = f"{job.metadata.namespace}/{job.metadata.name}"
+
+        async def one(slot: PodSlot) -> PodSlot | None:
+            task = tasks[slot.task]
+            planned = build_pod(job, task, slot.index)
+            for pvc in planned.pvcs:
+                problem = invalid_pvc_name(pvc["metadata"]["name"])
+                if problem:
+                    self._event(
+                        job,
+                        "Warning",
+                        JobEventReason.PVC_ERROR,
+                        f"pod {slot.name} held back: {problem}",
+                    )
+                    return None
+            async with gate:
+                try:
+                    for pvc in planned.pvcs:
+                        await self.pvcs.ensure(owner, pvc)
+                    pod = plugins.on_pod_create(job, planned.pod, task.name, slot.index)
+                    await self.ctx.client.create(POD, pod, namespace=job.metadata.namespace)
+                except AlreadyExists:
+                    return slot
+                except ApiError as exc:
+                    self._event(
+                        job,
+                        "Warning",
+                        JobEventReason.FAILED_CREATE,
+                        f"Error creating pod {slot.name}: {exc}",
+                    )
+                    raise
+            return slot
+
+        results = await asyncio.gather(*(one(s) for s in slots))
+        return [slot for slot in results if slot is not None]
+
+
+def _handlers(**funcs: Any) -> HandlerFuncs[Any]:
+    handler: HandlerFuncs[Any] = HandlerFuncs(**funcs)
+    return handler
+
+
+__all__ = ["JobController", "job_pod_key"]
