@@ -7,9 +7,10 @@ import asyncio
 import os
 
 from caldera.obs.logging import configure_logging
+from caldera.process import StartupError
 from caldera.settings import ControllersSettings, add_arguments, parse_settings
 from cli.errors import fail
-from controllers.manager import StartupError, run
+from controllers.manager import run
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

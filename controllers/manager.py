@@ -15,23 +15,16 @@ restarts it as a candidate).
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
-import signal
-import socket
-import uuid
-from collections.abc import Awaitable, Callable
 
 import structlog
 from prometheus_client import CollectorRegistry
 
-from caldera.kube.client import ClientOptions, KubeClient
-from caldera.kube.config import ConfigError, load_config
-from caldera.kube.errors import ApiConnectionError, ApiError
+from caldera.kube.client import KubeClient
 from caldera.kube.events import EventRecorder
-from caldera.kube.leader import LeaderElector, LeadershipLostError, LeaseConfig
+from caldera.kube.leader import LeadershipLostError
 from caldera.obs.metrics import ControllerMetrics, new_registry
 from caldera.obs.server import HealthServer
+from caldera.process import StartupError, connect, lead_when_elected, stop_on_signals
 from caldera.settings import ControllersSettings
 from controllers.gc.controller import GarbageCollector
 from controllers.job.controller import JobController
@@ -49,10 +42,6 @@ AVAILABLE: dict[str, type[Controller]] = {
 log = structlog.get_logger("manager")
 
 
-class StartupError(Exception):
-    """The process cannot start; the message is the one line the user sees."""
-
-
 def choose_controllers(requested: tuple[str, ...]) -> list[type[Controller]]:
     """The controller classes for ``--controllers`` (empty: all available), or StartupError."""
     if not requested:
@@ -64,36 +53,6 @@ def choose_controllers(requested: tuple[str, ...]) -> list[type[Controller]]:
             f"available: {', '.join(AVAILABLE)}"
         )
     return [AVAILABLE[name] for name in requested]
-
-
-def lease_config(settings: ControllersSettings) -> LeaseConfig:
-    namespace = settings.leader_election_namespace or os.environ.get("POD_NAMESPACE") or "default"
-    return LeaseConfig(
-        namespace=namespace,
-        name=settings.leader_election_id or "caldera-controllers",
-        identity=f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}",
-        lease_duration=settings.lease_duration,
-        renew_deadline=settings.renew_deadline,
-        retry_period=settings.retry_period,
-    )
-
-
-async def connect(settings: ControllersSettings, registry: CollectorRegistry) -> KubeClient:
-    """A client that has answered once, or StartupError naming what is wrong."""
-    try:
-        connection = await load_config(settings.kubeconfig, context=settings.context)
-    except ConfigError as exc:
-        raise StartupError(str(exc)) from None
-    options = ClientOptions(qps=settings.kube_qps, burst=settings.kube_burst)
-    client = KubeClient(connection, options, registry=registry)
-    try:
-        async with asyncio.timeout(15):
-            await client.request("GET", "/version")
-    except (ApiError, ApiConnectionError, TimeoutError) as exc:
-        await client.close()
-        reason = str(exc) or type(exc).__name__
-        raise StartupError(f"cannot reach the API server at {connection.host}: {reason}") from None
-    return client
 
 
 async def run(settings: ControllersSettings) -> int:
@@ -114,10 +73,7 @@ async def _run_connected(
     client: KubeClient,
 ) -> int:
     health = HealthServer(registry, host=settings.listen_address, port=settings.metrics_port)
-    stopping = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stopping.set)
+    stopping = stop_on_signals()
 
     factory = SharedInformerFactory(client, registry=registry, resync_period=settings.resync_period)
     recorder = EventRecorder(client, "caldera-controllers", registry=registry)
@@ -160,10 +116,7 @@ async def _run_connected(
 
     code = 0
     try:
-        if settings.leader_elect:
-            await _lead_when_elected(settings, client, metrics, lead, stopping)
-        else:
-            await lead()
+        await lead_when_elected(settings, "caldera-controllers", client, metrics, lead, stopping)
     except LeadershipLostError as exc:
         log.error("leadership lost; exiting so that a restart rejoins as candidate", error=str(exc))
         code = 1
@@ -175,27 +128,3 @@ async def _run_connected(
         await health.stop()
         log.info("stopped")
     return code
-
-
-async def _lead_when_elected(
-    settings: ControllersSettings,
-    client: KubeClient,
-    metrics: ControllerMetrics,
-    lead: Callable[[], Awaitable[None]],
-    stopping: asyncio.Event,
-) -> None:
-    config = lease_config(settings)
-    elector = LeaderElector(
-        client,
-        config,
-        on_change=lambda leading: metrics.is_leader.labels(name=config.name).set(leading),
-    )
-    log.info("waiting for leadership", lease=f"{config.namespace}/{config.name}")
-    waiting = asyncio.create_task(elector.run(lead))
-    stop_wait = asyncio.create_task(stopping.wait())
-    done, _ = await asyncio.wait({waiting, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
-    stop_wait.cancel()
-    if waiting not in done and not elector.is_leader:
-        waiting.cancel()  # stopped while still a candidate
-    with contextlib.suppress(asyncio.CancelledError):
-        await waiting

@@ -64,7 +64,10 @@ def test_up_down_up_with_scheduler(tmp_path: Path) -> None:
         assert not any(plane.running().values())
         for pid in pids.values():
             assert pid is not None
-            assert not Path(f"/proc/{pid}").exists(), f"pid {pid} left behind"
+            if Path(f"/proc/{pid}").exists():
+                stat = Path(f"/proc/{pid}/stat").read_text()
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes()[:100]
+                raise AssertionError(f"pid {pid} left behind: {stat[:80]} {cmd!r}")
 
         plane.up()
         assert _pods(plane)["sched"]["node"] == "life-0", "data survives down and up"

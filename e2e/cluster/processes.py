@@ -106,6 +106,9 @@ def _alive(pid: int, binary: str | None) -> bool:
     except (FileNotFoundError, ProcessLookupError):
         return False
     if status.rsplit(")", 1)[-1].split()[0] == "Z":
+        if child is not None:  # it exited after poll() looked: reap it now
+            child.wait()
+            del _children[pid]
         return False
     if binary is None or cmdline == [b""]:
         return True  # an empty cmdline is a process in the middle of exec: ours, just started

@@ -1,0 +1,97 @@
+"""What every long-running Caldera process does the same way: connect to the API server (or say
+in one line why not), install signal handlers, and run its work only while holding its Lease."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import uuid
+from collections.abc import Awaitable, Callable
+
+import structlog
+from prometheus_client import CollectorRegistry
+
+from caldera.kube.client import ClientOptions, KubeClient
+from caldera.kube.config import ConfigError, load_config
+from caldera.kube.errors import ApiConnectionError, ApiError
+from caldera.kube.leader import LeaderElector, LeaseConfig
+from caldera.obs.metrics import ControllerMetrics
+from caldera.settings import ProcessSettings
+
+log = structlog.get_logger("process")
+
+
+class StartupError(Exception):
+    """The process cannot start; the message is the one line the user sees."""
+
+
+async def connect(settings: ProcessSettings, registry: CollectorRegistry) -> KubeClient:
+    """A client that has answered once, or StartupError naming what is wrong."""
+    try:
+        connection = await load_config(settings.kubeconfig, context=settings.context)
+    except ConfigError as exc:
+        raise StartupError(str(exc)) from None
+    options = ClientOptions(qps=settings.kube_qps, burst=settings.kube_burst)
+    client = KubeClient(connection, options, registry=registry)
+    try:
+        async with asyncio.timeout(15):
+            await client.request("GET", "/version")
+    except (ApiError, ApiConnectionError, TimeoutError) as exc:
+        await client.close()
+        reason = str(exc) or type(exc).__name__
+        raise StartupError(f"cannot reach the API server at {connection.host}: {reason}") from None
+    return client
+
+
+def stop_on_signals() -> asyncio.Event:
+    """An event set by SIGTERM or SIGINT (the entry point owns the signals, not aiohttp)."""
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stopping.set)
+    return stopping
+
+
+def lease_config(settings: ProcessSettings, default_name: str) -> LeaseConfig:
+    namespace = settings.leader_election_namespace or os.environ.get("POD_NAMESPACE") or "default"
+    return LeaseConfig(
+        namespace=namespace,
+        name=settings.leader_election_id or default_name,
+        identity=f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}",
+        lease_duration=settings.lease_duration,
+        renew_deadline=settings.renew_deadline,
+        retry_period=settings.retry_period,
+    )
+
+
+async def lead_when_elected(
+    settings: ProcessSettings,
+    default_lease: str,
+    client: KubeClient,
+    metrics: ControllerMetrics,
+    lead: Callable[[], Awaitable[None]],
+    stopping: asyncio.Event,
+) -> None:
+    """Run ``lead`` while holding the Lease (or at once without leader election); return when
+    it ends or when ``stopping`` is set while still a candidate. LeadershipLostError propagates."""
+    if not settings.leader_elect:
+        await lead()
+        return
+    config = lease_config(settings, default_lease)
+    elector = LeaderElector(
+        client,
+        config,
+        on_change=lambda leading: metrics.is_leader.labels(name=config.name).set(leading),
+    )
+    log.info("waiting for leadership", lease=f"{config.namespace}/{config.name}")
+    waiting = asyncio.create_task(elector.run(lead))
+    stop_wait = asyncio.create_task(stopping.wait())
+    done, _ = await asyncio.wait({waiting, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+    stop_wait.cancel()
+    if waiting not in done and not elector.is_leader:
+        waiting.cancel()  # stopped while still a candidate
+    with contextlib.suppress(asyncio.CancelledError):
+        await waiting
