@@ -12,13 +12,12 @@ import uuid
 from collections.abc import Awaitable, Callable
 
 import structlog
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, Gauge
 
 from caldera.kube.client import ClientOptions, KubeClient
 from caldera.kube.config import ConfigError, load_config
 from caldera.kube.errors import ApiConnectionError, ApiError
 from caldera.kube.leader import LeaderElector, LeaseConfig
-from caldera.obs.metrics import ControllerMetrics
 from caldera.settings import ProcessSettings
 
 log = structlog.get_logger("process")
@@ -71,7 +70,7 @@ async def lead_when_elected(
     settings: ProcessSettings,
     default_lease: str,
     client: KubeClient,
-    metrics: ControllerMetrics,
+    registry: CollectorRegistry,
     lead: Callable[[], Awaitable[None]],
     stopping: asyncio.Event,
 ) -> None:
@@ -81,10 +80,14 @@ async def lead_when_elected(
         await lead()
         return
     config = lease_config(settings, default_lease)
+    is_leader = Gauge(
+        "caldera_leader_election_master_status",
+        "1 while this process holds the lease",
+        ["name"],
+        registry=registry,
+    )
     elector = LeaderElector(
-        client,
-        config,
-        on_change=lambda leading: metrics.is_leader.labels(name=config.name).set(leading),
+        client, config, on_change=lambda leading: is_leader.labels(name=config.name).set(leading)
     )
     log.info("waiting for leadership", lease=f"{config.namespace}/{config.name}")
     waiting = asyncio.create_task(elector.run(lead))

@@ -28,6 +28,8 @@ from caldera.process import StartupError, connect, lead_when_elected, stop_on_si
 from caldera.settings import ControllersSettings
 from controllers.gc.controller import GarbageCollector
 from controllers.job.controller import JobController
+from controllers.podgroup.controller import PodGroupController
+from controllers.queue.controller import QueueController
 from controllers.runtime import Controller, ControllerContext
 from informers.factory import SharedInformerFactory
 from informers.metrics import WorkQueueMetrics
@@ -36,6 +38,8 @@ from informers.metrics import WorkQueueMetrics
 # registered at import time, so tests and subsets build exactly what they ask for.
 AVAILABLE: dict[str, type[Controller]] = {
     JobController.name: JobController,
+    QueueController.name: QueueController,
+    PodGroupController.name: PodGroupController,
     GarbageCollector.name: GarbageCollector,
 }
 
@@ -116,7 +120,7 @@ async def _run_connected(
 
     code = 0
     try:
-        await lead_when_elected(settings, "caldera-controllers", client, metrics, lead, stopping)
+        await lead_when_elected(settings, "caldera-controllers", client, registry, lead, stopping)
     except LeadershipLostError as exc:
         log.error("leadership lost; exiting so that a restart rejoins as candidate", error=str(exc))
         code = 1

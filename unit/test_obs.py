@@ -355,7 +355,7 @@ def test_registries_are_independent() -> None:
 
 def test_controller_metrics_names_and_labels() -> None:
     """ControllerMetrics exports controller-runtime's reconcile metrics with the caldera_
-    prefix, labelled by controller (and result), plus the leader gauge."""
+    prefix, labelled by controller (and result)."""
     registry = CollectorRegistry()
     metrics = ControllerMetrics(registry)
     metrics.reconcile_total.labels(controller="job", result="success").inc(2)
@@ -363,7 +363,6 @@ def test_controller_metrics_names_and_labels() -> None:
     metrics.reconcile_errors.labels(controller="job").inc()
     metrics.reconcile_time.labels(controller="job").observe(0.02)
     metrics.workers.labels(controller="job").set(3)
-    metrics.is_leader.labels(name="caldera-controllers").set(1)
 
     def value(metric: str, **labels: str) -> float | None:
         return registry.get_sample_value(metric, labels)
@@ -379,7 +378,6 @@ def test_controller_metrics_names_and_labels() -> None:
         value("caldera_controller_reconcile_time_seconds_bucket", controller="job", le="0.01") == 0
     )
     assert value("caldera_controller_active_workers", controller="job") == 3
-    assert value("caldera_leader_election_master_status", name="caldera-controllers") == 1
 
 
 def test_controller_metrics_twice_on_one_registry_fails_loudly() -> None:

@@ -61,9 +61,3 @@ class ControllerMetrics:
             ["controller"],
             registry=registry,
         )
-        self.is_leader = Gauge(
-            "caldera_leader_election_master_status",
-            "1 while this process holds the lease",
-            ["name"],
-            registry=registry,
-        )

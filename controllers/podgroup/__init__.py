@@ -1,0 +1,1 @@
+"""The podgroup controller: PodGroups for pods that no Volcano Job created."""

@@ -1,0 +1,1 @@
+"""The queue controller: Queue states, OpenQueue/CloseQueue commands, hierarchy, metrics."""

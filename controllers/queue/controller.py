@@ -1,0 +1,252 @@
+"""The queue controller: Queue state, OpenQueue/CloseQueue commands, hierarchy and metrics.
+
+Keys. A Queue is cluster-scoped, so its key is its bare name; a Command is namespaced, so its key
+is "namespace/name". One work queue carries both and the slash tells them apart.
+
+Commands run at most once, as in Volcano: the controller deletes the Command first (with a UID
+precondition, so of two workers or replicas only one wins), then records the action for the target
+queue in memory and queues the queue's key. The queue's reconcile takes the action and applies it;
+if that write fails, the action is put back and the key retried, so a transient error does not
+lose a command. A process that dies between the delete and the write loses it, as Volcano does.
+This in-memory hand-over is the one place where a reconcile gets more than a key: a command is an
+edge ("close it now"), not a level.
+
+Everything else is level-based: every Queue or PodGroup change queues the queue it concerns (and a
+queue change also queues its children, which follow their parent), and ``controllers.queue.state``
+decides the state from the cache. Writes carry the resourceVersion the decision was made from, so
+a decision from a stale cache is refused (409) and retried once the cache has caught up, instead of
+undoing a newer change. Order of writes: the closed-by-parent mark is set before the state that
+depends on it and cleared after it, so a failure between the two writes never loses a reopening.
+
+The root and default queues are created when missing (at start and whenever one is deleted).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from caldera.api.kinds import COMMAND, PODGROUP, QUEUE
+from caldera.api.meta import ObjectMeta, ObjectReference
+from caldera.api.volcano import (
+    CLOSED_BY_PARENT_KEY,
+    DEFAULT_QUEUE,
+    ROOT_QUEUE,
+    SCHEDULING_API_VERSION,
+    Command,
+    PodGroup,
+    Queue,
+    QueueSpec,
+)
+from caldera.kube.errors import AlreadyExists, Conflict, NotFound
+from controllers.queue.metrics import QueueMetrics, count_phases
+from controllers.queue.state import (
+    Action,
+    current_state,
+    decide,
+    is_closed_by_parent,
+    needs_root_parent,
+    parent_name,
+)
+from controllers.runtime import Controller, ControllerContext, Result
+from informers.store import HandlerFuncs, split_key
+
+BY_PARENT: Final = "queue-controller/queues-by-parent"
+BY_QUEUE: Final = "queue-controller/podgroups-by-queue"
+BUILTIN_QUEUES: Final = {
+    ROOT_QUEUE: QueueSpec(weight=1, reclaimable=False),
+    DEFAULT_QUEUE: QueueSpec(weight=1, reclaimable=True, parent=ROOT_QUEUE),
+}
+SUCCESS_MESSAGE: Final = {Action.OPEN: "Open queue succeed", Action.CLOSE: "Close queue succeed"}
+
+
+def targets_queue(command: Command) -> bool:
+    """Whether a Command is for this controller: its target is a scheduling.volcano.sh Queue."""
+    target = command.target
+    return (
+        target is not None
+        and target.api_version == SCHEDULING_API_VERSION
+        and target.kind == QUEUE.kind
+    )
+
+
+def _queue_ref(name: str, uid: str = "") -> ObjectReference:
+    return ObjectReference(api_version=QUEUE.api_version, kind=QUEUE.kind, name=name, uid=uid)
+
+
+class QueueController(Controller):
+    """Reconciles Queues (by name) and queue Commands (by namespace/name)."""
+
+    name = "queue"
+
+    def __init__(self, ctx: ControllerContext) -> None:
+        super().__init__(ctx)
+        self.queue_metrics = QueueMetrics(ctx.registry)
+        # Actions of deleted Commands waiting for their queue's reconcile (see module docstring).
+        self._pending: dict[str, Action] = {}
+
+    def setup(self) -> None:
+        self.queues = self.ctx.informers.informer(QUEUE)
+        self.podgroups = self.ctx.informers.informer(PODGROUP)
+        self.commands = self.ctx.informers.informer(COMMAND)
+        self.queues.add_indexer(BY_PARENT, lambda q: [p] if (p := parent_name(q)) else [])
+        self.podgroups.add_indexer(BY_QUEUE, lambda pg: [pg.spec.queue])
+        on_queue: HandlerFuncs[Queue] = HandlerFuncs(
+            add=self._queue_changed,
+            update=lambda _old, new: self._queue_changed(new),
+            delete=self._queue_changed,
+        )
+        on_podgroup: HandlerFuncs[PodGroup] = HandlerFuncs(
+            add=self._podgroup_changed,
+            update=self._podgroup_moved,
+            delete=self._podgroup_changed,
+        )
+        on_command: HandlerFuncs[Command] = HandlerFuncs(
+            add=self._command_seen, update=lambda _old, new: self._command_seen(new)
+        )
+        self.queues.add_handler(on_queue)
+        self.podgroups.add_handler(on_podgroup)
+        self.commands.add_handler(on_command)
+        for name in BUILTIN_QUEUES:
+            self.queue.add(name)
+
+    # ---- handlers: keys only --------------------------------------------------------------
+
+    def _queue_changed(self, queue: Queue) -> None:
+        self.queue.add(queue.metadata.name)
+        for child in self.queues.store.index_keys(BY_PARENT, queue.metadata.name):
+            self.queue.add(child)
+
+    def _podgroup_changed(self, pg: PodGroup) -> None:
+        self.queue.add(pg.spec.queue)
+
+    def _podgroup_moved(self, old: PodGroup, new: PodGroup) -> None:
+        self.queue.add(new.spec.queue)
+        if old.spec.queue != new.spec.queue:
+            self.queue.add(old.spec.queue)
+
+    def _command_seen(self, command: Command) -> None:
+        if targets_queue(command):
+            self.enqueue(command)
+
+    # ---- reconcile --------------------------------------------------------------------------
+
+    async def reconcile(self, key: str) -> Result | None:
+        if "/" in key:
+            await self._take_command(key)
+        else:
+            await self._sync_queue(key)
+        return None
+
+    async def _take_command(self, key: str) -> None:
+        command = self.commands.store.get(key)
+        if command is None or command.target is None:
+            return
+        namespace, name = split_key(key)
+        try:
+            await self.ctx.client.delete(
+                COMMAND, name, namespace=namespace, uid=command.metadata.uid
+            )
+        except (NotFound, Conflict):
+            return  # someone else took it: each command runs at most once
+        target = command.target.name
+        cached = self.queues.store.get(target)
+        involved = (
+            _queue_ref(target, cached.metadata.uid)
+            if cached is not None
+            else ObjectReference(
+                api_version=command.api_version,
+                kind=command.kind,
+                namespace=command.metadata.namespace,
+                name=name,
+                uid=command.metadata.uid,
+            )
+        )
+        if command.action not in (Action.OPEN, Action.CLOSE):
+            self.ctx.recorder.record(
+                involved,
+                "Warning",
+                command.action or "UnknownAction",
+                f"Command {key} has unknown action {command.action!r}: "
+                f"a queue accepts {Action.OPEN} or {Action.CLOSE}; the command was removed",
+            )
+            return
+        self.log.info("command taken", action=command.action, target=target)
+        self._pending[target] = Action(command.action)
+        self.queue.add(target)
+
+    async def _sync_queue(self, name: str) -> None:
+        queue = self.queues.store.get(name)
+        if queue is None:
+            self._pending.pop(name, None)
+            self.queue_metrics.forget(name)
+            if name in BUILTIN_QUEUES:
+                await self._create_builtin(name)
+            return
+        counts = count_phases(self.podgroups.store.by_index(BY_QUEUE, name))
+        self.queue_metrics.set(name, counts)
+        if queue.metadata.deletion_timestamp:
+            return
+        action = self._pending.pop(name, Action.SYNC)
+        try:
+            if needs_root_parent(queue):
+                queue = await self._patch(queue, spec={"parent": ROOT_QUEUE})
+            await self._converge(queue, action, sum(counts.values()))
+        except Exception:
+            if action is not Action.SYNC:
+                self._pending.setdefault(name, action)
+            raise
+
+    async def _converge(self, queue: Queue, action: Action, podgroups: int) -> None:
+        name = queue.metadata.name
+        parent = parent_name(queue)
+        parent_queue = self.queues.store.get(parent) if parent else None
+        marked = is_closed_by_parent(queue)
+        decision = decide(
+            name=name,
+            current=current_state(queue),
+            action=action,
+            podgroups=podgroups,
+            parent_state=current_state(parent_queue) if parent_queue is not None else None,
+            closed_by_parent=marked,
+        )
+        ref = _queue_ref(name, queue.metadata.uid)
+        if decision.refusal:
+            self.ctx.recorder.record(ref, "Warning", action.value, decision.refusal)
+        if decision.closed_by_parent and not marked:
+            queue = await self._patch(queue, annotations={CLOSED_BY_PARENT_KEY: "true"})
+        if queue.status.state != decision.state:
+            queue = await self._patch(queue, state=decision.state.value)
+            self.log.info("queue state changed", state=decision.state.value, action=action.value)
+        if marked and not decision.closed_by_parent:
+            await self._patch(queue, annotations={CLOSED_BY_PARENT_KEY: None})
+        if action is not Action.SYNC and not decision.refusal:
+            self.ctx.recorder.record(ref, "Normal", action.value, SUCCESS_MESSAGE[action])
+
+    async def _patch(
+        self,
+        queue: Queue,
+        *,
+        spec: dict[str, Any] | None = None,
+        annotations: dict[str, str | None] | None = None,
+        state: str | None = None,
+    ) -> Queue:
+        """A merge patch that applies only to the version the decision was made from (409 when
+        the queue changed since). ``state`` goes through the status subresource."""
+        meta: dict[str, Any] = {"resourceVersion": queue.metadata.resource_version}
+        if annotations is not None:
+            meta["annotations"] = annotations
+        body: dict[str, Any] = {"metadata": meta}
+        if state is not None:
+            body["status"] = {"state": state}
+            return await self.ctx.client.patch_status(QUEUE, queue.metadata.name, body)
+        if spec is not None:
+            body["spec"] = spec
+        return await self.ctx.client.patch(QUEUE, queue.metadata.name, body)
+
+    async def _create_builtin(self, name: str) -> None:
+        body = Queue(metadata=ObjectMeta(name=name), spec=BUILTIN_QUEUES[name])
+        try:
+            await self.ctx.client.create(QUEUE, body)
+        except AlreadyExists:
+            return  # the cache had not seen it yet
+        self.log.info("created missing queue", queue=name)
