@@ -150,7 +150,9 @@ def _ignore(*_: object) -> None:
     return None
 
 
-@dataclass(frozen=True, slots=True)
+# Frozen but not slotted: ``HandlerFuncs[Pod](...)`` sets ``__orig_class__`` on the instance,
+# which a slotted class refuses.
+@dataclass(frozen=True)
 class HandlerFuncs(Generic[T]):
     """A `ResourceEventHandler` built from plain functions; a missing one ignores its events."""
 

@@ -329,3 +329,12 @@ def test_replace_property(old: list[Pod], new: list[Pod]) -> None:
     # Nothing is reported for objects that did not change.
     unchanged = {k for k, v in expected.items() if before.get(k) == v}
     assert not unchanged & {d.key for d in deltas}
+
+
+def test_handler_funcs_can_be_subscripted_at_the_call() -> None:
+    """``HandlerFuncs[T](...)`` works as well as the annotated form."""
+    seen: list[str] = []
+    handler = HandlerFuncs[str](add=seen.append)
+    handler.on_add("x")
+    handler.on_update("a", "b")
+    assert seen == ["x"]
