@@ -36,12 +36,8 @@ down: install  ## stop the local control plane
 status: install  ## show which control plane processes run
 	$(CLUSTER) status
 
-demo: up  ## the main command: a local cluster ready for Caldera
-	@echo
-	@echo "Caldera's local cluster is up. Next:"
-	@echo "  export KUBECONFIG=$$($(PY) -c 'from e2e.cluster.control_plane import DEFAULT_DIR; print(DEFAULT_DIR / "kubeconfig")')"
-	@echo "  $(VENV)/bin/kubectl get nodes"
-	@echo "  make down   # when you are done"
+demo: install binaries  ## the main command: Caldera on a local control plane runs an example job
+	$(CLUSTER) demo --nodes $(DEMO_NODES) --cpu 16 --memory 64Gi --gpu 4
 
 lint: install  ## ruff lint and format check
 	$(VENV)/bin/ruff check .

@@ -275,3 +275,37 @@ class WebhookSettings(ProcessSettings):
     def scheduler_names(self) -> tuple[str, ...]:
         """The names in ``scheduler_name``, in order, blanks and surrounding spaces dropped."""
         return tuple(name.strip() for name in self.scheduler_name.split(",") if name.strip())
+
+
+@dataclass(frozen=True, kw_only=True)
+class SchedulerSettings(ProcessSettings):
+    """``caldera scheduler``: gang scheduling sessions, binding, PodGroup and Queue status."""
+
+    kube_qps: float = _opt(
+        2000.0, "client-side request rate to the API server (requests/s; binds are requests)"
+    )
+    kube_burst: int = _opt(2000, "requests allowed above kube_qps in a burst")
+    scheduler_name: str = _opt(
+        "volcano", "schedulerNames served, comma-separated (pods naming another are left alone)"
+    )
+    schedule_period: float = _opt(
+        1.0, "seconds between sessions; a session also starts early when work arrives"
+    )
+    scheduler_conf: str = _opt(
+        "", "configuration file in Volcano's format (actions, tiers); empty: Volcano's default"
+    )
+    default_queue: str = _opt("default", "queue of PodGroups that name none")
+    bind_workers: int = _opt(32, "binds in flight at once")
+
+    def validate(self) -> None:
+        super().validate()
+        if not self.schedule_period > 0:
+            raise SettingsError("schedule_period must be a number of seconds > 0")
+        if self.bind_workers < 1:
+            raise SettingsError("bind_workers must be at least 1")
+        if not self.scheduler_names:
+            raise SettingsError("scheduler_name must name at least one scheduler")
+
+    @property
+    def scheduler_names(self) -> tuple[str, ...]:
+        return tuple(name.strip() for name in self.scheduler_name.split(",") if name.strip())

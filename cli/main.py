@@ -8,12 +8,13 @@ only builds the parser and dispatches. Errors a user can fix end as one line and
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from collections.abc import Callable, Sequence
 
 from caldera import __version__
 from caldera.settings import SettingsError
-from cli import controllers
+from cli import controllers, scheduler
 from cli.errors import fail
 
 
@@ -25,10 +26,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"caldera {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     controllers.register(sub)
+    scheduler.register(sub)
     return parser
 
 
+def _exit_on_sigterm(_signum: int, _frame: object) -> None:
+    # Until a process installs its own graceful handler (once its loop runs), SIGTERM during
+    # start-up is a clean, quiet exit rather than Python's default death by signal.
+    raise SystemExit(0)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     parser = build_parser()
     args = parser.parse_args(argv)
     handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)

@@ -106,6 +106,7 @@ def build_cluster(
 ) -> tuple[ClusterInfo, SnapshotReport]:
     """The session's view; see the module docstring."""
     cluster = ClusterInfo(now=now or dt.datetime.now(dt.UTC))
+    cluster.priority_classes = {pc.metadata.name: pc for pc in priority_classes}
     report = SnapshotReport()
     names = set(scheduler_names)
     assumed = assumed or {}

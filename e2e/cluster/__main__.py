@@ -5,6 +5,7 @@
   status  [--dir D]                                             which processes run, with pids
   nodes   [--dir D] --count N [node options]                    create or update fake nodes
   compact [--dir D]                                             compact etcd history (410 Gone)
+  demo    [--dir D] [--nodes N]                                 Caldera runs an example job
 
 Node options: --cpu 32 --memory 256Gi --pods 110 --gpu N --label k=v (repeatable) --prefix NAME-
 """
@@ -43,6 +44,29 @@ def _spec(args: argparse.Namespace) -> NodeSpec:
     )
 
 
+def _demo(plane: ControlPlane, args: argparse.Namespace) -> int:
+    from e2e.cluster.caldera_processes import run_demo_job, start_caldera
+
+    kubeconfig = plane.up()
+    plane.create_nodes(args.nodes, _spec(args), args.prefix)
+    start_caldera(plane)
+    print("Caldera's controllers and scheduler run on the local control plane.", file=sys.stderr)
+    print(
+        "Running examples/tensorflow-job.yaml (2 ps + 4 workers, gang-scheduled):", file=sys.stderr
+    )
+    phase = run_demo_job(plane)
+    print(
+        plane.kubectl(
+            "get", "jobs.batch.volcano.sh,podgroups.scheduling.volcano.sh,pods", "-o", "wide"
+        )
+    )
+    print(f"The job ended {phase}. Use the cluster with:", file=sys.stderr)
+    print(f"  export KUBECONFIG={kubeconfig}", file=sys.stderr)
+    print("  kubectl get vcjob,pg,queue   # Volcano's short names work", file=sys.stderr)
+    print("  make down                    # stops Caldera and the control plane", file=sys.stderr)
+    return 0 if phase == "Completed" else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m e2e.cluster",
@@ -64,6 +88,9 @@ def main(argv: list[str] | None = None) -> int:
     nodes.add_argument("--count", type=int, required=True)
     _node_options(nodes)
     sub.add_parser("compact", help="compact etcd history")
+    demo = sub.add_parser("demo", help="start Caldera on the cluster and run an example job")
+    demo.add_argument("--nodes", type=int, default=4, help="fake nodes (default 4)")
+    _node_options(demo)
     args = parser.parse_args(argv)
 
     plane = ControlPlane(args.dir)
@@ -87,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
             print("\n".join(plane.create_nodes(args.count, _spec(args), args.prefix)))
         elif args.command == "compact":
             print(f"compacted etcd at revision {plane.compact_etcd()}")
+        elif args.command == "demo":
+            return _demo(plane, args)
     except ClusterError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

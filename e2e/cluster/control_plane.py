@@ -28,6 +28,7 @@ from e2e.cluster.pki import Pki, ensure_pki
 from e2e.cluster.processes import ProcessTable
 
 HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
 STAGES = HERE / "stages.yaml"
 CACHE = Path(os.environ.get("CALDERA_CACHE", Path.home() / ".cache" / "caldera"))
 DEFAULT_DIR = CACHE / "cluster" / "default"
@@ -162,8 +163,12 @@ class ControlPlane:
         return self.kubeconfig
 
     def down(self, *, purge: bool = False) -> list[str]:
-        """Stop every process of this cluster (reverse start order); optionally delete its data."""
-        stopped = [name for name in reversed(ORDER) if self.procs.stop(name)]
+        """Stop every process of this cluster (Caldera's first, then the control plane in
+        reverse start order); optionally delete its data."""
+        from e2e.cluster.caldera_processes import stop_caldera  # avoids an import cycle
+
+        stopped = stop_caldera(self)
+        stopped += [name for name in reversed(ORDER) if self.procs.stop(name)]
         if purge and self.dir.exists():
             shutil.rmtree(self.dir)
         return stopped

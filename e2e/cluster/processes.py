@@ -112,4 +112,5 @@ def _alive(pid: int, binary: str | None) -> bool:
         return False
     if binary is None or cmdline == [b""]:
         return True  # an empty cmdline is a process in the middle of exec: ours, just started
-    return cmdline[0].decode(errors="replace") == binary
+    # A script's cmdline starts with its interpreter; the script is the next argument.
+    return any(arg.decode(errors="replace") == binary for arg in cmdline[:2])

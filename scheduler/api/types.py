@@ -15,7 +15,7 @@ import enum
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from caldera.api.core import Node, Pod
+from caldera.api.core import Node, Pod, PriorityClass
 from caldera.api.resources import Resources
 from caldera.api.volcano import PodGroup, Queue
 
@@ -71,6 +71,9 @@ class TaskInfo:
     preemptable: bool = True
     scheduled_at: dt.datetime | None = None  # the PodScheduled condition's transition time
     fit_error: str = ""
+    # (status, node) of this task's last placement in the session that a statement discarded,
+    # as Volcano's LastTransaction: it tells "could be placed, once the gang is" from "no room".
+    last_transaction: tuple[TaskStatus, str] | None = None
 
     @property
     def key(self) -> str:
@@ -247,6 +250,7 @@ class ClusterInfo:
     nodes: dict[str, NodeInfo] = field(default_factory=dict)
     queues: dict[str, QueueInfo] = field(default_factory=dict)
     namespace_weights: dict[str, int] = field(default_factory=dict)
+    priority_classes: dict[str, PriorityClass] = field(default_factory=dict)  # by name
     now: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
 
     def total_allocatable(self) -> Resources:

@@ -43,6 +43,7 @@ def run_session(session: Session, conf: SchedulerConf, registry: Registry) -> Se
         for tier in conf.tiers
         for option in tier
     ]
+    session.configured_actions = tuple(conf.actions)
     for plugin in plugins:
         plugin.on_session_open(session)
     for name in conf.actions:

@@ -116,6 +116,9 @@ class Session:
         self.total_resource = cluster.total_allocatable()
         # The PodGroup condition a plugin (gang) set for a job in this session.
         self.job_conditions: dict[str, PodGroupCondition] = {}
+        # The actions of this session's configuration (allocate enqueues by itself when
+        # "enqueue" is not among them).
+        self.configured_actions: tuple[str, ...] = ()
 
     # ---- registration -----------------------------------------------------------------------
 

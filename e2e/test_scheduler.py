@@ -1,0 +1,163 @@
+"""The scheduler process on the real API server with kwok nodes: gangs bind whole or not at all,
+PodGroup status and events say why, the default queues exist, and a bad configuration is refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from caldera.api.kinds import EVENT, POD, PODGROUP, QUEUE
+from caldera.kube.client import KubeClient
+from e2e.caldera_process import CalderaProcess
+from e2e.conftest import Cluster
+from e2e.waiting import eventually
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+async def scheduler(cluster: Cluster, crds: Path, tmp_path: Path) -> AsyncIterator[CalderaProcess]:
+    proc = CalderaProcess(
+        "scheduler",
+        ["--leader-elect=false", "--schedule-period=0.5"],
+        kubeconfig=cluster.kubeconfig,
+        log_dir=tmp_path,
+    )
+    await eventually(lambda: _value(proc.get("/readyz")[0] == 200), timeout=30, what="readiness")
+    yield proc
+    assert proc.stop() == 0, proc.log()[-3000:]
+
+
+def _podgroup(name: str, min_member: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": name},
+        "spec": {"minMember": min_member, "queue": "default"},
+    }
+
+
+def _pod(name: str, group: str, cpu: str, node_label: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "annotations": {"scheduling.k8s.io/group-name": group}},
+        "spec": {
+            "schedulerName": "volcano",
+            "nodeSelector": {"e2e-gang": node_label},
+            "tolerations": [{"operator": "Exists"}],
+            "containers": [
+                {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": cpu}}}
+            ],
+        },
+    }
+
+
+async def _bound(kube: KubeClient, namespace: str) -> list[str]:
+    pods = (await kube.list(POD, namespace=namespace)).items
+    return sorted(p.metadata.name for p in pods if p.spec.node_name)
+
+
+async def test_gang_binds_whole_or_nothing(
+    kube: KubeClient, namespace: str, cluster: Cluster, scheduler: CalderaProcess
+) -> None:
+    """Six 1-cpu pods of a gang of 6 on a node with room for 5 bind nothing and the PodGroup
+    says why; once room for 6 exists, all six bind in one go."""
+    if cluster.plane is None:
+        pytest.skip("creates and relabels fake nodes")
+    label = namespace
+    node = f"gang-{namespace}"
+    # A node of 5 cpu that only this test's pods select.
+    cluster.plane.create_nodes(1, _node_spec(cpu="5", label=label), prefix=f"{node}-")
+    node_name = f"{node}-0"
+    await kube.create(PODGROUP, _podgroup("gang", 6), namespace=namespace)
+    for i in range(6):
+        await kube.create(POD, _pod(f"gang-{i}", "gang", "1", label), namespace=namespace)
+
+    async def unschedulable() -> bool:
+        pg = await kube.get(PODGROUP, "gang", namespace=namespace)
+        return any(c.type == "Unschedulable" for c in pg.status.conditions)
+
+    await eventually(unschedulable, timeout=30, what="an Unschedulable condition")
+    await asyncio.sleep(2)  # several sessions
+    assert await _bound(kube, namespace) == [], "no pod of an incomplete gang is bound"
+    events = (await kube.list(EVENT, namespace=namespace)).items
+    messages = [e.message for e in events if e.reason == "Unschedulable"]
+    assert any(
+        "6/6 tasks in gang unschedulable" in m or "tasks in gang unschedulable" in m
+        for m in messages
+    ), messages
+
+    # Room for the sixth pod: the node grows to 6 cpu.
+    status = json.dumps(
+        {
+            "status": {
+                "allocatable": {"cpu": "6", "memory": "64Gi", "pods": "110"},
+                "capacity": {"cpu": "6", "memory": "64Gi", "pods": "110"},
+            }
+        }
+    )
+    cluster.plane.kubectl(
+        "patch", "node", node_name, "--subresource=status", "--type=merge", "-p", status
+    )
+
+    async def all_bound() -> list[str] | None:
+        bound = await _bound(kube, namespace)
+        return bound if len(bound) == 6 else None
+
+    bound = await eventually(all_bound, timeout=30, what="all six pods bound")
+    assert bound == [f"gang-{i}" for i in range(6)]
+    pods = (await kube.list(POD, namespace=namespace)).items
+    assert {p.spec.node_name for p in pods} == {node_name}
+
+    async def running() -> bool:
+        pg = await kube.get(PODGROUP, "gang", namespace=namespace)
+        return pg.status.phase == "Running"
+
+    await eventually(running, timeout=30, what="the PodGroup to run")
+
+
+async def test_default_queues_exist(kube: KubeClient, scheduler: CalderaProcess) -> None:
+    """The scheduler creates the root and default queues when they are missing."""
+
+    async def present() -> bool:
+        names = {q.metadata.name for q in (await kube.list(QUEUE)).items}
+        return {"root", "default"} <= names
+
+    await eventually(present, timeout=30, what="root and default queues")
+    root = await kube.get(QUEUE, "root")
+    assert root.spec.reclaimable is False
+
+
+def test_bad_configuration_is_refused_at_start(cluster: Cluster, tmp_path: Path) -> None:
+    """An unknown plugin in the configuration file stops the scheduler with the line and key."""
+    conf = tmp_path / "scheduler.conf"
+    conf.write_text(
+        'actions: "enqueue, allocate"\ntiers:\n- plugins:\n  - name: gang\n  - name: gnag\n'
+    )
+    proc = CalderaProcess(
+        "scheduler",
+        [f"--scheduler-conf={conf}", "--leader-elect=false"],
+        kubeconfig=cluster.kubeconfig,
+        log_dir=tmp_path,
+    )
+    code = proc.proc.wait(timeout=30)
+    proc.stop()
+    assert code == 1
+    assert "line 5: unknown plugin gnag" in proc.log()
+
+
+async def _value(value: bool) -> bool:
+    return value
+
+
+def _node_spec(cpu: str, label: str) -> Any:
+    from e2e.cluster.control_plane import NodeSpec
+
+    return NodeSpec(cpu=cpu, memory="64Gi", labels={"e2e-gang": label})

@@ -1,0 +1,68 @@
+"""The backfill action: place best-effort pods (pods that request nothing), Volcano's way.
+
+Queues in queue order, their jobs in job order (jobs still Pending or invalid are skipped),
+each job's pending best-effort pods in task order: the pod goes to the best-scored node that
+passes the predicates (ties to the node name); a pod no node takes records its fit error.
+A job's placements bind when the job is ready, else they are undone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from scheduler.actions.allocate import discard, evaluate, fit_error_message, skip_invalid
+from scheduler.actions.enqueue import PENDING_PHASES
+from scheduler.api.types import JobInfo, TaskStatus
+
+if TYPE_CHECKING:
+    from scheduler.framework.session import Session
+
+
+class BackfillAction:
+    """Places pods without resource requests."""
+
+    name = "backfill"
+
+    def __init__(self, args: Mapping[str, Any]) -> None:
+        self.args = args
+
+    def execute(self, ssn: Session) -> None:
+        by_queue: dict[str, list[JobInfo]] = {}
+        for job in ssn.jobs.values():
+            if job.phase in PENDING_PHASES or job.queue not in ssn.queues:
+                continue
+            if not any(t.best_effort for t in job.tasks_in(TaskStatus.PENDING)):
+                continue
+            if skip_invalid(ssn, job):
+                continue
+            by_queue.setdefault(job.queue, []).append(job)
+        queue_key, job_key, task_key = (
+            ssn.queue_order_key(),
+            ssn.job_order_key(),
+            ssn.task_order_key(),
+        )
+        for queue in sorted((ssn.queues[q] for q in by_queue), key=queue_key):
+            for job in sorted(by_queue[queue.name], key=job_key):
+                stmt = ssn.statement()
+                tasks = [t for t in job.tasks_in(TaskStatus.PENDING) if t.best_effort]
+                for task in sorted(tasks, key=task_key):
+                    best: tuple[float, str] | None = None
+                    reasons: list[list[str]] = []
+                    for name, node in ssn.nodes.items():
+                        verdict = evaluate(ssn, task, node)
+                        if isinstance(verdict, list):
+                            reasons.append(verdict)
+                        elif best is None or (-verdict, name) < best:
+                            best = (-verdict, name)
+                    if best is None:
+                        message = fit_error_message(len(ssn.nodes), reasons)
+                        job.fit_errors[task.uid] = task.fit_error = message
+                        continue
+                    stmt.allocate(task, best[1])
+                if not stmt.operations:
+                    continue
+                if ssn.job_ready(job):
+                    stmt.commit()
+                else:
+                    discard(stmt)

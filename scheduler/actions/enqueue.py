@@ -1,0 +1,74 @@
+"""The enqueue action: admit Pending jobs (PodGroup phase Pending -> Inqueue), Volcano's way.
+
+Queues take turns in queue order, round-robin; each turn looks at the queue's highest-ordered
+job still Pending. A job without minResources is admitted; one with minResources is admitted
+when the plugins' enqueueable votes allow it (overcommit, proportion, ...). Admission calls the
+plugins' enqueued callbacks (so the next job sees the resources this one reserved) and sets
+the phase to Inqueue, which lets the job controller create the job's pods.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from scheduler.api.types import JobInfo, QueueInfo
+
+if TYPE_CHECKING:
+    from scheduler.framework.session import Session
+
+PENDING_PHASES = frozenset({"", "Pending"})
+INQUEUE = "Inqueue"
+
+
+def queue_rounds(
+    ssn: Session, jobs: Mapping[str, list[JobInfo]]
+) -> tuple[
+    list[tuple[Any, int, QueueInfo]],
+    dict[str, list[tuple[Any, int, JobInfo]]],
+    itertools.count[int],
+]:
+    """Heaps of queues (queue order) and of each queue's jobs (job order), and a counter that
+    keeps entries distinct; the order keys compare with the session's state at comparison
+    time, as Volcano's priority queues do."""
+    counter = itertools.count()
+    job_key: Callable[[JobInfo], Any] = ssn.job_order_key()
+    queue_key: Callable[[QueueInfo], Any] = ssn.queue_order_key()
+    job_heaps: dict[str, list[tuple[Any, int, JobInfo]]] = {}
+    for name, members in jobs.items():
+        heap = [(job_key(j), next(counter), j) for j in members]
+        heapq.heapify(heap)
+        job_heaps[name] = heap
+    queue_heap = [(queue_key(ssn.queues[name]), next(counter), ssn.queues[name]) for name in jobs]
+    heapq.heapify(queue_heap)
+    return queue_heap, job_heaps, counter
+
+
+class EnqueueAction:
+    """Moves admissible Pending jobs to Inqueue."""
+
+    name = "enqueue"
+
+    def __init__(self, args: Mapping[str, Any]) -> None:
+        self.args = args
+
+    def execute(self, ssn: Session) -> None:
+        pending: dict[str, list[JobInfo]] = {}
+        for job in ssn.jobs.values():
+            if job.queue in ssn.queues and job.phase in PENDING_PHASES:
+                pending.setdefault(job.queue, []).append(job)
+        queue_heap, job_heaps, counter = queue_rounds(ssn, pending)
+        queue_key = ssn.queue_order_key()
+        while queue_heap:
+            _, _, queue = heapq.heappop(queue_heap)
+            jobs = job_heaps[queue.name]
+            if not jobs:
+                continue
+            _, _, job = heapq.heappop(jobs)
+            if job.min_resources.is_empty() or ssn.job_enqueueable(job):
+                ssn.job_enqueued(job)
+                job.phase = INQUEUE
+                ssn.result.podgroup_phase_inqueue.append(job.key)
+            heapq.heappush(queue_heap, (queue_key(queue), next(counter), queue))

@@ -1,0 +1,85 @@
+"""reclaim: queues below their share take resources back from other queues (Volcano's).
+
+Jobs with pending tasks (admitted, valid, in a known queue) are served one job per turn: each
+turn asks the session's queue order afresh and takes the first queue that is not overused, and
+in it the first job in job order. For each pending task of that job, in task order, while the
+queue is not overused and the task is allocatable in it (``session.allocatable``):
+
+    candidates = Running tasks of jobs in OTHER queues that are reclaimable
+                 (``spec.reclaimable`` not false), request something and are preemptable
+    victims    = session.reclaimable(task, candidates): the plugins' intersection (proportion
+                 keeps each queue at or above its deserved share, gang keeps minAvailable,
+                 conformance, preemption-toleration ...)
+
+and the same node walk as preempt (``preempt.make_room``): evict victims in victim order on one
+node until the task fits, then pipeline it there. The job's statement is committed only if the
+job is then pipelined, else discarded, so a gang is never half reclaimed for; Volcano evicts
+task by task without a statement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from scheduler.actions.preempt import Attempt, eligible, make_room, pending_in_order, pop_first
+from scheduler.api.types import JobInfo, QueueInfo, TaskInfo, TaskStatus
+from scheduler.framework.session import Session
+
+
+class ReclaimAction:
+    """Volcano's reclaim action; see the module docstring."""
+
+    name = "reclaim"
+
+    def __init__(self, arguments: Mapping[str, Any] | None = None) -> None:
+        self.arguments = dict(arguments or {})
+
+    def execute(self, ssn: Session) -> None:
+        waiting: dict[str, list[JobInfo]] = {}
+        for job in ssn.jobs.values():
+            if eligible(ssn, job) and pending_in_order(ssn, job):
+                waiting.setdefault(job.queue, []).append(job)
+        while True:
+            queues = sorted(
+                (ssn.queues[name] for name, jobs in waiting.items() if jobs),
+                key=ssn.queue_order_key(),
+            )
+            queue = next((q for q in queues if not ssn.overused(q)), None)
+            if queue is None:
+                return
+            self._reclaim_for(ssn, queue, pop_first(ssn, waiting[queue.name]))
+
+    @staticmethod
+    def _reclaim_for(ssn: Session, queue: QueueInfo, job: JobInfo) -> None:
+        def candidate(task: TaskInfo) -> bool:
+            if task.status != TaskStatus.RUNNING or task.resreq.is_empty():
+                return False
+            if not task.preemptable:
+                return False
+            owner = ssn.jobs.get(task.job)
+            if owner is None or owner.queue == queue.name:
+                return False
+            owner_queue = ssn.queues.get(owner.queue)
+            return owner_queue is not None and owner_queue.reclaimable
+
+        attempt = Attempt()
+        for task in pending_in_order(ssn, job):
+            if ssn.overused(queue):
+                break
+            if not ssn.allocatable(queue, task):
+                continue
+            stmt = make_room(
+                ssn,
+                task,
+                queue=queue,
+                candidate=candidate,
+                choose=ssn.reclaimable,
+                reason="reclaim",
+            )
+            if stmt is not None:
+                attempt.statements.append(stmt)
+        if ssn.job_pipelined(job):
+            attempt.commit()
+        else:
+            attempt.discard()

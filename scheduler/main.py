@@ -1,0 +1,81 @@
+"""``caldera scheduler``: start-up, leadership and shutdown around the session loop."""
+
+from __future__ import annotations
+
+import asyncio
+
+import structlog
+
+from caldera.kube.events import EventRecorder
+from caldera.kube.leader import LeadershipLostError
+from caldera.obs.metrics import new_registry
+from caldera.obs.server import HealthServer
+from caldera.process import StartupError, connect, lead_when_elected, stop_on_signals
+from caldera.settings import SchedulerSettings
+from informers.factory import SharedInformerFactory
+from scheduler.conf import ConfError
+from scheduler.process import ConfSource, SchedulerLoop, SchedulerMetrics, scheduler_conf_path
+from scheduler.registry import REGISTRY
+
+log = structlog.get_logger("scheduler")
+
+
+async def run(settings: SchedulerSettings) -> int:
+    """Run until SIGTERM/SIGINT; returns the process exit code."""
+    try:
+        conf = ConfSource(
+            scheduler_conf_path(settings), actions=REGISTRY.actions, plugins=REGISTRY.plugins
+        )
+    except ConfError as exc:
+        raise StartupError(str(exc)) from None
+    registry = new_registry()
+    client = await connect(settings, registry)
+    try:
+        stopping = stop_on_signals()
+        factory = SharedInformerFactory(client, registry=registry)
+        recorder = EventRecorder(client, "caldera-scheduler", registry=registry)
+        loop = SchedulerLoop(
+            settings=settings,
+            client=client,
+            factory=factory,
+            recorder=recorder,
+            registry=REGISTRY,
+            conf=conf,
+            metrics=SchedulerMetrics(registry),
+        )
+        health = HealthServer(registry, host=settings.listen_address, port=settings.metrics_port)
+        health.add_readiness_check("not-stopping", lambda: not stopping.is_set())
+        health.add_readiness_check("informers-synced", factory.has_synced)
+        try:
+            port = await health.start()
+        except OSError as exc:
+            raise StartupError(
+                f"cannot serve metrics on port {settings.metrics_port}: {exc}"
+            ) from None
+        factory.start()
+        log.info("started", metrics_port=port, conf=settings.scheduler_conf or "(default)")
+
+        async def lead() -> None:
+            await loop.ensure_default_queues()
+            await loop.run(stopping)
+
+        code = 0
+        try:
+            await lead_when_elected(settings, "caldera-scheduler", client, registry, lead, stopping)
+        except LeadershipLostError as exc:
+            log.error(
+                "leadership lost; exiting so that a restart rejoins as candidate", error=str(exc)
+            )
+            code = 1
+        finally:
+            await factory.stop()
+            await recorder.close()
+            await health.stop()
+            log.info("stopped")
+        return code
+    finally:
+        await client.close()
+
+
+def main(settings: SchedulerSettings) -> int:
+    return asyncio.run(run(settings))

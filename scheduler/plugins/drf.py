@@ -1,0 +1,183 @@
+"""drf: Dominant Resource Fairness between jobs, and optionally between namespaces (Volcano's drf).
+
+A job's share is its dominant share: the largest, over the cluster's resources, of what the job
+holds divided by what the cluster has (``allocated / total``; a resource the cluster lacks
+counts 1 as soon as the job holds any). Jobs with the lower share go first, so two hungry jobs
+take turns and end up with equal dominant shares.
+
+Preemption (``preemptable``): a running task may be taken from another job only if that job's
+share after losing the task is still at least the preemptor's job's share after gaining the
+preemptor (within Volcano's ``shareDelta`` of 1e-6). Several victims of one job are judged
+cumulatively, as Volcano does. Tasks of the preemptor's own job are not judged (moving resources
+inside a job does not change its share relative to others); Volcano would refuse them, which
+makes intra-job preemption impossible whenever drf is preemptable.
+
+Namespace fairness (argument ``drf.namespace-fairness: true``; Volcano's ``enableNamespaceOrder``
+switch, which Caldera's framework does not hand to plugins): a namespace's weighted share is the
+dominant share of all its jobs divided by its weight (``ClusterInfo.namespace_weights``, the
+``volcano.sh/namespace.weight`` of Volcano, default 1). Jobs of the namespace with the lower
+weighted share go first; a victim in another namespace is allowed when its namespace's weighted
+share after the loss stays above the preemptor namespace's after the gain, refused when it falls
+clearly below, and left to the job rule when the two are equal.
+
+Not done: Volcano's hierarchical mode (enableHierarchy, "hdrf" over ``volcano.sh/hierarchy``
+annotations), the only mode in which Volcano's drf also votes on reclaim.
+
+Shares follow every allocation, pipelining and eviction of the session through the session's
+allocate handlers. They stay readable on the plugin after the session (``job_shares``,
+``namespace_shares``) so the process can export them as metrics; the plugin exports nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from caldera.api.resources import Resources
+from scheduler.api.types import JobInfo, TaskInfo
+from scheduler.framework.plugin import Arguments
+from scheduler.framework.session import Session
+
+SHARE_DELTA = 1e-6  # Volcano's shareDelta: shares this close are equal
+# Names Volcano's Resource does not track as resources: "pods" is a task count there, and
+# ephemeral storage is not a scalar resource.
+UNTRACKED = ("pods", "ephemeral-storage", "storage")
+
+
+def resource_share(used: int, total: int) -> float:
+    """``used / total``; a resource of which there is none counts as fully used once held
+    (Volcano's ``helpers.Share``)."""
+    if total <= 0:
+        return 0.0 if used <= 0 else 1.0
+    return used / total
+
+
+def dominant_share(allocated: Resources, total: Resources) -> float:
+    """The largest share of any resource that ``allocated`` holds of ``total``."""
+    share = 0.0
+    for name in set(total.names()) | set(allocated.names()):
+        if name in UNTRACKED:
+            continue
+        share = max(share, resource_share(allocated.get(name), total.get(name)))
+    return share
+
+
+class DrfPlugin:
+    """Dominant Resource Fairness job order and preemption filter."""
+
+    name = "drf"
+
+    def __init__(self, arguments: Arguments) -> None:
+        self.namespace_fairness = arguments.boolean("drf.namespace-fairness", False)
+        self.total = Resources()
+        self.job_allocated: dict[str, Resources] = {}
+        self.job_shares: dict[str, float] = {}
+        self.namespace_allocated: dict[str, Resources] = {}
+        self.namespace_shares: dict[str, float] = {}
+        self.namespace_weights: dict[str, int] = {}
+
+    # ---- shares ------------------------------------------------------------------------------
+
+    def share(self, allocated: Resources) -> float:
+        return dominant_share(allocated, self.total)
+
+    def namespace_weight(self, namespace: str) -> int:
+        return max(1, self.namespace_weights.get(namespace, 1))
+
+    def weighted_namespace_share(self, namespace: str) -> float:
+        """A namespace's share divided by its weight (what namespace fairness compares)."""
+        return self.namespace_shares.get(namespace, 0.0) / self.namespace_weight(namespace)
+
+    def _change(self, task: TaskInfo, delta: Resources, sign: int) -> None:
+        job = task.job
+        amount = delta if sign > 0 else Resources() - delta
+        allocated = self.job_allocated.get(job, Resources()) + amount
+        self.job_allocated[job] = allocated
+        self.job_shares[job] = self.share(allocated)
+        ns = self.namespace_allocated.get(task.namespace, Resources()) + amount
+        self.namespace_allocated[task.namespace] = ns
+        self.namespace_shares[task.namespace] = self.share(ns)
+
+    def _on_allocate(self, task: TaskInfo) -> None:
+        self._change(task, task.resreq, +1)
+
+    def _on_deallocate(self, task: TaskInfo) -> None:
+        self._change(task, task.resreq, -1)
+
+    # ---- session ------------------------------------------------------------------------------
+
+    def on_session_open(self, ssn: Session) -> None:
+        self.total = ssn.total_resource.without(*UNTRACKED)
+        self.namespace_weights = dict(ssn.cluster.namespace_weights)
+        self.job_allocated.clear()
+        self.job_shares.clear()
+        self.namespace_allocated.clear()
+        self.namespace_shares.clear()
+        for job in ssn.jobs.values():
+            self.job_allocated[job.key] = job.allocated
+            self.job_shares[job.key] = self.share(job.allocated)
+            ns = self.namespace_allocated.get(job.namespace, Resources()) + job.allocated
+            self.namespace_allocated[job.namespace] = ns
+        for namespace, allocated in self.namespace_allocated.items():
+            self.namespace_shares[namespace] = self.share(allocated)
+        ssn.add_job_order_fn(self.name, self.job_order)
+        ssn.add_preemptable_fn(self.name, self.preemptable)
+        ssn.add_allocate_handler(self.name, self._on_allocate, self._on_deallocate)
+
+    def on_session_close(self, ssn: Session) -> None:
+        """Nothing to write: the shares stay on the plugin for the process's metrics."""
+
+    # ---- callbacks ----------------------------------------------------------------------------
+
+    def job_order(self, left: JobInfo, right: JobInfo) -> int:
+        """Lower weighted namespace share first (when enabled), then lower job share first."""
+        if self.namespace_fairness and left.namespace != right.namespace:
+            ls = self.weighted_namespace_share(left.namespace)
+            rs = self.weighted_namespace_share(right.namespace)
+            if ls != rs:
+                return -1 if ls < rs else 1
+        ls, rs = self.job_shares.get(left.key, 0.0), self.job_shares.get(right.key, 0.0)
+        if ls == rs:
+            return 0
+        return -1 if ls < rs else 1
+
+    def preemptable(self, preemptor: TaskInfo, candidates: Sequence[TaskInfo]) -> list[TaskInfo]:
+        """Victims whose job (and namespace, when enabled) stays at least as well served as the
+        preemptor's after the exchange; see the module docstring."""
+        victims: list[TaskInfo] = []
+        undecided: list[TaskInfo] = []
+        for task in candidates:
+            (victims if task.job == preemptor.job else undecided).append(task)
+
+        if self.namespace_fairness:
+            gained = self.namespace_allocated.get(preemptor.namespace, Resources())
+            mine = self.share(gained + preemptor.resreq) / self.namespace_weight(
+                preemptor.namespace
+            )
+            left: dict[str, Resources] = {}
+            still: list[TaskInfo] = []
+            for task in undecided:
+                if task.namespace == preemptor.namespace:
+                    still.append(task)
+                    continue
+                base = left.get(task.namespace, self.namespace_allocated.get(task.namespace))
+                after = (Resources() if base is None else base) - task.resreq
+                left[task.namespace] = after
+                theirs = self.share(after) / self.namespace_weight(task.namespace)
+                if mine < theirs:
+                    victims.append(task)
+                elif mine - theirs <= SHARE_DELTA:
+                    still.append(task)  # equal namespaces: the job rule decides
+            undecided = still
+
+        mine = self.share(self.job_allocated.get(preemptor.job, Resources()) + preemptor.resreq)
+        remaining: dict[str, Resources] = {}
+        for task in undecided:
+            base = remaining.get(task.job, self.job_allocated.get(task.job, Resources()))
+            after = base - task.resreq
+            remaining[task.job] = after  # Volcano counts every candidate of a job, kept or not
+            theirs = self.share(after)
+            if mine < theirs or abs(mine - theirs) <= SHARE_DELTA:
+                victims.append(task)
+        order = {task.uid: i for i, task in enumerate(candidates)}
+        victims.sort(key=lambda t: order[t.uid])
+        return victims

@@ -1,0 +1,280 @@
+"""The gang plugin: a job runs only when minAvailable of its pods can (Volcano's).
+
+- job valid: enough pods exist (Pending, Pipelined, placed or Succeeded) for minAvailable, and
+  for each task's minAvailable when minMember >= the sum of the tasks' minimums; reasons
+  NotEnoughTasks / NotEnoughPodsOfTask. Allocate, backfill and preempt skip invalid jobs; the
+  PodGroup's Unschedulable condition then carries that reason and message (Volcano computes
+  them but, because its check runs before plugins register, never writes them: Caldera does);
+- job ready / pipelined: minAvailable pods placed (or pipelined), per task too;
+- job order: jobs that are not ready yet come first; job starving;
+- preemptable / reclaimable: a job gives up only pods beyond its minAvailable;
+- at session close: the PodGroup condition (Unschedulable with NotEnoughResources and
+  "X/Y tasks in gang unschedulable: ...", or Scheduled), the PodGroup event of Volcano's job
+  updater (Warning Unschedulable while the phase is Pending, Inqueue or Unknown, else Normal
+  Scheduled "pod group is ready" when the status changed), and each waiting pod's message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from caldera.api.meta import format_time
+from caldera.api.volcano import PodGroupCondition
+from scheduler.api.types import (
+    ALLOCATED_STATUSES,
+    READY_STATUSES,
+    JobInfo,
+    TaskInfo,
+    TaskStatus,
+)
+from scheduler.framework.plugin import Arguments
+from scheduler.framework.runner import podgroup_status, status_changed
+from scheduler.framework.session import ValidateResult
+
+if TYPE_CHECKING:
+    from scheduler.framework.session import Session
+
+NOT_ENOUGH_TASKS = "NotEnoughTasks"
+NOT_ENOUGH_PODS_OF_TASK = "NotEnoughPodsOfTask"
+NOT_ENOUGH_RESOURCES = "NotEnoughResources"
+SCHEDULED_REASON = "tasks in gang are ready to be scheduled"
+NOT_READY = "pod group is not ready"
+READY = "pod group is ready"
+ALL_NODES_UNAVAILABLE = "all nodes are unavailable"
+_UNSCHEDULABLE_PHASES = frozenset({"Pending", "Inqueue", "Unknown"})
+_VALID_STATUSES = (*ALLOCATED_STATUSES, TaskStatus.SUCCEEDED, TaskStatus.PIPELINED)
+
+
+def _per_task_checks_apply(job: JobInfo) -> bool:
+    """Volcano checks tasks' minimums only when minMember covers their sum."""
+    return bool(job.min_task_member) and job.min_available >= sum(job.min_task_member.values())
+
+
+def _roles_satisfied(job: JobInfo, statuses: Sequence[TaskStatus], best_effort: bool) -> bool:
+    if not _per_task_checks_apply(job):
+        return True
+    wanted = set(statuses)
+    counts: dict[str, int] = {}
+    for task in job.tasks.values():
+        if task.status in wanted or (
+            best_effort and task.status == TaskStatus.PENDING and task.best_effort
+        ):
+            counts[task.role] = counts.get(task.role, 0) + 1
+    return all(counts.get(role, 0) >= n for role, n in job.min_task_member.items())
+
+
+def job_valid(job: JobInfo) -> ValidateResult | None:
+    if not _roles_satisfied(job, (*_VALID_STATUSES, TaskStatus.PENDING), best_effort=False):
+        return ValidateResult(
+            False,
+            NOT_ENOUGH_PODS_OF_TASK,
+            "Not enough valid pods of each task for gang-scheduling",
+        )
+    valid = job.valid_task_num()
+    if valid < job.min_available:
+        return ValidateResult(
+            False,
+            NOT_ENOUGH_TASKS,
+            f"Not enough valid tasks for gang-scheduling, valid: {valid}, min: {job.min_available}",
+        )
+    return None
+
+
+def is_ready(job: JobInfo, has_best_effort: bool = True) -> bool:
+    """``job.is_ready()``, looking at pending pods only when they can change the answer
+    (``has_best_effort``: whether the job has any best-effort pod at all)."""
+    ready = job.ready_task_num()
+    if ready >= job.min_available:
+        return True
+    if not has_best_effort:
+        return False
+    pending = job.by_status.get(TaskStatus.PENDING)
+    if not pending or ready + len(pending) < job.min_available:
+        return False
+    return job.is_ready()
+
+
+def job_ready(job: JobInfo, has_best_effort: bool = True) -> bool:
+    return is_ready(job, has_best_effort) and _roles_satisfied(
+        job, tuple(READY_STATUSES), best_effort=True
+    )
+
+
+def job_pipelined(job: JobInfo) -> int:
+    statuses = (*READY_STATUSES, TaskStatus.PIPELINED)
+    if job.is_pipelined() and _roles_satisfied(job, statuses, best_effort=True):
+        return 1
+    return -1
+
+
+def _histogram(counts: dict[str, int]) -> str:
+    """Volcano's sorted "N reason" list."""
+    return ", ".join(sorted(f"{n} {reason}" for reason, n in counts.items()))
+
+
+def _context(task: TaskInfo) -> tuple[TaskStatus, str]:
+    if task.last_transaction is not None:
+        return task.last_transaction
+    return task.status, task.node_name
+
+
+def task_reason(job: JobInfo, task: TaskInfo, job_message: str) -> tuple[str, str]:
+    """Why a task waits (Volcano's TaskSchedulingReason): (reason, message)."""
+    status, node = _context(task)
+    if status == TaskStatus.ALLOCATED:
+        return (
+            "Schedulable",
+            f"Pod {task.namespace}/{task.name} can possibly be assigned to {node}, "
+            "once minAvailable is satisfied",
+        )
+    if status == TaskStatus.PIPELINED:
+        return (
+            "Unschedulable",
+            f"Pod {task.namespace}/{task.name} can possibly be assigned to {node}, "
+            "once resource is released and minAvailable is satisfied",
+        )
+    if status == TaskStatus.PENDING:
+        fit = job.fit_errors.get(task.uid)
+        if fit:
+            return "Unschedulable", fit
+        return "Undetermined", job_message
+    return status.value, job_message
+
+
+def fit_error(job: JobInfo, job_message: str = "") -> str:
+    """Volcano's JobInfo.FitError: task counts by status, then why the pending ones wait."""
+    counts = {s.value: len(bucket) for s, bucket in job.by_status.items() if bucket}
+    counts["minAvailable"] = job.min_available
+    message = f"{NOT_READY}, {_histogram(counts)}"
+    reasons: dict[str, int] = {}
+    for task in job.tasks_in(TaskStatus.PENDING):
+        reason, _ = task_reason(job, task, job_message)
+        reasons[reason] = reasons.get(reason, 0) + 1
+    if reasons:
+        message += f"; Pending: {_histogram(reasons)}"
+    return message
+
+
+class GangPlugin:
+    """Gang scheduling: all of minAvailable or nothing."""
+
+    name = "gang"
+
+    def __init__(self, args: Arguments) -> None:
+        self.args = args
+        self._best_effort: dict[str, bool] = {}
+
+    def on_session_open(self, ssn: Session) -> None:
+        jobs = ssn.jobs
+        # A job's pods do not change within a session: whether any is best effort is fixed.
+        best_effort = self._best_effort = {
+            key: any(t.best_effort for t in job.tasks.values()) for key, job in jobs.items()
+        }
+
+        def ready(job: JobInfo) -> bool:
+            return is_ready(job, best_effort.get(job.key, True))
+
+        def ready_fn(job: JobInfo) -> bool:
+            return job_ready(job, best_effort.get(job.key, True))
+
+        def job_order(left: JobInfo, right: JobInfo) -> int:
+            left_ready, right_ready = ready(left), ready(right)
+            if left_ready == right_ready:
+                return 0
+            return 1 if left_ready else -1
+
+        def victims(preemptor: TaskInfo, candidates: Sequence[TaskInfo]) -> list[TaskInfo]:
+            occupied: dict[str, int] = {}
+            chosen = []
+            for victim in candidates:
+                job = jobs.get(victim.job)
+                if job is None:
+                    continue
+                if victim.job not in occupied:
+                    occupied[victim.job] = job.ready_task_num()
+                if occupied[victim.job] > job.min_available:
+                    occupied[victim.job] -= 1
+                    chosen.append(victim)
+            return chosen
+
+        def starving(job: JobInfo) -> int:
+            return 1 if job.is_starving() else -1
+
+        ssn.add_job_valid_fn(self.name, job_valid)
+        ssn.add_job_ready_fn(self.name, ready_fn)
+        ssn.add_job_pipelined_fn(self.name, job_pipelined)
+        ssn.add_job_order_fn(self.name, job_order)
+        ssn.add_job_starving_fn(self.name, starving)
+        ssn.add_preemptable_fn(self.name, victims)
+        ssn.add_reclaimable_fn(self.name, victims)
+
+    def on_session_close(self, ssn: Session) -> None:
+        now = format_time(ssn.now)
+        best_effort = self._best_effort
+
+        def ready(job: JobInfo) -> bool:
+            return is_ready(job, best_effort.get(job.key, True))
+
+        for job in ssn.jobs.values():
+            job_message = ""
+            job_is_ready = ready(job)
+            invalid = None if job_is_ready else job_valid(job)
+            if job_is_ready:
+                condition = PodGroupCondition(
+                    type="Scheduled",
+                    status="True",
+                    last_transition_time=now,
+                    reason=SCHEDULED_REASON,
+                )
+            elif invalid is not None:
+                condition = PodGroupCondition(
+                    type="Unschedulable",
+                    status="True",
+                    last_transition_time=now,
+                    reason=invalid.reason,
+                    message=invalid.message,
+                )
+            else:
+                schedulable = job.ready_task_num() + sum(
+                    1
+                    for t in job.tasks_in(TaskStatus.PENDING)
+                    if t.last_transaction is not None
+                    and t.last_transaction[0] in ALLOCATED_STATUSES
+                )
+                job_message = (
+                    f"{job.min_available - schedulable}/{len(job.tasks)} tasks in gang "
+                    f"unschedulable: {fit_error(job)}"
+                )
+                condition = PodGroupCondition(
+                    type="Unschedulable",
+                    status="True",
+                    last_transition_time=now,
+                    reason=NOT_ENOUGH_RESOURCES,
+                    message=job_message,
+                )
+            ssn.job_conditions[job.key] = condition
+            self._record(ssn, job, condition, job_message)
+
+    @staticmethod
+    def _record(ssn: Session, job: JobInfo, condition: PodGroupCondition, job_message: str) -> None:
+        """The job updater's event and the waiting pods' messages."""
+        status = podgroup_status(job, condition)
+        if status.phase in _UNSCHEDULABLE_PHASES:
+            pending = job.count(TaskStatus.PENDING)
+            ssn.record_event(
+                "PodGroup",
+                job.namespace,
+                job.name,
+                "Warning",
+                "Unschedulable",
+                f"{pending}/{len(job.tasks)} tasks in gang unschedulable: "
+                f"{fit_error(job, job_message)}",
+            )
+        else:
+            current = job.podgroup.status if job.podgroup is not None else None
+            if current is None or status_changed(current, status):
+                ssn.record_event("PodGroup", job.namespace, job.name, "Normal", "Scheduled", READY)
+        for task in job.tasks_in(TaskStatus.PENDING, TaskStatus.ALLOCATED, TaskStatus.PIPELINED):
+            _, message = task_reason(job, task, job_message)
+            ssn.result.unschedulable[task.key] = message or ALL_NODES_UNAVAILABLE

@@ -1,0 +1,130 @@
+"""The nodeorder plugin: kube-scheduler's node scores, each 0-100, times its weight.
+
+- ``leastrequested.weight`` (default 1): NodeResourcesLeastAllocated, the mean over cpu and
+  memory of (allocatable - requested) * 100 / allocatable (0 when it does not fit);
+- ``mostrequested.weight`` (default 0): NodeResourcesMostAllocated, requested * 100 /
+  allocatable;
+- ``balancedresource.weight`` (default 1): NodeResourcesBalancedAllocation, (1 - standard
+  deviation of the requested fractions) * 100;
+- ``nodeaffinity.weight`` (default 1): the sum of the weights of the pod's preferred node
+  affinity terms the node matches (as Volcano, not normalised across nodes).
+
+"requested" is what the node's tasks use plus the pod's request; integer arithmetic as in
+kube-scheduler. The other weights Volcano accepts (podaffinity, tainttoleration, imagelocality,
+podtopologyspread) are read and checked but score nothing yet.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from caldera.api.resources import Resources
+from scheduler.api.types import NodeInfo, TaskInfo
+from scheduler.framework.plugin import Arguments
+from scheduler.plugins.predicates import node_labels, term_matches
+
+if TYPE_CHECKING:
+    from scheduler.framework.session import Session
+
+MAX_NODE_SCORE = 100
+SCORED_RESOURCES = ("cpu", "memory")
+_IGNORED = ("podaffinity", "tainttoleration", "imagelocality", "podtopologyspread")
+
+
+def _pairs(request: Resources, node: NodeInfo) -> list[tuple[int, int]]:
+    """(requested, allocatable) per scored resource the node has."""
+    used, alloc, req = (
+        dict(node.used.items()),
+        dict(node.allocatable.items()),
+        dict(request.items()),
+    )
+    pairs = []
+    for name in SCORED_RESOURCES:
+        capacity = alloc.get(name, 0)
+        if capacity > 0:
+            pairs.append((used.get(name, 0) + req.get(name, 0), capacity))
+    return pairs
+
+
+def least_requested_score(pairs: list[tuple[int, int]]) -> int:
+    if not pairs:
+        return 0
+    total = sum(0 if req > cap else (cap - req) * MAX_NODE_SCORE // cap for req, cap in pairs)
+    return total // len(pairs)
+
+
+def most_requested_score(pairs: list[tuple[int, int]]) -> int:
+    if not pairs:
+        return 0
+    total = sum(min(req, cap) * MAX_NODE_SCORE // cap for req, cap in pairs)
+    return total // len(pairs)
+
+
+def balanced_allocation_score(pairs: list[tuple[int, int]]) -> int:
+    fractions = [min(req / cap, 1.0) for req, cap in pairs]
+    std = 0.0
+    if len(fractions) == 2:
+        std = abs(fractions[0] - fractions[1]) / 2
+    elif len(fractions) > 2:
+        mean = sum(fractions) / len(fractions)
+        std = math.sqrt(sum((f - mean) ** 2 for f in fractions) / len(fractions))
+    return int((1 - std) * MAX_NODE_SCORE)
+
+
+def least_requested(request: Resources, node: NodeInfo) -> int:
+    """NodeResourcesLeastAllocated, 0-100."""
+    return least_requested_score(_pairs(request, node))
+
+
+def most_requested(request: Resources, node: NodeInfo) -> int:
+    """NodeResourcesMostAllocated, 0-100."""
+    return most_requested_score(_pairs(request, node))
+
+
+def balanced_allocation(request: Resources, node: NodeInfo) -> int:
+    """NodeResourcesBalancedAllocation, 0-100."""
+    return balanced_allocation_score(_pairs(request, node))
+
+
+def preferred_affinity(task: TaskInfo, node: NodeInfo) -> int:
+    """Sum of the weights of the preferred node affinity terms ``node`` matches."""
+    pod = task.pod
+    if pod is None or pod.spec.affinity is None or pod.spec.affinity.node_affinity is None:
+        return 0
+    terms = pod.spec.affinity.node_affinity.preferred_during_scheduling_ignored_during_execution
+    labels = node_labels(node)
+    return sum(t.weight for t in terms if term_matches(t.preference, labels, node.name))
+
+
+class NodeOrderPlugin:
+    """Scores nodes with kube-scheduler's resource and node affinity scorers."""
+
+    name = "nodeorder"
+
+    def __init__(self, args: Arguments) -> None:
+        self.least = args.number("leastrequested.weight", 1)
+        self.most = args.number("mostrequested.weight", 0)
+        self.balanced = args.number("balancedresource.weight", 1)
+        self.affinity = args.number("nodeaffinity.weight", 1)
+        for name in _IGNORED:
+            args.number(f"{name}.weight", 1)
+
+    def on_session_open(self, ssn: Session) -> None:
+        ssn.add_node_order_fn(self.name, self.score)
+
+    def on_session_close(self, ssn: Session) -> None:
+        return None
+
+    def score(self, task: TaskInfo, node: NodeInfo) -> float:
+        pairs = _pairs(task.resreq, node)
+        total = 0.0
+        if self.least:
+            total += least_requested_score(pairs) * self.least
+        if self.most:
+            total += most_requested_score(pairs) * self.most
+        if self.balanced:
+            total += balanced_allocation_score(pairs) * self.balanced
+        if self.affinity:
+            total += preferred_affinity(task, node) * self.affinity
+        return total

@@ -1,0 +1,82 @@
+"""The overcommit plugin: admit a job (enqueue it) only while the resources promised to
+admitted jobs stay within the cluster's allocatable resources times ``overcommit-factor``
+(default 1.2), as Volcano does.
+
+At session open: idle = total allocatable * factor - what the nodes' tasks use; inqueue = the
+minResources of Inqueue jobs, plus, for Running jobs whose placed tasks reach minMember, the part
+of minResources not yet allocated. A job is enqueueable when inqueue + its minResources fits in
+idle, compared on the resources its minResources names; an enqueued job's minResources joins
+inqueue. A job without minResources is always admitted. A refusal records the Normal event
+"resource in cluster is overused" on the PodGroup.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from caldera.api.resources import Resources
+from scheduler.api.types import ALLOCATED_STATUSES, JobInfo, TaskStatus
+from scheduler.framework.plugin import Arguments
+
+if TYPE_CHECKING:
+    from scheduler.framework.session import Session
+
+DEFAULT_FACTOR = 1.2
+OVERUSED_MESSAGE = "resource in cluster is overused"
+
+
+def _only(amounts: Resources, names: Resources) -> Resources:
+    return Resources({n: amounts.get(n) for n, _ in names.items()})
+
+
+class OvercommitPlugin:
+    """Gates enqueue on the cluster's (overcommitted) free resources."""
+
+    name = "overcommit"
+
+    def __init__(self, args: Arguments) -> None:
+        self.factor = args.number("overcommit-factor", DEFAULT_FACTOR)
+        if self.factor < 1.0:
+            # Volcano: a factor below 1 is a mistake and falls back to the default.
+            self.factor = DEFAULT_FACTOR
+        self.idle = Resources()
+        self.inqueue = Resources()
+
+    def on_session_open(self, ssn: Session) -> None:
+        used = Resources.sum(n.used for n in ssn.nodes.values())
+        self.idle = ssn.total_resource.scale(self.factor) - used
+        inqueue: list[Resources] = []
+        for job in ssn.jobs.values():
+            if job.min_resources.is_empty():
+                continue
+            if job.phase == "Inqueue":
+                inqueue.append(job.min_resources)
+            elif (
+                job.phase == "Running"
+                and job.count(*ALLOCATED_STATUSES, TaskStatus.SUCCEEDED) >= job.min_available
+            ):
+                reserved = job.min_resources.sub_clamped(job.allocated)
+                inqueue.append(_only(reserved, job.min_resources))
+        self.inqueue = Resources.sum(inqueue)
+
+        def enqueueable(job: JobInfo) -> int:
+            need = job.min_resources
+            if need.is_empty():
+                return 1
+            inqueue, idle = self.inqueue, self.idle
+            if all(inqueue.get(n) + amount <= idle.get(n) for n, amount in need.items()):
+                return 1
+            ssn.record_event(
+                "PodGroup", job.namespace, job.name, "Normal", "Unschedulable", OVERUSED_MESSAGE
+            )
+            return -1
+
+        def enqueued(job: JobInfo) -> None:
+            if not job.min_resources.is_empty():
+                self.inqueue = self.inqueue + job.min_resources
+
+        ssn.add_job_enqueueable_fn(self.name, enqueueable)
+        ssn.add_job_enqueued_fn(self.name, enqueued)
+
+    def on_session_close(self, ssn: Session) -> None:
+        return None

@@ -1,0 +1,283 @@
+"""The predicates plugin: which nodes a pod may run on, with Kubernetes' reasons.
+
+Filters, in kube-scheduler's order: node not ready, NodeUnschedulable, TaintToleration
+(NoSchedule and NoExecute taints), NodeAffinity (nodeSelector and required node affinity), pod
+count, NodePorts. A failing node answers the first reason, in Kubernetes' words, so that a fit
+error reads like kube-scheduler's ("2 node(s) had untolerated taint {gpu: true}").
+
+Resources are not checked here: as in Volcano, the actions check them (allocate against the
+node's idle and future idle resources, preempt after taking victims away), so that preempt can
+ask this plugin about a node that is full. ``insufficient_resources`` (against any vector) and
+``shortfall`` (against a node's future idle resources) are the shared checks, with Kubernetes'
+"Insufficient <resource>" reasons, extended resources included.
+
+Arguments (Volcano's): ``predicate.NodeAffinityEnable``, ``predicate.NodePortsEnable`` and
+``predicate.TaintTolerationEnable`` (true) switch those filters off when false.
+
+What does not depend on the node's current tasks (readiness, taints, affinity) is cached per
+session by the pod's scheduling constraints, so pods of one task template are filtered once
+per node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from caldera.api.core import (
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    Pod,
+    Taint,
+    Toleration,
+)
+from caldera.api.resources import Resources
+from scheduler.api.types import NodeInfo, TaskInfo
+from scheduler.framework.plugin import Arguments
+
+if TYPE_CHECKING:
+    from scheduler.framework.session import Session
+
+NOT_READY = "node(s) were not ready"
+UNSCHEDULABLE = "node(s) were unschedulable"
+AFFINITY_MISMATCH = "node(s) didn't match Pod's node affinity/selector"
+PORTS_CONFLICT = "node(s) didn't have free ports for the requested pod ports"
+TOO_MANY_PODS = "Too many pods"
+UNSCHEDULABLE_TAINT_KEY = "node.kubernetes.io/unschedulable"
+
+_Port = tuple[str, str, int]  # (host IP, protocol, host port)
+
+
+def insufficient_resources(request: Resources, available: Resources) -> list[str]:
+    """Kubernetes' "Insufficient <name>" for every resource ``request`` needs beyond
+    ``available`` (a resource the node does not list counts as zero); empty when it fits."""
+    return [
+        f"Insufficient {name}"
+        for name, amount in request.items()
+        if amount > 0 and amount > available.get(name)
+    ]
+
+
+def shortfall(request: Resources, node: NodeInfo) -> list[str]:
+    """Kubernetes' "Insufficient <name>" for each resource ``request`` needs beyond the node's
+    future idle resources (idle + releasing - pipelined); empty when it fits."""
+    alloc, used = dict(node.allocatable.items()), dict(node.used.items())
+    releasing, pipelined = node.releasing, node.pipelined
+    if releasing.is_empty() and pipelined.is_empty():
+        return [
+            f"Insufficient {name}"
+            for name, amount in request.items()
+            if amount > 0 and amount > alloc.get(name, 0) - used.get(name, 0)
+        ]
+    rel, pipe = dict(releasing.items()), dict(pipelined.items())
+    return [
+        f"Insufficient {name}"
+        for name, amount in request.items()
+        if amount > 0
+        and amount > alloc.get(name, 0) - used.get(name, 0) + rel.get(name, 0) - pipe.get(name, 0)
+    ]
+
+
+def tolerates(toleration: Toleration, taint: Taint) -> bool:
+    """Kubernetes' ToleratesTaint: an empty effect matches every effect, an empty key with
+    Exists matches every key, Equal (the default) compares values."""
+    if toleration.effect and toleration.effect != taint.effect:
+        return False
+    if toleration.key and toleration.key != taint.key:
+        return False
+    if toleration.operator == "Exists":
+        return True
+    if toleration.operator in ("", "Equal"):
+        return bool(toleration.key) and toleration.value == taint.value
+    return False
+
+
+def untolerated_taint(taints: Iterable[Taint], tolerations: Iterable[Toleration]) -> Taint | None:
+    """The first NoSchedule/NoExecute taint no toleration tolerates, if any."""
+    tols = tuple(tolerations)
+    for taint in taints:
+        if taint.effect not in ("NoSchedule", "NoExecute"):
+            continue
+        if not any(tolerates(t, taint) for t in tols):
+            return taint
+    return None
+
+
+def _requirement_matches(req: NodeSelectorRequirement, value: str | None) -> bool:
+    op = req.operator
+    if op == "In":
+        return value is not None and value in req.values
+    if op == "NotIn":
+        return value is None or value not in req.values
+    if op == "Exists":
+        return value is not None
+    if op == "DoesNotExist":
+        return value is None
+    if op in ("Gt", "Lt"):
+        if value is None or len(req.values) != 1:
+            return False
+        try:
+            have, want = int(value), int(req.values[0])
+        except ValueError:
+            return False
+        return have > want if op == "Gt" else have < want
+    return False
+
+
+def term_matches(term: NodeSelectorTerm, labels: Mapping[str, str], node_name: str) -> bool:
+    """A node selector term: all its expressions and fields hold; an empty term matches
+    nothing (Kubernetes' rule)."""
+    if not term.match_expressions and not term.match_fields:
+        return False
+    for req in term.match_expressions:
+        if not _requirement_matches(req, labels.get(req.key)):
+            return False
+    for req in term.match_fields:
+        if req.key != "metadata.name" or req.operator not in ("In", "NotIn"):
+            return False
+        if not _requirement_matches(req, node_name):
+            return False
+    return True
+
+
+def node_labels(node: NodeInfo) -> Mapping[str, str]:
+    return node.node.metadata.labels if node.node is not None else {}
+
+
+def node_taints(node: NodeInfo) -> tuple[Taint, ...]:
+    return node.node.spec.taints if node.node is not None else ()
+
+
+def matches_node_selector_and_affinity(pod: Pod, node: NodeInfo) -> bool:
+    """nodeSelector labels all present, and one of the required node affinity terms holds."""
+    labels = node_labels(node)
+    for key, value in pod.spec.node_selector.items():
+        if labels.get(key) != value:
+            return False
+    affinity = pod.spec.affinity
+    node_affinity = affinity.node_affinity if affinity is not None else None
+    required = (
+        node_affinity.required_during_scheduling_ignored_during_execution
+        if node_affinity is not None
+        else None
+    )
+    if required is None:
+        return True
+    return any(term_matches(t, labels, node.name) for t in required.node_selector_terms)
+
+
+def host_ports(pod: Pod | None) -> list[_Port]:
+    """The host ports a pod asks for, as (host IP, protocol, port)."""
+    if pod is None:
+        return []
+    return [
+        (p.host_ip or "0.0.0.0", p.protocol or "TCP", p.host_port)  # noqa: S104 - a wildcard
+        for c in (*pod.spec.init_containers, *pod.spec.containers)
+        for p in c.ports
+        if p.host_port > 0
+    ]
+
+
+def ports_conflict(wanted: Iterable[_Port], used: Iterable[_Port]) -> bool:
+    """Same protocol and port, and the same IP or either bound to every address."""
+    used_list = list(used)
+    for ip, proto, port in wanted:
+        for uip, uproto, uport in used_list:
+            if port == uport and proto == uproto and ("0.0.0.0" in (ip, uip) or ip == uip):  # noqa: S104
+                return True
+    return False
+
+
+def scheduling_signature(pod: Pod | None) -> bytes:
+    """What the node filters and scorers read of a pod (selector, affinity, tolerations,
+    ports), as bytes: pods with equal signatures are filtered and scored alike."""
+    if pod is None:
+        return b""
+    spec = pod.spec
+    return msgspec.json.encode(
+        (
+            spec.node_selector,
+            spec.affinity,
+            spec.tolerations,
+            [c.ports for c in spec.containers if c.ports],
+            [c.ports for c in spec.init_containers if c.ports],
+        )
+    )
+
+
+class PredicatesPlugin:
+    """Registers one predicate: readiness, unschedulable, taints, affinity, pod count, ports."""
+
+    name = "predicates"
+
+    def __init__(self, args: Arguments) -> None:
+        self.args = args
+        # Volcano's switches for the filters it wraps (all on by default).
+        self.affinity = args.boolean("predicate.NodeAffinityEnable", True)
+        self.ports = args.boolean("predicate.NodePortsEnable", True)
+        self.taints = args.boolean("predicate.TaintTolerationEnable", True)
+        self._signatures: dict[str, bytes] = {}  # task uid -> signature
+        self._static: dict[tuple[bytes, str], str | None] = {}
+        self._ports: dict[bytes, list[_Port]] = {}  # signature -> host ports
+
+    def on_session_open(self, ssn: Session) -> None:
+        self._signatures.clear()
+        self._static.clear()
+        self._ports.clear()
+        ssn.add_predicate_fn(self.name, self.predicate)
+
+    def on_session_close(self, ssn: Session) -> None:
+        self._signatures.clear()
+        self._static.clear()
+        self._ports.clear()
+
+    def _signature(self, task: TaskInfo) -> bytes:
+        sig = self._signatures.get(task.uid)
+        if sig is None:
+            sig = self._signatures[task.uid] = scheduling_signature(task.pod)
+        return sig
+
+    def predicate(self, task: TaskInfo, node: NodeInfo) -> str | None:
+        """None when ``task`` may run on ``node``, else the first reason it may not."""
+        sig = self._signature(task)
+        key = (sig, node.name)
+        try:
+            reason = self._static[key]
+        except KeyError:
+            reason = self._static[key] = static_reason(
+                task.pod, node, taints=self.taints, affinity=self.affinity
+            )
+        if reason:
+            return reason
+        if node.pod_count() >= node.max_pods:
+            return TOO_MANY_PODS
+        wanted = self._ports.get(sig)
+        if wanted is None:
+            wanted = self._ports[sig] = host_ports(task.pod) if self.ports else []
+        if wanted:
+            used = (p for t in node.tasks.values() if t.uid != task.uid for p in host_ports(t.pod))
+            if ports_conflict(wanted, used):
+                return PORTS_CONFLICT
+        return None
+
+
+def static_reason(
+    pod: Pod | None, node: NodeInfo, *, taints: bool = True, affinity: bool = True
+) -> str | None:
+    """The filters that do not depend on the node's current tasks."""
+    if not node.ready:
+        return NOT_READY
+    tolerations = pod.spec.tolerations if pod is not None else ()
+    if node.unschedulable and not any(
+        tolerates(t, Taint(key=UNSCHEDULABLE_TAINT_KEY, effect="NoSchedule")) for t in tolerations
+    ):
+        return UNSCHEDULABLE
+    if taints:
+        taint = untolerated_taint(node_taints(node), tolerations)
+        if taint is not None:
+            return f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}"
+    if affinity and pod is not None and not matches_node_selector_and_affinity(pod, node):
+        return AFFINITY_MISMATCH
+    return None

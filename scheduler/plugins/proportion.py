@@ -1,0 +1,374 @@
+"""proportion: queues share the cluster by weight (Volcano's proportion plugin).
+
+Each queue gets a *deserved* amount of every resource, computed at session open:
+
+    request_q     what the queue's jobs hold plus what their pending tasks ask for
+    capability_q  spec.capability; resources it does not list are unlimited, and cpu or memory
+                  listed as 0 are unlimited too (Volcano's rule)
+    guarantee_q   spec.guarantee.resource
+    realcap_q     min(capability_q, max(total - sum of all guarantees, 0) + guarantee_q):
+                  the most a queue may ever hold, since other queues' guarantees are reserved
+
+Water-filling, one resource at a time. Picture a water level L rising from 0; a queue of weight
+w holds ``w * L``, but never more than its ceiling ``c_q = min(realcap_q, request_q)`` (it stops
+filling there) and never less than its guarantee ``g_q``:
+
+    deserved_q(L) = max(min(w_q * L, c_q), g_q)
+
+The level rises until the queues' deserved amounts add up to the cluster's total, or until every
+queue has reached its ceiling (then each has all it asked for and the rest stays unassigned).
+``deserved_q(L)`` summed over the queues is continuous, piecewise linear and non-decreasing in L,
+with breakpoints at ``g_q / w_q`` and ``c_q / w_q``; the level is found exactly (with
+fractions) on the segment where the sum crosses the total, and each amount is rounded down to a
+whole milli-unit. So two saturated queues of weights 3 and 1 get exactly 3:1 of what is free,
+and what a capped or satisfied queue cannot use flows to the others in proportion to their
+weights. When the guarantees alone exceed the total, every queue deserves its guarantee.
+
+Volcano reaches the same point by iteration (each round hands out the remainder by weight, caps,
+and repeats until nothing changes); computing the limit directly avoids its float drift and its
+early stop. Where the two differ is a binding guarantee: Volcano adds weight shares *on top of*
+a guarantee in later rounds, order-dependently; here a guarantee is a floor of the queue's share.
+
+Callbacks, following ``VOLCANO_API.md`` section 6.3:
+- queue order: higher ``spec.priority`` first, then the lower share (the largest
+  ``allocated / deserved`` over the resources);
+- overused: ``deserved <= allocated`` in every resource (Volcano's ``LessEqual``);
+- allocatable: ``allocated + task request <= realcap`` in every resource the task requests;
+- job enqueueable: the queue must be open, and a job with minResources needs
+  ``minResources + allocated + inqueue - elastic <= realcap`` (resources realcap does not list
+  are unbounded), otherwise the PodGroup gets the Normal event ``Unschedulable`` "queue resource
+  quota insufficient"; an enqueued job's minResources count as inqueue for the rest of the
+  session;
+- reclaimable: a victim only while its queue stays at or above what it deserves after losing it
+  (its share stays >= 1; see ``reclaimable``).
+
+Allocated amounts follow the session's allocations, pipelinings and evictions through the
+allocate handlers, so the order and the checks see every decision as it is taken.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from caldera.api.resources import Resources
+from scheduler.api.types import ALLOCATED_STATUSES, JobInfo, QueueInfo, TaskInfo, TaskStatus
+from scheduler.framework.plugin import Arguments
+from scheduler.framework.session import Session
+
+# Names Volcano's Resource does not track as resources (see drf).
+UNTRACKED = ("pods", "ephemeral-storage", "storage")
+QUOTA_EVENT = "queue resource quota insufficient"
+
+
+@dataclass
+class QueueAttr:
+    """What proportion knows about one queue in a session (readable for metrics)."""
+
+    name: str
+    weight: int
+    guarantee: Resources
+    capability: Resources | None  # None: unlimited; cpu/memory <= 0 already dropped
+    real_capability: Resources = field(default_factory=Resources)
+    request: Resources = field(default_factory=Resources)
+    allocated: Resources = field(default_factory=Resources)
+    inqueue: Resources = field(default_factory=Resources)
+    elastic: Resources = field(default_factory=Resources)
+    deserved: Resources = field(default_factory=Resources)
+    share: float = 0.0
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One queue's stake in one resource for ``water_fill``."""
+
+    weight: int
+    ceiling: int  # min(real capability, request)
+    guarantee: int = 0
+
+
+def _level_amount(claim: Claim, level: Fraction) -> Fraction:
+    return max(min(claim.weight * level, Fraction(claim.ceiling)), Fraction(claim.guarantee))
+
+
+def water_fill(total: int, claims: Sequence[Claim]) -> list[int]:
+    """Deserved amounts of one resource, in the order of ``claims`` (module docstring)."""
+    full = [max(c.ceiling, c.guarantee) for c in claims]
+    if sum(full) <= total:
+        return full
+    if sum(c.guarantee for c in claims) >= total:
+        return [c.guarantee for c in claims]
+    points = sorted(
+        {Fraction(c.guarantee, c.weight) for c in claims}
+        | {Fraction(c.ceiling, c.weight) for c in claims}
+    )
+
+    def filled(level: Fraction) -> Fraction:
+        return sum((_level_amount(c, level) for c in claims), Fraction(0))
+
+    # The first breakpoint at which the queues hold the total exists: at the last one every
+    # queue is at max(ceiling, guarantee), and those add up to more than the total.
+    lo, hi = 0, len(points) - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if filled(points[mid]) >= total:
+            hi = mid
+        else:
+            lo = mid + 1
+    high = points[lo]
+    low = points[lo - 1] if lo > 0 else Fraction(0)
+    low_sum, high_sum = filled(low), filled(high)
+    # Linear between consecutive breakpoints: interpolate the exact level.
+    level = (
+        high
+        if high_sum == low_sum
+        else low + (total - low_sum) * (high - low) / (high_sum - low_sum)
+    )
+    return [math.floor(_level_amount(c, level)) for c in claims]
+
+
+def queue_share(allocated: Resources, deserved: Resources) -> float:
+    """The largest ``allocated / deserved`` over the resources (a resource deserved 0 counts 1
+    once held, Volcano's ``helpers.Share``)."""
+    share = 0.0
+    for name in set(allocated.names()) | set(deserved.names()):
+        used, limit = allocated.get(name), deserved.get(name)
+        part = (0.0 if used <= 0 else 1.0) if limit <= 0 else used / limit
+        share = max(share, part)
+    return share
+
+
+def _at_or_above(allocated: Resources, deserved: Resources) -> bool:
+    """Whether some resource is held at or beyond what is deserved of it (anything held of a
+    resource deserved 0 is beyond it)."""
+    for name in set(allocated.names()) | set(deserved.names()):
+        used, limit = allocated.get(name), deserved.get(name)
+        if (limit > 0 and used >= limit) or (limit <= 0 < used):
+            return True
+    return False
+
+
+def _capability(queue: QueueInfo) -> Resources | None:
+    if queue.capability is None:
+        return None
+    kept = {
+        name: amount
+        for name, amount in queue.capability.without(*UNTRACKED).items()
+        if not (name in ("cpu", "memory") and amount <= 0)
+    }
+    return Resources(kept)
+
+
+class ProportionPlugin:
+    """Weighted queue shares with capability, guarantee and the water-filling deserved share."""
+
+    name = "proportion"
+
+    def __init__(self, arguments: Arguments) -> None:
+        self.arguments = arguments
+        self.total = Resources()
+        self.queue_attrs: dict[str, QueueAttr] = {}
+        self._ssn: Session | None = None
+
+    # ---- session open: attributes and deserved ------------------------------------------------
+
+    def on_session_open(self, ssn: Session) -> None:
+        self._ssn = ssn
+        self.total = ssn.total_resource.without(*UNTRACKED)
+        self.queue_attrs = {}
+        total_guarantee = Resources.sum(
+            q.guarantee.without(*UNTRACKED) for q in ssn.queues.values()
+        )
+        spare = self.total.sub_clamped(total_guarantee)
+        for queue in ssn.queues.values():
+            guarantee = queue.guarantee.without(*UNTRACKED)
+            attr = QueueAttr(
+                name=queue.name,
+                weight=max(queue.weight, 1),
+                guarantee=guarantee,
+                capability=_capability(queue),
+            )
+            real = spare + guarantee
+            if attr.capability is not None:
+                names = set(real.names()) | set(attr.capability.names())
+                real = Resources(
+                    {
+                        n: min(real.get(n), attr.capability.get(n))
+                        if n in attr.capability
+                        else real.get(n)
+                        for n in names
+                    }
+                )
+            attr.real_capability = real
+            self.queue_attrs[queue.name] = attr
+
+        for job in ssn.jobs.values():
+            owner = self.queue_attrs.get(job.queue)
+            if owner is None:
+                continue
+            pending = Resources.sum(t.resreq for t in job.tasks_in(TaskStatus.PENDING))
+            owner.allocated = owner.allocated + job.allocated
+            owner.request = owner.request + job.allocated + pending
+            owner.inqueue = owner.inqueue + self._job_inqueue(job)
+            owner.elastic = owner.elastic + job.allocated.sub_clamped(job.min_resources)
+        for attr in self.queue_attrs.values():
+            attr.request = attr.request.without(*UNTRACKED)
+            attr.allocated = attr.allocated.without(*UNTRACKED)
+
+        self._compute_deserved()
+        for attr in self.queue_attrs.values():
+            attr.share = queue_share(attr.allocated, attr.deserved)
+
+        ssn.add_queue_order_fn(self.name, self.queue_order)
+        ssn.add_overused_fn(self.name, self.overused)
+        ssn.add_allocatable_fn(self.name, self.allocatable)
+        ssn.add_job_enqueueable_fn(self.name, self.job_enqueueable)
+        ssn.add_job_enqueued_fn(self.name, self.job_enqueued)
+        ssn.add_reclaimable_fn(self.name, self.reclaimable)
+        ssn.add_allocate_handler(self.name, self._on_allocate, self._on_deallocate)
+
+    @staticmethod
+    def _job_inqueue(job: JobInfo) -> Resources:
+        """Resources an admitted job has reserved but not yet taken (Volcano's inqueue)."""
+        if job.phase == "Inqueue":
+            return job.min_resources
+        if (
+            job.phase == "Running"
+            and not job.min_resources.is_empty()
+            and job.count(*ALLOCATED_STATUSES) >= job.min_available
+        ):
+            return job.min_resources.sub_clamped(job.allocated)
+        return Resources()
+
+    def _compute_deserved(self) -> None:
+        attrs = list(self.queue_attrs.values())
+        names: set[str] = set(self.total.names())
+        for attr in attrs:
+            names |= set(attr.request.names()) | set(attr.guarantee.names())
+        deserved: dict[str, dict[str, int]] = {attr.name: {} for attr in attrs}
+        for name in sorted(names):
+            claims = [
+                Claim(
+                    weight=attr.weight,
+                    ceiling=max(
+                        min(
+                            attr.request.get(name),
+                            attr.real_capability.get(name)
+                            if name in attr.real_capability
+                            else attr.request.get(name),
+                        ),
+                        0,
+                    ),
+                    guarantee=max(attr.guarantee.get(name), 0),
+                )
+                for attr in attrs
+            ]
+            for attr, amount in zip(
+                attrs, water_fill(max(self.total.get(name), 0), claims), strict=True
+            ):
+                deserved[attr.name][name] = amount
+        for attr in attrs:
+            attr.deserved = Resources(deserved[attr.name])
+
+    def on_session_close(self, ssn: Session) -> None:
+        """Nothing to write; ``queue_attrs`` stays readable for the process's metrics."""
+        self._ssn = None
+
+    # ---- allocation tracking ------------------------------------------------------------------
+
+    def _attr_of(self, task: TaskInfo) -> QueueAttr | None:
+        if self._ssn is None:
+            return None
+        job = self._ssn.jobs.get(task.job)
+        return None if job is None else self.queue_attrs.get(job.queue)
+
+    def _on_allocate(self, task: TaskInfo) -> None:
+        attr = self._attr_of(task)
+        if attr is not None:
+            attr.allocated = attr.allocated + task.resreq.without(*UNTRACKED)
+            attr.share = queue_share(attr.allocated, attr.deserved)
+
+    def _on_deallocate(self, task: TaskInfo) -> None:
+        attr = self._attr_of(task)
+        if attr is not None:
+            attr.allocated = attr.allocated - task.resreq.without(*UNTRACKED)
+            attr.share = queue_share(attr.allocated, attr.deserved)
+
+    # ---- callbacks ----------------------------------------------------------------------------
+
+    def queue_order(self, left: QueueInfo, right: QueueInfo) -> int:
+        """Higher priority first, then the lower share."""
+        if left.priority != right.priority:
+            return -1 if left.priority > right.priority else 1
+        la, ra = self.queue_attrs.get(left.name), self.queue_attrs.get(right.name)
+        ls = la.share if la is not None else 0.0
+        rs = ra.share if ra is not None else 0.0
+        if ls == rs:
+            return 0
+        return -1 if ls < rs else 1
+
+    def overused(self, queue: QueueInfo) -> bool:
+        """Deserved <= allocated in every resource."""
+        attr = self.queue_attrs.get(queue.name)
+        return attr is not None and attr.deserved.less_equal(attr.allocated)
+
+    def allocatable(self, queue: QueueInfo, task: TaskInfo) -> bool:
+        """The task fits under the queue's real capability in every resource it requests."""
+        attr = self.queue_attrs.get(queue.name)
+        if attr is None:
+            return True
+        future = attr.allocated + task.resreq
+        for name, amount in task.resreq.without(*UNTRACKED).items():
+            if amount > 0 and future.get(name) > attr.real_capability.get(name):
+                return False
+        return True
+
+    def job_enqueueable(self, job: JobInfo) -> int:
+        """Reject jobs of a closed queue or beyond the queue's quota; permit the others."""
+        queue = self._ssn.queues.get(job.queue) if self._ssn is not None else None
+        attr = self.queue_attrs.get(job.queue)
+        if queue is None or attr is None or not queue.open:
+            return -1
+        if job.min_resources.is_empty():
+            return 1
+        wanted = (
+            job.min_resources.without(*UNTRACKED) + attr.allocated + attr.inqueue - attr.elastic
+        )
+        if wanted.less_equal(attr.real_capability, missing="unbounded"):
+            return 1
+        if self._ssn is not None:
+            self._ssn.record_event(
+                "PodGroup", job.namespace, job.name, "Normal", "Unschedulable", QUOTA_EVENT
+            )
+        return -1
+
+    def job_enqueued(self, job: JobInfo) -> None:
+        attr = self.queue_attrs.get(job.queue)
+        if attr is not None:
+            attr.inqueue = attr.inqueue + job.min_resources.without(*UNTRACKED)
+
+    def reclaimable(self, reclaimer: TaskInfo, candidates: Sequence[TaskInfo]) -> list[TaskInfo]:
+        """Victims whose queue still holds at least what it deserves after losing them: some
+        resource stays at or above its deserved amount (the queue's share stays >= 1). Judged
+        cumulatively per queue, in the candidates' order.
+
+        Volcano tests the queue *before* the loss, which can push a queue below its deserved
+        share and invite it to reclaim back; requiring every resource to stay at or above
+        deserved would instead block reclaiming cpu from a queue that holds little memory.
+        """
+        if self._ssn is None:
+            return []
+        victims: list[TaskInfo] = []
+        remaining: dict[str, Resources] = {}
+        for task in candidates:
+            job = self._ssn.jobs.get(task.job)
+            attr = self.queue_attrs.get(job.queue) if job is not None else None
+            if attr is None:
+                continue
+            after = remaining.get(attr.name, attr.allocated) - task.resreq.without(*UNTRACKED)
+            if _at_or_above(after, attr.deserved):
+                remaining[attr.name] = after
+                victims.append(task)
+        return victims

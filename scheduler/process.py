@@ -1,0 +1,353 @@
+"""``caldera scheduler``: the session loop around the pure scheduling core, and its I/O.
+
+Every ``--schedule-period`` (or early, when pods, PodGroups, nodes or queues change): build a
+snapshot from the informer cache, run one session (actions and plugins, in a worker thread so the
+event loop keeps serving watches and probes), then carry out its decisions:
+
+- binds through the pods/binding subresource, concurrently; a pod is *assumed* on its node from
+  the moment the session decides until the cache sees it bound, so the next session never gives
+  the same room twice; a failed bind drops the assumption and the pod is tried again;
+- evictions through the pods/eviction subresource;
+- PodGroup status (phase, conditions, counts) with a plain update, only when it changed (the
+  PodGroup CRD has no status subresource, as in Volcano); Queue ``status.allocated`` likewise;
+- a ``PodScheduled=False`` condition on pods that could not be placed, with the reason;
+- Events on PodGroups and pods.
+
+The configuration file is re-read when it changes; a bad edit is logged and the last good
+configuration stays. At start the ``root`` and ``default`` queues are created if missing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import structlog
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from caldera.api.core import Pod
+from caldera.api.kinds import NODE, POD, PODGROUP, PRIORITY_CLASS, QUEUE
+from caldera.api.meta import ObjectMeta, ObjectReference, find_condition
+from caldera.api.resources import Resources
+from caldera.api.volcano import SCHEDULING_API_VERSION, PodGroup, Queue, QueueSpec
+from caldera.kube.client import KubeClient, PatchType
+from caldera.kube.errors import AlreadyExists, ApiConnectionError, ApiError, Conflict, NotFound
+from caldera.kube.events import EventRecorder
+from caldera.settings import SchedulerSettings
+from informers.factory import SharedInformerFactory
+from informers.store import HandlerFuncs
+from scheduler.conf import DEFAULT_CONF, ConfError, SchedulerConf, parse_conf
+from scheduler.framework.runner import Registry, run_session
+from scheduler.framework.session import Session, SessionResult
+from scheduler.snapshot import CachedRequests, build_cluster
+
+log = structlog.get_logger("scheduler")
+LATENCY_BUCKETS_MS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)
+
+
+class SchedulerMetrics:
+    """Volcano's scheduler metrics under the ``caldera_`` prefix."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.e2e_latency = Histogram(
+            "caldera_e2e_scheduling_latency_milliseconds",
+            "Time of one scheduling session, snapshot to decisions carried out",
+            buckets=LATENCY_BUCKETS_MS,
+            registry=registry,
+        )
+        self.session_latency = Histogram(
+            "caldera_session_latency_milliseconds",
+            "Time of the pure session (actions and plugins)",
+            buckets=LATENCY_BUCKETS_MS,
+            registry=registry,
+        )
+        self.attempts = Counter(
+            "caldera_schedule_attempts",
+            "Pods tried, by result (scheduled, unschedulable, error)",
+            ["result"],
+            registry=registry,
+        )
+        self.evictions = Counter(
+            "caldera_pod_preemption_victims",
+            "Pods evicted by preempt or reclaim",
+            registry=registry,
+        )
+        self.unschedulable_jobs = Gauge(
+            "caldera_unschedule_job_count",
+            "Jobs not ready after the last session",
+            registry=registry,
+        )
+        self.unschedulable_tasks = Gauge(
+            "caldera_unschedule_task_count",
+            "Pods not placed in the last session",
+            registry=registry,
+        )
+
+
+class ConfSource:
+    """The configuration, re-read when its file changes; the last good one stays on errors."""
+
+    def __init__(self, path: str, *, actions: Iterable[str], plugins: Iterable[str]) -> None:
+        self.path = Path(path) if path else None
+        self.actions, self.plugins = frozenset(actions), frozenset(plugins)
+        self._mtime: float | None = None
+        self.current = self._load()  # raises ConfError at start: refuse a bad file
+
+    def _parse(self, text: str) -> SchedulerConf:
+        return parse_conf(text, actions=self.actions, plugins=self.plugins)
+
+    def _load(self) -> SchedulerConf:
+        if self.path is None:
+            return self._parse(DEFAULT_CONF)
+        try:
+            self._mtime = self.path.stat().st_mtime
+            text = self.path.read_text()
+        except OSError as exc:
+            raise ConfError(f"cannot read the scheduler configuration {self.path}: {exc}") from None
+        try:
+            return self._parse(text)
+        except ConfError as exc:
+            raise ConfError(f"{self.path}: {exc}") from None
+
+    def refresh(self) -> SchedulerConf:
+        if self.path is None:
+            return self.current
+        try:
+            mtime = self.path.stat().st_mtime
+        except OSError:
+            return self.current
+        if mtime == self._mtime:
+            return self.current
+        try:
+            self.current = self._load()
+            log.info("scheduler configuration reloaded", path=str(self.path))
+        except ConfError as exc:
+            self._mtime = mtime  # do not re-log the same bad edit every second
+            log.error("bad scheduler configuration; keeping the last good one", error=str(exc))
+        return self.current
+
+
+@dataclass
+class _Applied:
+    bound: int = 0
+    failed: int = 0
+
+
+class SchedulerLoop:
+    """The cache, the session loop and the I/O of decisions."""
+
+    def __init__(
+        self,
+        *,
+        settings: SchedulerSettings,
+        client: KubeClient,
+        factory: SharedInformerFactory,
+        recorder: EventRecorder,
+        registry: Registry,
+        conf: ConfSource,
+        metrics: SchedulerMetrics,
+        run_in_thread: Callable[..., Awaitable[SessionResult]] | None = None,
+    ) -> None:
+        self.settings, self.client, self.recorder = settings, client, recorder
+        self.registry, self.conf, self.metrics = registry, conf, metrics
+        self.pods = factory.informer(POD)
+        self.nodes = factory.informer(NODE)
+        self.podgroups = factory.informer(PODGROUP)
+        self.queues = factory.informer(QUEUE)
+        self.priority_classes = factory.informer(PRIORITY_CLASS)
+        self.factory = factory
+        self._wake = asyncio.Event()
+        wake: HandlerFuncs[Any] = HandlerFuncs(
+            add=lambda _o: self._wake.set(),
+            update=lambda _a, _b: self._wake.set(),
+            delete=lambda _o: self._wake.set(),
+        )
+        for informer in (self.pods, self.nodes, self.podgroups, self.queues):
+            informer.add_handler(wake)
+        self.assumed: dict[str, str] = {}  # pod uid -> node, until the cache sees the bind
+        self._requests = CachedRequests()
+        self._bind_gate = asyncio.Semaphore(settings.bind_workers)
+        self._run = run_in_thread or asyncio.to_thread
+        self._unschedulable_seen: dict[str, str] = {}  # pod uid -> last message written
+
+    async def ensure_default_queues(self) -> None:
+        """Volcano's scheduler creates ``root`` and ``default`` when they are missing."""
+        for name, reclaimable in (("root", False), (self.settings.default_queue, True)):
+            queue = Queue(
+                metadata=ObjectMeta(name=name), spec=QueueSpec(weight=1, reclaimable=reclaimable)
+            )
+            with contextlib.suppress(AlreadyExists):
+                await self.client.create(QUEUE, queue)
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        await self.factory.wait_for_sync()
+        log.info("caches synced; scheduling", period=self.settings.schedule_period)
+        while not stopping.is_set():
+            self._wake.clear()
+            try:
+                await self.cycle()
+            except (ApiError, ApiConnectionError, TimeoutError) as exc:
+                log.warning("session failed", error=str(exc))
+            except Exception:
+                log.exception("session failed unexpectedly")
+            waits = [asyncio.create_task(self._wake.wait()), asyncio.create_task(stopping.wait())]
+            await asyncio.wait(waits, timeout=self.settings.schedule_period)
+            for task in waits:
+                task.cancel()
+            if self._wake.is_set():
+                await asyncio.sleep(0.05)  # let a burst of events land in one session
+
+    def _forget_seen_assumptions(self) -> None:
+        for uid in list(self.assumed):
+            pod = self._pod_by_uid.get(uid)
+            if pod is None or pod.spec.node_name:
+                del self.assumed[uid]
+
+    async def cycle(self) -> SessionResult:
+        started = time.monotonic()
+        pods: list[Pod] = self.pods.store.list()
+        self._pod_by_uid = {p.metadata.uid: p for p in pods}
+        self._forget_seen_assumptions()
+        conf = self.conf.refresh()
+        cluster, report = build_cluster(
+            pods=pods,
+            nodes=self.nodes.store.list(),
+            podgroups=self.podgroups.store.list(),
+            queues=self.queues.store.list(),
+            priority_classes=self.priority_classes.store.list(),
+            scheduler_names=self.settings.scheduler_names,
+            assumed=self.assumed,
+            requests=self._requests,
+        )
+        for key, queue in report.missing_queue.items():
+            log.debug("queue of job does not exist, ignoring it", job=key, queue=queue)
+        session = Session(cluster, conf.tiers)
+        core_started = time.monotonic()
+        result = await self._run(run_session, session, conf, self.registry)
+        self.metrics.session_latency.observe((time.monotonic() - core_started) * 1000)
+        await self.apply(result)
+        self.metrics.e2e_latency.observe((time.monotonic() - started) * 1000)
+        self._requests.forget(self._pod_by_uid)
+        return result
+
+    # ---- decisions -> API calls ---------------------------------------------------------------
+
+    async def apply(self, result: SessionResult) -> None:
+        for bind in result.binds:
+            self.assumed[bind.task.uid] = bind.node
+        outcome = _Applied()
+        await asyncio.gather(
+            *(
+                self._bind(b.task.namespace, b.task.name, b.task.uid, b.node, outcome)
+                for b in result.binds
+            ),
+            *(self._evict(e.task.namespace, e.task.name, e.reason) for e in result.evictions),
+        )
+        self.metrics.attempts.labels(result="scheduled").inc(outcome.bound)
+        self.metrics.attempts.labels(result="error").inc(outcome.failed)
+        self.metrics.attempts.labels(result="unschedulable").inc(len(result.unschedulable))
+        self.metrics.unschedulable_tasks.set(len(result.unschedulable))
+        await self._write_podgroups(result)
+        await self._write_queues(result)
+        await self._mark_unschedulable(result.unschedulable)
+        for event in result.events:
+            api_version = SCHEDULING_API_VERSION if event.kind == "PodGroup" else "v1"
+            ref = ObjectReference(
+                api_version=api_version, kind=event.kind, namespace=event.namespace, name=event.name
+            )
+            self.recorder.record(ref, event.type, event.reason, event.message)
+
+    async def _bind(
+        self, namespace: str, name: str, uid: str, node: str, outcome: _Applied
+    ) -> None:
+        async with self._bind_gate:
+            try:
+                await self.client.bind(namespace, name, node, uid=uid)
+                outcome.bound += 1
+            except (ApiError, ApiConnectionError, TimeoutError) as exc:
+                outcome.failed += 1
+                self.assumed.pop(uid, None)  # not bound: the room is free again
+                if not isinstance(exc, NotFound | Conflict):
+                    log.warning("bind failed", pod=f"{namespace}/{name}", node=node, error=str(exc))
+
+    async def _evict(self, namespace: str, name: str, reason: str) -> None:
+        try:
+            await self.client.evict(namespace, name)
+            self.metrics.evictions.inc()
+            ref = ObjectReference(api_version="v1", kind="Pod", namespace=namespace, name=name)
+            self.recorder.record(ref, "Normal", "Evict", f"Pod is evicted, because of {reason}")
+        except NotFound:
+            pass
+        except (ApiError, ApiConnectionError) as exc:
+            log.warning("eviction failed", pod=f"{namespace}/{name}", error=str(exc))
+
+    async def _write_podgroups(self, result: SessionResult) -> None:
+        not_ready = 0
+        for key, status in result.podgroup_status.items():
+            if status.phase in ("Pending", "Inqueue", "Unknown"):
+                not_ready += 1
+            current: PodGroup | None = self.podgroups.store.get(key)
+            if current is None:
+                continue
+            try:
+                await self.client.replace(PODGROUP, msgspec.structs.replace(current, status=status))
+            except (Conflict, NotFound):
+                pass  # changed meanwhile: the next session recomputes it
+            except (ApiError, ApiConnectionError) as exc:
+                log.warning("podgroup status write failed", podgroup=key, error=str(exc))
+        self.metrics.unschedulable_jobs.set(not_ready)
+
+    async def _write_queues(self, result: SessionResult) -> None:
+        for name, allocated in result.queue_allocated.items():
+            queue: Queue | None = self.queues.store.get(name)
+            if queue is None:
+                continue
+            if Resources.from_list(queue.status.allocated) == allocated:
+                continue
+            patch = {"status": {"allocated": allocated.to_list() or None}}
+            with contextlib.suppress(NotFound):
+                try:
+                    await self.client.patch_status(QUEUE, name, patch)
+                except (ApiError, ApiConnectionError) as exc:
+                    log.warning("queue status write failed", queue=name, error=str(exc))
+
+    async def _mark_unschedulable(self, messages: dict[str, str]) -> None:
+        """PodScheduled=False with the reason, written once per distinct message."""
+        for key, message in messages.items():
+            namespace, _, name = key.partition("/")
+            pod: Pod | None = self.pods.store.get(key)
+            if pod is None or pod.spec.node_name:
+                continue
+            cond = find_condition(pod.status.conditions, "PodScheduled")
+            if cond is not None and cond.status == "False" and cond.message == message:
+                continue
+            patch = {
+                "status": {
+                    "conditions": [
+                        {
+                            "type": "PodScheduled",
+                            "status": "False",
+                            "reason": "Unschedulable",
+                            "message": message,
+                        }
+                    ]
+                }
+            }
+            with contextlib.suppress(NotFound, Conflict):
+                try:
+                    await self.client.patch_status(
+                        POD, name, patch, namespace=namespace, patch_type=PatchType.STRATEGIC
+                    )
+                except (ApiError, ApiConnectionError) as exc:
+                    log.debug("pod condition write failed", pod=key, error=str(exc))
+
+
+def scheduler_conf_path(settings: SchedulerSettings) -> str:
+    return os.path.expanduser(settings.scheduler_conf) if settings.scheduler_conf else ""

@@ -1,0 +1,48 @@
+"""The actions and plugins this scheduler build provides, by the names configurations use.
+
+Explicit, not registered at import time: the process and the tests build exactly this table.
+"""
+
+from __future__ import annotations
+
+from scheduler.actions.allocate import AllocateAction
+from scheduler.actions.backfill import BackfillAction
+from scheduler.actions.enqueue import EnqueueAction
+from scheduler.actions.preempt import PreemptAction
+from scheduler.actions.reclaim import ReclaimAction
+from scheduler.framework.runner import ActionFactory, PluginFactory, Registry
+from scheduler.plugins.binpack import BinpackPlugin
+from scheduler.plugins.conformance import ConformancePlugin
+from scheduler.plugins.drf import DrfPlugin
+from scheduler.plugins.gang import GangPlugin
+from scheduler.plugins.nodeorder import NodeOrderPlugin
+from scheduler.plugins.overcommit import OvercommitPlugin
+from scheduler.plugins.predicates import PredicatesPlugin
+from scheduler.plugins.preemption_toleration import PreemptionTolerationPlugin
+from scheduler.plugins.priority import PriorityPlugin
+from scheduler.plugins.proportion import ProportionPlugin
+from scheduler.plugins.task_topology import TaskTopologyPlugin
+
+PLUGINS: dict[str, PluginFactory] = {
+    cls.name: cls
+    for cls in (
+        GangPlugin,
+        PriorityPlugin,
+        DrfPlugin,
+        ProportionPlugin,
+        BinpackPlugin,
+        NodeOrderPlugin,
+        PredicatesPlugin,
+        TaskTopologyPlugin,
+        ConformancePlugin,
+        OvercommitPlugin,
+        PreemptionTolerationPlugin,
+    )
+}
+
+ACTIONS: dict[str, ActionFactory] = {
+    cls.name: cls
+    for cls in (EnqueueAction, AllocateAction, BackfillAction, PreemptAction, ReclaimAction)
+}
+
+REGISTRY = Registry(plugins=PLUGINS, actions=ACTIONS)

@@ -1,0 +1,333 @@
+"""proportion: water-filling deserved shares by weight under capability, request and guarantee;
+queue order, overused, allocatable, enqueueable and reclaimable as Volcano defines them."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from caldera.api.resources import Resources
+from scheduler.api.types import ClusterInfo, JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus
+from scheduler.framework.plugin import Arguments, PluginOption
+from scheduler.framework.session import Session
+from scheduler.plugins.proportion import QUOTA_EVENT, Claim, ProportionPlugin, water_fill
+
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+
+def cpu(amount: str) -> Resources:
+    return Resources.from_list({"cpu": amount})
+
+
+def new_cluster(node_cpu: str = "10", nodes: int = 1) -> ClusterInfo:
+    cluster = ClusterInfo(now=T0)
+    for n in range(nodes):
+        name = f"n{n}"
+        cluster.nodes[name] = NodeInfo(name, Resources.from_list({"cpu": node_cpu, "pods": "110"}))
+    return cluster
+
+
+def add_job(
+    cluster: ClusterInfo,
+    name: str,
+    queue: str,
+    *,
+    running: int = 0,
+    pending: int = 0,
+    size: str = "1",
+    phase: str = "Running",
+    min_resources: Resources | None = None,
+) -> JobInfo:
+    job = JobInfo(
+        key=f"ns/{name}",
+        namespace="ns",
+        name=name,
+        queue=queue,
+        priority=0,
+        min_available=1,
+        min_task_member={},
+        min_resources=min_resources or Resources(),
+        creation=T0,
+        phase=phase,
+    )
+    for i in range(running + pending):
+        status = TaskStatus.RUNNING if i < running else TaskStatus.PENDING
+        task = TaskInfo(
+            uid=f"{name}-{i}",
+            namespace="ns",
+            name=f"{name}-{i}",
+            job=job.key,
+            role="w",
+            resreq=cpu(size),
+            init_resreq=cpu(size),
+            priority=0,
+            status=status,
+            node_name="n0" if status == TaskStatus.RUNNING else "",
+        )
+        job.add_task(task)
+        if status == TaskStatus.RUNNING:
+            cluster.nodes["n0"].add_task(task)
+    cluster.jobs[job.key] = job
+    return job
+
+
+def open_session(cluster: ClusterInfo) -> tuple[Session, ProportionPlugin]:
+    ssn = Session(cluster, [[PluginOption("proportion")]])
+    plugin = ProportionPlugin(Arguments("proportion", {}))
+    plugin.on_session_open(ssn)
+    return ssn, plugin
+
+
+@pytest.mark.parametrize(
+    ("total", "claims", "expected"),
+    [
+        pytest.param(10_000, [Claim(3, 10**9), Claim(1, 10**9)], [7_500, 2_500], id="3:1"),
+        pytest.param(7, [Claim(3, 10**9), Claim(1, 10**9)], [5, 1], id="3:1-rounded-down"),
+        pytest.param(10_000, [Claim(3, 2_000), Claim(1, 10**9)], [2_000, 8_000], id="cap"),
+        pytest.param(10_000, [Claim(1, 1_000), Claim(1, 2_000)], [1_000, 2_000], id="requests"),
+        pytest.param(
+            9_000,
+            [Claim(1, 1_000), Claim(1, 10**9), Claim(2, 10**9)],
+            [1_000, 2_666, 5_333],
+            id="capped-share-flows-by-weight",
+        ),
+        pytest.param(
+            10_000, [Claim(3, 10**9), Claim(1, 10**9, 4_000)], [6_000, 4_000], id="guarantee"
+        ),
+        pytest.param(
+            10_000,
+            [Claim(1, 10**9, 1_000), Claim(1, 10**9)],
+            [5_000, 5_000],
+            id="guarantee-below-share",
+        ),
+        pytest.param(
+            10_000, [Claim(1, 0, 3_000), Claim(1, 10**9)], [3_000, 7_000], id="idle-guarantee"
+        ),
+        pytest.param(
+            10_000,
+            [Claim(1, 5_000, 6_000), Claim(1, 5_000, 6_000)],
+            [6_000, 6_000],
+            id="guarantees-exceed-total",
+        ),
+        pytest.param(0, [Claim(1, 1_000)], [0], id="no-such-resource"),
+    ],
+)
+def test_water_fill(total: int, claims: list[Claim], expected: list[int]) -> None:
+    """Weighted max-min fair split of one resource under ceilings and guarantee floors."""
+    assert water_fill(total, claims) == expected
+
+
+_claims = st.lists(
+    st.builds(
+        Claim,
+        weight=st.integers(1, 10),
+        ceiling=st.integers(0, 50_000),
+        guarantee=st.integers(0, 5_000),
+    ),
+    min_size=1,
+    max_size=8,
+)
+
+
+@given(total=st.integers(0, 100_000), claims=_claims)
+def test_water_fill_invariants(total: int, claims: list[Claim]) -> None:
+    """Guarantees are floors, ceilings are caps, nothing is handed out twice or wasted beyond
+    rounding, and queues that are neither capped nor at their floor share by weight."""
+    deserved = water_fill(total, claims)
+    floors = sum(c.guarantee for c in claims)
+    for claim, amount in zip(claims, deserved, strict=True):
+        assert claim.guarantee <= amount <= max(claim.ceiling, claim.guarantee)
+    if floors <= total:
+        assert sum(deserved) <= total
+        wanted = sum(max(c.ceiling, c.guarantee) for c in claims)
+        assert sum(deserved) >= min(wanted, total) - len(claims)
+    levels = [
+        amount / claim.weight
+        for claim, amount in zip(claims, deserved, strict=True)
+        if claim.guarantee < amount < claim.ceiling
+    ]
+    if levels:
+        assert max(levels) - min(levels) <= 1
+
+
+def test_saturated_queues_split_three_to_one() -> None:
+    """Two queues of weights 3 and 1 that both ask for more than the cluster get 3:1."""
+    cluster = new_cluster("8")
+    cluster.queues["a"] = QueueInfo("a", weight=3)
+    cluster.queues["b"] = QueueInfo("b", weight=1)
+    add_job(cluster, "ja", "a", pending=20)
+    add_job(cluster, "jb", "b", pending=20)
+    _, plugin = open_session(cluster)
+    assert plugin.queue_attrs["a"].deserved == cpu("6")
+    assert plugin.queue_attrs["b"].deserved == cpu("2")
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "want_a", "want_b"),
+    [
+        pytest.param(
+            QueueInfo("a", weight=3, capability=cpu("2")),
+            QueueInfo("b"),
+            "2",
+            "8",
+            id="capability-caps-and-the-rest-flows",
+        ),
+        pytest.param(
+            QueueInfo("a", weight=3, capability=cpu("0")),
+            QueueInfo("b"),
+            "7500m",
+            "2500m",
+            id="cpu-capability-0-is-unlimited",
+        ),
+        pytest.param(
+            QueueInfo("a", weight=3),
+            QueueInfo("b", guarantee=cpu("4")),
+            "6",
+            "4",
+            id="guarantee-respected",
+        ),
+        pytest.param(
+            QueueInfo("a", weight=3, capability=cpu("9")),
+            QueueInfo("b", guarantee=cpu("4")),
+            "6",
+            "4",
+            id="guarantee-reserved-out-of-capability",
+        ),
+    ],
+)
+def test_deserved_from_queue_specs(a: QueueInfo, b: QueueInfo, want_a: str, want_b: str) -> None:
+    """Capability, Volcano's cpu 0 = unlimited, and guarantees shape the deserved share."""
+    cluster = new_cluster("10")
+    cluster.queues = {"a": a, "b": b}
+    add_job(cluster, "ja", "a", pending=50)
+    add_job(cluster, "jb", "b", pending=50)
+    _, plugin = open_session(cluster)
+    assert plugin.queue_attrs["a"].deserved == cpu(want_a)
+    assert plugin.queue_attrs["b"].deserved == cpu(want_b)
+
+
+def test_request_caps_deserved_and_leftover_goes_to_the_hungry_queue() -> None:
+    """A queue asking for 1 cpu deserves 1; the other gets the rest; an empty queue gets 0."""
+    cluster = new_cluster("10")
+    cluster.queues = {n: QueueInfo(n) for n in ("a", "b", "idle")}
+    add_job(cluster, "ja", "a", running=1)
+    add_job(cluster, "jb", "b", pending=30)
+    _, plugin = open_session(cluster)
+    assert plugin.queue_attrs["a"].deserved == cpu("1")
+    assert plugin.queue_attrs["b"].deserved == cpu("9")
+    assert plugin.queue_attrs["idle"].deserved == Resources()
+
+
+def test_queue_order_priority_then_share() -> None:
+    """Higher spec.priority first; among equals the queue with the lower share first."""
+    cluster = new_cluster("10")
+    cluster.queues = {
+        "busy": QueueInfo("busy"),
+        "calm": QueueInfo("calm"),
+        "vip": QueueInfo("vip", priority=5),
+    }
+    add_job(cluster, "jbusy", "busy", running=5, pending=5)
+    add_job(cluster, "jcalm", "calm", running=1, pending=5)
+    add_job(cluster, "jvip", "vip", running=4, pending=5)
+    ssn, _ = open_session(cluster)
+    ordered = sorted(ssn.queues.values(), key=ssn.queue_order_key())
+    assert [q.name for q in ordered] == ["vip", "calm", "busy"]
+
+
+def test_overused_when_deserved_is_reached_in_every_resource() -> None:
+    """Overused means deserved <= allocated (Volcano's LessEqual)."""
+    cluster = new_cluster("4")
+    cluster.queues = {"a": QueueInfo("a"), "b": QueueInfo("b")}
+    add_job(cluster, "ja", "a", running=2, pending=2)
+    add_job(cluster, "jb", "b", running=1, pending=3)
+    ssn, plugin = open_session(cluster)
+    assert plugin.queue_attrs["a"].deserved == cpu("2")
+    assert ssn.overused(ssn.queues["a"]) is True
+    assert ssn.overused(ssn.queues["b"]) is False
+
+
+def test_allocatable_checks_real_capability() -> None:
+    """A task is allocatable while allocated + request stays within the real capability."""
+    cluster = new_cluster("10")
+    cluster.queues = {
+        "capped": QueueInfo("capped", capability=cpu("3")),
+        "other": QueueInfo("other", guarantee=cpu("8")),
+    }
+    add_job(cluster, "jc", "capped", running=2, pending=3)
+    ssn, plugin = open_session(cluster)
+    pending = next(iter(ssn.jobs["ns/jc"].tasks_in(TaskStatus.PENDING)))
+    # real capability: min(3, 10 - 8 guaranteed elsewhere) = 2, already used.
+    assert plugin.queue_attrs["capped"].real_capability.get("cpu") == 2000
+    assert ssn.allocatable(ssn.queues["capped"], pending) is False
+    ssn.queues["other"].guarantee = Resources()
+    ssn, plugin = open_session(cluster)
+    assert ssn.allocatable(ssn.queues["capped"], pending) is True
+
+
+def test_enqueueable_closed_queue_and_quota() -> None:
+    """Closed queues reject; minResources beyond the quota reject with Volcano's event; an
+    enqueued job's minResources count against the next one."""
+    cluster = new_cluster("10")
+    cluster.queues = {"q": QueueInfo("q", capability=cpu("4")), "shut": QueueInfo("shut")}
+    cluster.queues["shut"].state = "Closed"
+    add_job(cluster, "run", "q", running=1, min_resources=cpu("1"))  # not elastic
+    first = add_job(cluster, "first", "q", pending=2, phase="Pending", min_resources=cpu("2"))
+    second = add_job(cluster, "second", "q", pending=2, phase="Pending", min_resources=cpu("2"))
+    shut = add_job(cluster, "shutjob", "shut", pending=1, phase="Pending")
+    ssn, _ = open_session(cluster)
+    assert ssn.job_enqueueable(shut) is False
+    assert ssn.result.events == []
+    assert ssn.job_enqueueable(first) is True
+    ssn.job_enqueued(first)
+    assert ssn.job_enqueueable(second) is False  # 1 running + 2 inqueue + 2 > 4
+    [event] = ssn.result.events
+    assert (event.kind, event.name, event.type, event.reason, event.message) == (
+        "PodGroup",
+        "second",
+        "Normal",
+        "Unschedulable",
+        QUOTA_EVENT,
+    )
+
+
+def test_job_without_min_resources_is_enqueueable() -> None:
+    """A job with no minResources is always permitted by an open queue."""
+    cluster = new_cluster("1")
+    cluster.queues = {"q": QueueInfo("q", capability=cpu("1"))}
+    add_job(cluster, "full", "q", running=1)
+    job = add_job(cluster, "j", "q", pending=5, phase="Pending")
+    ssn, _ = open_session(cluster)
+    assert ssn.job_enqueueable(job) is True
+
+
+def test_reclaimable_keeps_victim_queue_at_deserved() -> None:
+    """Victims are allowed only while their queue stays at or above its deserved share."""
+    cluster = new_cluster("4")
+    cluster.queues = {"a": QueueInfo("a"), "b": QueueInfo("b")}
+    rich = add_job(cluster, "rich", "a", running=4)
+    poor = add_job(cluster, "poor", "b", pending=4)
+    ssn, plugin = open_session(cluster)
+    assert plugin.queue_attrs["a"].deserved == cpu("2")
+    reclaimer = next(iter(poor.tasks.values()))
+    victims = ssn.reclaimable(reclaimer, list(rich.tasks.values()))
+    assert len(victims) == 2
+
+
+def test_allocate_handler_keeps_allocated_current() -> None:
+    """Allocations and their undoing move the queue's allocated amount and share."""
+    cluster = new_cluster("4")
+    cluster.queues = {"a": QueueInfo("a")}
+    job = add_job(cluster, "j", "a", pending=4)
+    ssn, plugin = open_session(cluster)
+    attr = plugin.queue_attrs["a"]
+    stmt = ssn.statement()
+    for task in list(job.tasks.values())[:3]:
+        stmt.allocate(task, "n0")
+    assert attr.allocated == cpu("3")
+    assert attr.share == pytest.approx(0.75)
+    stmt.discard()
+    assert attr.allocated == Resources()
+    assert attr.share == 0.0
