@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 
 from caldera import __version__
 from caldera.settings import SettingsError
-from cli import controllers, scheduler
+from cli import controllers, scheduler, webhook
 from cli.errors import fail
 
 
@@ -27,6 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     controllers.register(sub)
     scheduler.register(sub)
+    webhook.register(sub)
     return parser
 
 

@@ -1,5 +1,6 @@
 """Tests of controllers.gc.ttl.seconds_until_expiry: which Jobs the TTL applies to (Completed,
-Failed, Terminated; not Aborted, as Volcano) and how long they have left."""
+Failed, Terminated as in Volcano, and Aborted, which Volcano forgets) and how long they have
+left."""
 
 from __future__ import annotations
 
@@ -33,14 +34,13 @@ def job(
     )
 
 
-EXPIRING = {JobPhase.COMPLETED, JobPhase.FAILED, JobPhase.TERMINATED}
+EXPIRING = {JobPhase.COMPLETED, JobPhase.FAILED, JobPhase.TERMINATED, JobPhase.ABORTED}
 
 
 @pytest.mark.parametrize("phase", list(JobPhase), ids=[p.value for p in JobPhase])
-def test_ttl_applies_only_to_completed_failed_and_terminated(phase: JobPhase) -> None:
-    """Each JobPhase: a finished Job (Completed, Failed, Terminated) counts down from its
-    lastTransitionTime; every other phase, Aborted included (a user may resume it), never
-    expires."""
+def test_ttl_applies_to_finished_and_aborted_jobs(phase: JobPhase) -> None:
+    """Each JobPhase: a finished or aborted Job counts down from its lastTransitionTime; every
+    other phase never expires."""
     remaining = seconds_until_expiry(job(phase), FINISHED + dt.timedelta(seconds=30))
     if phase in EXPIRING:
         assert remaining == 70.0
@@ -48,8 +48,8 @@ def test_ttl_applies_only_to_completed_failed_and_terminated(phase: JobPhase) ->
         assert remaining is None
 
 
-def test_ttl_phases_are_volcanos() -> None:
-    """The module's phase set is exactly Volcano's three (Aborted excluded, issue #4736)."""
+def test_ttl_phases_are_volcanos_plus_aborted() -> None:
+    """Volcano's three phases plus Aborted (Volcano's issue #4736)."""
     assert TTL_PHASES == EXPIRING
 
 

@@ -1,7 +1,9 @@
 """When a finished Job's ttlSecondsAfterFinished runs out (pure logic).
 
-Volcano's rule: the TTL applies to Jobs in Completed, Failed or Terminated (not Aborted, which a
-user may still resume) and counts from ``status.state.lastTransitionTime``.
+The TTL counts from ``status.state.lastTransitionTime`` and applies to Jobs in Completed, Failed
+or Terminated, as in Volcano, and also to Aborted ones, which Volcano forgets (its issue #4736):
+an aborted Job with a TTL would otherwise stay forever. A user can still resume it within the
+TTL; resuming leaves Aborted and stops the clock.
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ import datetime as dt
 from caldera.api.meta import parse_time
 from caldera.api.volcano import Job, JobPhase
 
-TTL_PHASES = frozenset({JobPhase.COMPLETED, JobPhase.FAILED, JobPhase.TERMINATED})
+TTL_PHASES = frozenset(
+    {JobPhase.COMPLETED, JobPhase.FAILED, JobPhase.TERMINATED, JobPhase.ABORTED}
+)
 
 
 def seconds_until_expiry(job: Job, now: dt.datetime) -> float | None:

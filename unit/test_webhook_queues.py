@@ -1,0 +1,272 @@
+"""Queue admission rules (VOLCANO_API.md 4.4): defaults, and one row per refusal."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import pytest
+
+from caldera.api.volcano import Guarantee, Queue, QueueStatus
+from unit.webhook_fixtures import queue
+from webhooks.lookups import StaticView
+from webhooks.queues import QueueRules, mutate_queue, validate_queue
+
+RULES = QueueRules()
+EXISTING = [
+    queue("root", capability={"cpu": "100"}),
+    queue("default"),
+    queue(
+        "team",
+        capability={"cpu": "50"},
+        deserved={"cpu": "20"},
+        guarantee=Guarantee(resource={"cpu": "10"}),
+    ),
+    queue(
+        "team-a", parent="team", deserved={"cpu": "15"}, guarantee=Guarantee(resource={"cpu": "8"})
+    ),
+    queue("busy"),
+    queue(
+        "legacy",
+        annotations={
+            "volcano.sh/hierarchy": "root/eng/ml",
+            "volcano.sh/hierarchy-weights": "1/2/3",
+        },
+    ),
+]
+
+
+def _with_allocated(q: Queue) -> Queue:
+    return msgspec.structs.replace(q, status=QueueStatus(state="Open", allocated={"cpu": "2"}))
+
+
+CLUSTER = StaticView([*(_with_allocated(q) if q.metadata.name == "busy" else q for q in EXISTING)])
+
+
+def create(q: Queue, cluster: StaticView = CLUSTER) -> str:
+    return validate_queue("CREATE", q, None, cluster=cluster, rules=RULES)
+
+
+def test_defaults() -> None:
+    """reclaimable true and weight 1 are added; values the user set are kept."""
+    assert mutate_queue(queue("q", weight=0)) == [
+        {"op": "add", "path": "/spec/reclaimable", "value": True},
+        {"op": "add", "path": "/spec/weight", "value": 1},
+    ]
+    assert mutate_queue(queue("q", weight=3, reclaimable=False)) == []
+
+
+def test_queue_without_spec_gets_one() -> None:
+    """A queue with no spec at all gets a whole spec (a patch cannot add under a missing key)."""
+    assert mutate_queue(queue("q"), has_spec=False) == [
+        {"op": "add", "path": "/spec", "value": {"reclaimable": True, "weight": 1}}
+    ]
+
+
+def test_hierarchy_annotation_is_rooted() -> None:
+    """A legacy hierarchy not starting at root gets root/ and a weight 1/ prefix."""
+    q = queue(
+        "q",
+        reclaimable=True,
+        annotations={"volcano.sh/hierarchy": "eng/ml", "volcano.sh/hierarchy-weights": "2/3"},
+    )
+    assert mutate_queue(q) == [
+        {
+            "op": "add",
+            "path": "/metadata/annotations/volcano.sh~1hierarchy",
+            "value": "root/eng/ml",
+        },
+        {
+            "op": "add",
+            "path": "/metadata/annotations/volcano.sh~1hierarchy-weights",
+            "value": "1/2/3",
+        },
+    ]
+
+
+def test_valid_queues_are_admitted() -> None:
+    """A plain queue, a child within its parent's limits, and a deep-enough chain pass."""
+    assert create(queue("q", capability={"cpu": "4", "memory": "8Gi"}, deserved={"cpu": "2"})) == ""
+    assert (
+        create(
+            queue(
+                "team-b",
+                parent="team",
+                deserved={"cpu": "5"},
+                guarantee=Guarantee(resource={"cpu": "2"}),
+            )
+        )
+        == ""
+    )
+
+
+def _chain(depth: int) -> StaticView:
+    qs = [queue("root"), queue("l1")]
+    qs += [queue(f"l{i}", parent=f"l{i - 1}") for i in range(2, depth + 1)]
+    return StaticView(qs)
+
+
+CREATE_RULES: list[tuple[str, Queue, str]] = [
+    (
+        "bad capability",
+        queue("q", capability={"cpu": "lots"}),
+        "spec.capability.cpu: Invalid value: \"lots\": invalid quantity 'lots'",
+    ),
+    ("bad deserved", queue("q", deserved={"memory": "1GB"}), "spec.deserved.memory: Invalid value"),
+    (
+        "bad guarantee",
+        queue("q", guarantee=Guarantee(resource={"cpu": "-"})),
+        "spec.guarantee.resource.cpu: Invalid value",
+    ),
+    (
+        "guarantee above deserved",
+        queue("q", deserved={"cpu": "1"}, guarantee=Guarantee(resource={"cpu": "2"})),
+        "spec.deserved.cpu: deserved must be set and not less than guarantee 2",
+    ),
+    (
+        "guarantee not in deserved",
+        queue("q", deserved={"cpu": "1"}, guarantee=Guarantee(resource={"memory": "1Gi"})),
+        "spec.deserved.memory: deserved must be set",
+    ),
+    (
+        "deserved above capability",
+        queue("q", capability={"cpu": "1"}, deserved={"cpu": "2"}),
+        "spec.deserved.cpu: deserved 2 must not be greater than capability 1",
+    ),
+    (
+        "bad state",
+        queue("q", state="Closing"),
+        'status.state: Invalid value: "Closing": queue state must be in [Open Closed]',
+    ),
+    (
+        "weight 0",
+        queue("q", weight=0),
+        "spec.weight: Invalid value: 0: queue weight must be a positive integer",
+    ),
+    (
+        "hierarchy lengths",
+        queue(
+            "q", annotations={"volcano.sh/hierarchy": "root/a", "volcano.sh/hierarchy-weights": "1"}
+        ),
+        "volcano.sh/hierarchy must have the same length with volcano.sh/hierarchy-weights",
+    ),
+    (
+        "hierarchy weight",
+        queue(
+            "q",
+            annotations={"volcano.sh/hierarchy": "root/a", "volcano.sh/hierarchy-weights": "1/-2"},
+        ),
+        "-2 in the volcano.sh/hierarchy-weights must be a number larger than 0",
+    ),
+    (
+        "hierarchy sub path",
+        queue(
+            "q",
+            annotations={"volcano.sh/hierarchy": "root/eng", "volcano.sh/hierarchy-weights": "1/1"},
+        ),
+        "root/eng is not allowed to be in the sub path of root/eng/ml of queue legacy",
+    ),
+    (
+        "parent itself",
+        queue("q", parent="q"),
+        "spec.parent: queue q cannot be the parent of itself",
+    ),
+    (
+        "parent missing",
+        queue("q", parent="ghost"),
+        "spec.parent: the parent queue ghost of queue q does not exist",
+    ),
+    (
+        "parent with allocations",
+        queue("q", parent="busy"),
+        "spec.parent: queue busy cannot become the parent of q: it has no child queues and has "
+        "allocated resources ['cpu']",
+    ),
+    (
+        "capability above ancestor",
+        queue("q", parent="team-a", capability={"cpu": "60"}),
+        "spec.capability.cpu: 60 exceeds the capability 50 of ancestor queue team",
+    ),
+    (
+        "sibling guarantee sum",
+        queue(
+            "q", parent="team", guarantee=Guarantee(resource={"cpu": "3"}), deserved={"cpu": "3"}
+        ),
+        "spec.guarantee.resource.cpu: the sum over queue q and its siblings exceeds the "
+        "guarantee.resource 10 of parent queue team",
+    ),
+    (
+        "sibling deserved sum",
+        queue("q", parent="team", deserved={"cpu": "6"}),
+        "spec.deserved.cpu: the sum over queue q and its siblings exceeds the deserved 20",
+    ),
+]
+
+
+@pytest.mark.parametrize(("q", "message"), [pytest.param(q, m, id=n) for n, q, m in CREATE_RULES])
+def test_create_rules(q: Queue, message: str) -> None:
+    """Each queue rule refuses its bad queue with a message naming the field."""
+    assert message in create(q)
+
+
+def test_depth_limit() -> None:
+    """A queue may sit 5 levels below root, not 6."""
+    assert create(queue("q", parent="l4"), _chain(4)) == ""
+    assert "at depth 6 of the queue hierarchy, more than the maximum of 5" in create(
+        queue("q", parent="l5"), _chain(5)
+    )
+
+
+def _update(old: Queue, new: Queue, cluster: StaticView = CLUSTER, **rules: Any) -> str:
+    return validate_queue("UPDATE", new, old, cluster=cluster, rules=QueueRules(**rules))
+
+
+def test_root_protection() -> None:
+    """root's capability, deserved and guarantee cannot change, unless protection is off."""
+    old = queue("root", capability={"cpu": "100"})
+    new = queue("root", capability={"cpu": "200"})
+    assert "spec.capability: the capability of queue `root` can not be changed" in _update(old, new)
+    assert _update(old, new, root_protection=False) == ""
+    assert (
+        _update(old, msgspec.structs.replace(old, spec=msgspec.structs.replace(old.spec, weight=5)))
+        == ""
+    )
+
+
+def test_parent_capability_must_cover_subtree() -> None:
+    """Lowering a parent's capability below a descendant's is refused."""
+    cluster = StaticView(
+        [
+            queue("root"),
+            queue("p", capability={"cpu": "10"}),
+            queue("c", parent="p", capability={"cpu": "8"}),
+        ]
+    )
+    refusal = _update(
+        queue("p", capability={"cpu": "10"}), queue("p", capability={"cpu": "4"}), cluster
+    )
+    assert "spec.capability.cpu: 4 is less than the capability 8 of descendant queue c" in refusal
+
+
+def test_parent_cycle() -> None:
+    """Re-parenting a queue under its own descendant is refused."""
+    cluster = StaticView([queue("root"), queue("a"), queue("b", parent="a")])
+    assert "would form a cycle" in _update(queue("a"), queue("a", parent="b"), cluster)
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("default", "`default` queue can not be deleted"),
+        ("root", "`root` queue can not be deleted"),
+        (
+            "team",
+            "queue `team` can not be deleted: it has 1 child queues (team-a); delete them first",
+        ),
+        ("team-a", ""),
+    ],
+)
+def test_delete(name: str, message: str) -> None:
+    """default and root, and queues with children, cannot be deleted."""
+    old = CLUSTER.queue(name)
+    assert validate_queue("DELETE", None, old, cluster=CLUSTER, rules=RULES) == message

@@ -1,0 +1,60 @@
+"""Admission of PodGroups (VOLCANO_API.md section 4.5): the queue from the namespace annotation,
+and the queue and networkTopology checks.
+
+Pure functions over models and a `ClusterView`, no I/O.
+"""
+
+from __future__ import annotations
+
+from caldera.api.volcano import DEFAULT_QUEUE, SCHEDULING_QUEUE_NAME_KEY, PodGroup, QueueState
+from webhooks.admission import PatchOp, add
+from webhooks.jobs import network_topology_error
+from webhooks.lookups import ClusterView
+
+__all__ = ["mutate_podgroup", "validate_podgroup"]
+
+
+def mutate_podgroup(
+    podgroup: PodGroup, cluster: ClusterView, *, has_spec: bool = True
+) -> list[PatchOp]:
+    """Put a PodGroup of the default queue into its namespace's queue, when the namespace has
+    the annotation `scheduling.volcano.sh/queue-name`."""
+    if podgroup.spec.queue != DEFAULT_QUEUE:
+        return []
+    namespace = cluster.namespace(podgroup.metadata.namespace)
+    if namespace is None:
+        return []
+    queue = namespace.metadata.annotations.get(SCHEDULING_QUEUE_NAME_KEY)
+    if not queue or queue == DEFAULT_QUEUE:
+        return []
+    if not has_spec:
+        return [add("/spec", {"queue": queue})]
+    return [add("/spec/queue", queue)]
+
+
+def validate_podgroup(podgroup: PodGroup, cluster: ClusterView) -> str:
+    """Why a new PodGroup is refused, or "" when it is admitted."""
+    msg = ""
+    name = podgroup.spec.queue
+    if name:
+        queue = cluster.queue(name)
+        if queue is None:
+            msg += (
+                f' spec.queue: unable to find queue: queue.scheduling.volcano.sh "{name}" '
+                "not found;"
+            )
+        else:
+            state = queue.status.state or QueueState.OPEN.value
+            if state != QueueState.OPEN:
+                msg += (
+                    " spec.queue: can only submit PodGroup to queue with state `Open`, "
+                    f"queue `{name}` status is `{state}`;"
+                )
+    if podgroup.spec.min_member < 0:
+        msg += " spec.minMember: 'minMember' must be >= 0;"
+    msg += network_topology_error("spec.networkTopology", podgroup.spec.network_topology)
+    for i, sub in enumerate(podgroup.spec.sub_group_policy):
+        msg += network_topology_error(
+            f"spec.subGroupPolicy[{i}].networkTopology", sub.network_topology
+        )
+    return msg.strip()

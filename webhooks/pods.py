@@ -1,0 +1,54 @@
+"""Admission of pods (VOLCANO_API.md section 4.3, validate): the job disruption budget
+annotations of pods scheduled by a Caldera/Volcano scheduler.
+
+`volcano.sh/jdb-min-available` and `volcano.sh/jdb-max-unavailable` must each be a positive
+integer or a percentage from 1% to 99%, and at most one of them may be set. Pods of other
+schedulers are always admitted.
+
+Pure functions over models, no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection
+from typing import Final
+
+from caldera.api.core import Pod
+from caldera.api.volcano import JDB_MAX_UNAVAILABLE_KEY, JDB_MIN_AVAILABLE_KEY
+
+__all__ = ["validate_pod"]
+
+_PERCENT: Final = re.compile(r"([0-9]+)%")
+_INTEGER: Final = re.compile(r"[0-9]+")
+
+
+def _jdb_value_error(key: str, value: str) -> str:
+    match = _PERCENT.fullmatch(value)
+    if match is not None:
+        if 1 <= int(match[1]) <= 99:
+            return ""
+    elif _INTEGER.fullmatch(value) is not None and int(value) > 0:
+        return ""
+    return (
+        f"metadata.annotations[{key}]: invalid value {value!r}: "
+        "it must be a positive integer or a percentage between 1% and 99%"
+    )
+
+
+def validate_pod(pod: Pod, scheduler_names: Collection[str]) -> str:
+    """Why a new pod is refused, or "" when it is admitted."""
+    if pod.spec.scheduler_name not in scheduler_names:
+        return ""
+    ann = pod.metadata.annotations
+    keys = [k for k in (JDB_MIN_AVAILABLE_KEY, JDB_MAX_UNAVAILABLE_KEY) if k in ann]
+    if len(keys) > 1:
+        return (
+            "metadata.annotations: not allow configure multiple annotations "
+            f"<[{' '.join(keys)}]> at same time"
+        )
+    for key in keys:
+        error = _jdb_value_error(key, ann[key])
+        if error:
+            return error
+    return ""

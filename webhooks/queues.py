@@ -1,0 +1,318 @@
+"""Admission of Volcano Queues: defaulting (`mutate_queue`) and validation (`validate_queue`),
+as VOLCANO_API.md section 4.4 describes them.
+
+Every message starts with the field it is about. Deliberate differences from Volcano:
+- a guarantee must be within `deserved` only when the queue sets `deserved` (a queue of the
+  proportion plugin sets guarantee alone);
+- a parent named `root` that the cache does not hold yet is accepted: the scheduler creates root
+  at start-up, so a fresh cluster can take queues before it;
+- a parent chain that would form a cycle is refused.
+
+Pure functions over models and a `ClusterView`, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from caldera.api.meta import ResourceList
+from caldera.api.quantity import QuantityError, parse_quantity
+from caldera.api.resources import to_milli
+from caldera.api.volcano import (
+    DEFAULT_QUEUE,
+    HIERARCHY_KEY,
+    HIERARCHY_WEIGHTS_KEY,
+    ROOT_QUEUE,
+    Queue,
+    QueueState,
+)
+from webhooks.admission import Operation, PatchOp, add, escape_pointer
+from webhooks.lookups import ClusterView, queue_parent
+from webhooks.templates import invalid
+
+__all__ = ["QueueRules", "mutate_queue", "validate_queue"]
+
+_ALLOWED_STATES: Final = ("", QueueState.OPEN.value, QueueState.CLOSED.value)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueRules:
+    """The queue webhook's options (Volcano's flags of the same meaning)."""
+
+    max_depth: int = 5
+    """--max-queue-depth: levels below root a queue may sit at."""
+    root_protection: bool = True
+    """--enable-root-queue-protection: root's capability, deserved and guarantee are immutable."""
+
+
+def mutate_queue(queue: Queue, *, has_spec: bool = True) -> list[PatchOp]:
+    """The JSON patch that completes a new queue: reclaimable true, weight 1, and a legacy
+    hierarchy annotation rooted at `root`."""
+    ops: list[PatchOp] = []
+    ann = queue.metadata.annotations
+    hierarchy, weights = ann.get(HIERARCHY_KEY), ann.get(HIERARCHY_WEIGHTS_KEY)
+    if hierarchy and weights and not hierarchy.startswith(ROOT_QUEUE):
+        prefix = "/metadata/annotations/"
+        ops.append(add(prefix + escape_pointer(HIERARCHY_KEY), f"{ROOT_QUEUE}/{hierarchy}"))
+        ops.append(add(prefix + escape_pointer(HIERARCHY_WEIGHTS_KEY), f"1/{weights}"))
+    if not has_spec:
+        ops.append(add("/spec", {"reclaimable": True, "weight": 1}))
+        return ops
+    if queue.spec.reclaimable is None:
+        ops.append(add("/spec/reclaimable", True))
+    if queue.spec.weight == 0:
+        ops.append(add("/spec/weight", 1))
+    return ops
+
+
+def _quantity_errors(path: str, resources: ResourceList) -> list[str]:
+    errors = []
+    for name, value in resources.items():
+        try:
+            parse_quantity(value)
+        except QuantityError as exc:
+            errors.append(invalid(f"{path}.{name}", value, str(exc)))
+    return errors
+
+
+def _milli(resources: ResourceList) -> dict[str, int]:
+    return {name: to_milli(name, value) for name, value in resources.items()}
+
+
+def _exceeding(small: Mapping[str, int], big: Mapping[str, int]) -> list[str]:
+    """Resources listed in both where `small` is greater than `big`."""
+    return [r for r, v in small.items() if r in big and v > big[r]]
+
+
+def _hierarchy_errors(queue: Queue, others: Iterable[Queue]) -> list[str]:
+    ann = queue.metadata.annotations
+    hierarchy, weights = ann.get(HIERARCHY_KEY), ann.get(HIERARCHY_WEIGHTS_KEY)
+    if not hierarchy or not weights:
+        return []
+    path = f"metadata.annotations[{HIERARCHY_KEY}]"
+    paths, ws = hierarchy.split("/"), weights.split("/")
+    if len(paths) != len(ws):
+        return [
+            f"{path}: {HIERARCHY_KEY} must have the same length with {HIERARCHY_WEIGHTS_KEY} "
+            f"({len(paths)} != {len(ws)})"
+        ]
+    for w in ws:
+        try:
+            value = float(w)
+        except ValueError:
+            value = float("nan")
+        if not value > 0:
+            return [
+                f"metadata.annotations[{HIERARCHY_WEIGHTS_KEY}]: {w} in the "
+                f"{HIERARCHY_WEIGHTS_KEY} must be a number larger than 0"
+            ]
+    for other in others:
+        if other.metadata.name == queue.metadata.name:
+            continue
+        theirs = other.metadata.annotations.get(HIERARCHY_KEY)
+        if not theirs:
+            continue
+        if theirs.startswith(hierarchy + "/") or hierarchy.startswith(theirs + "/"):
+            return [
+                f"{path}: {hierarchy} is not allowed to be in the sub path of {theirs} "
+                f"of queue {other.metadata.name}"
+            ]
+    return []
+
+
+def _ancestors(start: str, cluster: ClusterView, limit: int) -> tuple[list[str], bool]:
+    """Names from `start` up the parent chain (at most `limit` + 2), and whether it loops."""
+    chain: list[str] = []
+    name = start
+    while name and len(chain) <= limit + 1:
+        if name in chain:
+            return chain, True
+        chain.append(name)
+        q = cluster.queue(name)
+        if q is None:
+            break
+        name = queue_parent(q)
+    return chain, False
+
+
+def _parent_errors(queue: Queue, cluster: ClusterView, rules: QueueRules) -> list[str]:
+    name, parent = queue.metadata.name, queue_parent(queue)
+    if not parent:
+        return []
+    if parent == name:
+        return [f"spec.parent: queue {name} cannot be the parent of itself"]
+    parent_q = cluster.queue(parent)
+    if parent_q is None:
+        if parent == ROOT_QUEUE:
+            return []
+        return [f"spec.parent: the parent queue {parent} of queue {name} does not exist"]
+    chain, loops = _ancestors(parent, cluster, rules.max_depth)
+    if loops or name in chain:
+        return [f"spec.parent: making {parent} the parent of {name} would form a cycle"]
+    # The chain ends at root (depth 0) or at a queue whose own parent is root.
+    depth = len(chain) if chain[-1] == ROOT_QUEUE else len(chain) + 1
+    if depth > rules.max_depth:
+        return [
+            f"spec.parent: queue {name} would be at depth {depth} of the queue hierarchy, "
+            f"more than the maximum of {rules.max_depth}"
+        ]
+    siblings = [q for q in cluster.child_queues(parent) if q.metadata.name != name]
+    allocated = {r: v for r, v in _milli_safe(parent_q.status.allocated).items() if v > 0}
+    if not siblings and allocated:
+        return [
+            f"spec.parent: queue {parent} cannot become the parent of {name}: it has no child "
+            f"queues and has allocated resources {sorted(allocated)} (only leaf queues run jobs)"
+        ]
+    return []
+
+
+def _milli_safe(resources: ResourceList) -> dict[str, int]:
+    out = {}
+    for name, value in resources.items():
+        try:
+            out[name] = to_milli(name, value)
+        except QuantityError:
+            continue
+    return out
+
+
+def _hierarchy_resource_errors(queue: Queue, cluster: ClusterView) -> list[str]:
+    name, parent = queue.metadata.name, queue_parent(queue)
+    errors: list[str] = []
+    capability = _milli(queue.spec.capability)
+    # Child capability <= the nearest ancestor's capability, per resource.
+    chain, _ = _ancestors(parent, cluster, 64)
+    for resource, value in capability.items():
+        for ancestor in chain:
+            aq = cluster.queue(ancestor)
+            if aq is None or resource not in aq.spec.capability:
+                continue
+            limit = _milli_safe(aq.spec.capability).get(resource)
+            if limit is not None and value > limit:
+                errors.append(
+                    f"spec.capability.{resource}: {queue.spec.capability[resource]} exceeds the "
+                    f"capability {aq.spec.capability[resource]} of ancestor queue {ancestor}"
+                )
+            break
+    # Siblings' guarantee and deserved sums <= the parent's.
+    parent_q = cluster.queue(parent) if parent else None
+    if parent_q is not None:
+        siblings = [q for q in cluster.child_queues(parent) if q.metadata.name != name]
+        for field, own, of_parent in (
+            ("guarantee.resource", queue.spec.guarantee.resource, parent_q.spec.guarantee.resource),
+            ("deserved", queue.spec.deserved, parent_q.spec.deserved),
+        ):
+            limits = _milli_safe(of_parent)
+            if not limits:
+                continue
+            total = dict(_milli(own))
+            for s in siblings:
+                src = (
+                    s.spec.guarantee.resource if field == "guarantee.resource" else s.spec.deserved
+                )
+                for r, v in _milli_safe(src).items():
+                    total[r] = total.get(r, 0) + v
+            for r in _exceeding(total, limits):
+                errors.append(
+                    f"spec.{field}.{r}: the sum over queue {name} and its siblings exceeds the "
+                    f"{field} {of_parent[r]} of parent queue {parent}"
+                )
+    # A parent's capability >= every capability in its subtree.
+    if capability:
+        stack, seen = [name], {name}
+        while stack:
+            for child in cluster.child_queues(stack.pop()):
+                cname = child.metadata.name
+                if cname in seen:
+                    continue
+                seen.add(cname)
+                stack.append(cname)
+                for r in _exceeding(_milli_safe(child.spec.capability), capability):
+                    errors.append(
+                        f"spec.capability.{r}: {queue.spec.capability[r]} is less than the "
+                        f"capability {child.spec.capability[r]} of descendant queue {cname}"
+                    )
+    return errors
+
+
+def _validate_create_update(
+    queue: Queue, old: Queue | None, cluster: ClusterView, rules: QueueRules
+) -> list[str]:
+    spec = queue.spec
+    errors = (
+        _quantity_errors("spec.capability", spec.capability)
+        + _quantity_errors("spec.deserved", spec.deserved)
+        + _quantity_errors("spec.guarantee.resource", spec.guarantee.resource)
+    )
+    if spec.weight <= 0:
+        errors.append(
+            invalid("spec.weight", spec.weight, "queue weight must be a positive integer")
+        )
+    if queue.status.state not in _ALLOWED_STATES:
+        errors.append(
+            invalid("status.state", queue.status.state, "queue state must be in [Open Closed]")
+        )
+    errors += _hierarchy_errors(queue, cluster.queues())
+    if errors:
+        return errors  # the resource checks below need valid quantities
+    guarantee, deserved = _milli(spec.guarantee.resource), _milli(spec.deserved)
+    capability = _milli(spec.capability)
+    if deserved:
+        for r, v in guarantee.items():
+            if r not in deserved or v > deserved[r]:
+                errors.append(
+                    f"spec.deserved.{r}: deserved must be set and not less than guarantee "
+                    f"{spec.guarantee.resource[r]} for every guaranteed resource"
+                )
+    for r in _exceeding(deserved, capability):
+        errors.append(
+            f"spec.deserved.{r}: deserved {spec.deserved[r]} must not be greater than "
+            f"capability {spec.capability[r]}"
+        )
+    name = queue.metadata.name
+    if old is not None and name == ROOT_QUEUE and rules.root_protection:
+        for field, a, b in (
+            ("capability", old.spec.capability, spec.capability),
+            ("deserved", old.spec.deserved, spec.deserved),
+            ("guarantee", old.spec.guarantee, spec.guarantee),
+        ):
+            if a != b:
+                errors.append(f"spec.{field}: the {field} of queue `root` can not be changed")
+    if name != ROOT_QUEUE and (old is None or queue_parent(old) != queue_parent(queue)):
+        errors += _parent_errors(queue, cluster, rules)
+    if not errors and name != ROOT_QUEUE:
+        errors += _hierarchy_resource_errors(queue, cluster)
+    return errors
+
+
+def validate_queue(
+    operation: str,
+    queue: Queue | None,
+    old: Queue | None,
+    *,
+    cluster: ClusterView,
+    rules: QueueRules,
+) -> str:
+    """Why a queue change is refused, or "" when it is admitted.
+
+    `queue` is the new object (CREATE, UPDATE), `old` the stored one (UPDATE, DELETE).
+    """
+    if operation == Operation.DELETE:
+        if old is None:
+            return ""
+        name = old.metadata.name
+        if name in (DEFAULT_QUEUE, ROOT_QUEUE):
+            return f"`{name}` queue can not be deleted"
+        children = cluster.child_queues(name)
+        if children:
+            shown = ", ".join(sorted(c.metadata.name for c in children)[:5])
+            return (
+                f"queue `{name}` can not be deleted: it has {len(children)} child queues "
+                f"({shown}); delete them first"
+            )
+        return ""
+    if queue is None:
+        return ""
+    return "; ".join(_validate_create_update(queue, old, cluster, rules))

@@ -1,0 +1,245 @@
+"""From request bytes to response bytes: routing an AdmissionReview to the rules of its path.
+
+`Admission.review(path, content_type, body)` is the whole admission decision, synchronous and
+without I/O: it checks the content type, decodes the review and the object with the model of the
+path's kind, calls the pure mutate/validate functions of `webhooks.jobs`, `queues`, `podgroups`
+and `pods` with a `ClusterView`, and encodes the answer. The aiohttp server only reads the body,
+calls it, and writes what it returns; tests and the benchmark call it directly.
+
+Failure modes, none of which raises:
+- not JSON, a wrong content type, an empty body, no `request`: HTTP 400 with an errored
+  AdmissionReview (uid echoed when known);
+- an object of another kind than the path's, an unknown path: HTTP 200, refused with code 400;
+- an object whose fields have the wrong type (`replicas: "three"`): refused (403) with a message
+  naming the field, as the API server's schema validation would;
+- a bug in a rule: logged with its traceback and refused with code 500 (the API server then
+  reports the webhook's failure), never a crashed connection.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final, TypeVar
+
+import msgspec
+import structlog
+
+from caldera.api.core import POD_DECODER
+from caldera.api.volcano import JOB_DECODER, PODGROUP_DECODER, QUEUE_DECODER
+from webhooks.admission import (
+    PRESENCE_DECODER,
+    REVIEW_DECODER,
+    AdmissionRequest,
+    Operation,
+    Verdict,
+    encode_response,
+)
+from webhooks.jobs import mutate_job, validate_job_create, validate_job_update
+from webhooks.lookups import ClusterView
+from webhooks.podgroups import mutate_podgroup, validate_podgroup
+from webhooks.pods import validate_pod
+from webhooks.queues import QueueRules, mutate_queue, validate_queue
+
+__all__ = ["Admission", "AdmissionOptions", "Answer", "decode_response"]
+
+T = TypeVar("T")
+log = structlog.get_logger("webhook")
+
+_MSGSPEC_PATH: Final = re.compile(r"^(?P<msg>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What to send back: HTTP status and body, plus the labels of the request's metrics."""
+
+    status: int
+    body: bytes
+    operation: str
+    result: str
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionOptions:
+    """The settings the rules read."""
+
+    scheduler_names: tuple[str, ...] = ("volcano",)
+    queue_rules: QueueRules = field(default_factory=QueueRules)
+
+
+def _type_error_message(exc: Exception, what: str) -> str:
+    """A msgspec error as `field: problem` (`spec.tasks[0].replicas: Expected int, got str`)."""
+    match = _MSGSPEC_PATH.match(str(exc))
+    text = str(exc)
+    if match is not None and match["path"] is not None:
+        path = match["path"].lstrip(".") or what
+        return f"{path}: {match['msg']}"
+    return f"{what}: {text}"
+
+
+class _BadObjectError(Exception):
+    """The object in the review does not decode as its kind; the message names the field."""
+
+
+def _decode(decoder: msgspec.json.Decoder[T], raw: msgspec.Raw | None, what: str) -> T:
+    if raw is None:
+        raise _BadObjectError(f"{what}: Required value: the AdmissionReview carries no {what}")
+    try:
+        return decoder.decode(raw)
+    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError) as exc:
+        raise _BadObjectError(_type_error_message(exc, what)) from None
+
+
+def _has_spec(raw: msgspec.Raw | None) -> bool:
+    if raw is None:
+        return False
+    try:
+        return len(PRESENCE_DECODER.decode(raw).spec) > 0
+    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+        return False
+
+
+def _verdict(message: str) -> Verdict:
+    return Verdict.deny(message) if message else Verdict.allow()
+
+
+Rule = Callable[[AdmissionRequest], Verdict]
+
+
+@dataclass(frozen=True, slots=True)
+class _Route:
+    group: str
+    kind: str
+    rule: Rule
+
+
+class Admission:
+    """The admission rules of every path, over one `ClusterView`."""
+
+    def __init__(
+        self,
+        cluster: ClusterView,
+        options: AdmissionOptions,
+        *,
+        paths: tuple[str, ...] | None = None,  # None: every path
+    ) -> None:
+        self.cluster = cluster
+        self.options = options
+        routes = {
+            "/jobs/mutate": _Route("batch.volcano.sh", "Job", self._mutate_job),
+            "/jobs/validate": _Route("batch.volcano.sh", "Job", self._validate_job),
+            "/queues/mutate": _Route("scheduling.volcano.sh", "Queue", self._mutate_queue),
+            "/queues/validate": _Route("scheduling.volcano.sh", "Queue", self._validate_queue),
+            "/podgroups/mutate": _Route("scheduling.volcano.sh", "PodGroup", self._mutate_pg),
+            "/podgroups/validate": _Route("scheduling.volcano.sh", "PodGroup", self._validate_pg),
+            "/pods/validate": _Route("", "Pod", self._validate_pod),
+        }
+        self.routes = {p: r for p, r in routes.items() if paths is None or p in paths}
+
+    # --- the rules of each path -----------------------------------------------------------------
+
+    def _mutate_job(self, req: AdmissionRequest) -> Verdict:
+        if req.operation != Operation.CREATE:
+            return Verdict.allow()
+        job = _decode(JOB_DECODER, req.raw_object, "object")
+        return Verdict.allow(mutate_job(job, scheduler_name=self.options.scheduler_names[0]))
+
+    def _validate_job(self, req: AdmissionRequest) -> Verdict:
+        if req.operation == Operation.CREATE:
+            return _verdict(
+                validate_job_create(_decode(JOB_DECODER, req.raw_object, "object"), self.cluster)
+            )
+        if req.operation == Operation.UPDATE:
+            new = _decode(JOB_DECODER, req.raw_object, "object")
+            old = _decode(JOB_DECODER, req.raw_old_object, "oldObject")
+            return _verdict(validate_job_update(old, new))
+        return Verdict.allow()
+
+    def _mutate_queue(self, req: AdmissionRequest) -> Verdict:
+        if req.operation != Operation.CREATE:
+            return Verdict.allow()
+        queue = _decode(QUEUE_DECODER, req.raw_object, "object")
+        return Verdict.allow(mutate_queue(queue, has_spec=_has_spec(req.raw_object)))
+
+    def _validate_queue(self, req: AdmissionRequest) -> Verdict:
+        new = old = None
+        if req.operation in (Operation.CREATE, Operation.UPDATE):
+            new = _decode(QUEUE_DECODER, req.raw_object, "object")
+        if req.operation in (Operation.UPDATE, Operation.DELETE):
+            if req.raw_old_object is None and req.operation == Operation.DELETE:
+                # Old API servers sent no oldObject on DELETE; the cache has the queue.
+                old = self.cluster.queue(req.name)
+            else:
+                old = _decode(QUEUE_DECODER, req.raw_old_object, "oldObject")
+        rules = self.options.queue_rules
+        return _verdict(validate_queue(req.operation, new, old, cluster=self.cluster, rules=rules))
+
+    def _mutate_pg(self, req: AdmissionRequest) -> Verdict:
+        if req.operation != Operation.CREATE:
+            return Verdict.allow()
+        pg = _decode(PODGROUP_DECODER, req.raw_object, "object")
+        if not pg.metadata.namespace and req.namespace:
+            pg = msgspec.structs.replace(
+                pg, metadata=msgspec.structs.replace(pg.metadata, namespace=req.namespace)
+            )
+        return Verdict.allow(mutate_podgroup(pg, self.cluster, has_spec=_has_spec(req.raw_object)))
+
+    def _validate_pg(self, req: AdmissionRequest) -> Verdict:
+        if req.operation != Operation.CREATE:
+            return Verdict.allow()
+        return _verdict(
+            validate_podgroup(_decode(PODGROUP_DECODER, req.raw_object, "object"), self.cluster)
+        )
+
+    def _validate_pod(self, req: AdmissionRequest) -> Verdict:
+        if req.operation != Operation.CREATE:
+            return Verdict.allow()
+        pod = _decode(POD_DECODER, req.raw_object, "object")
+        return _verdict(validate_pod(pod, self.options.scheduler_names))
+
+    # --- the protocol ---------------------------------------------------------------------------
+
+    def review(self, path: str, content_type: str, body: bytes) -> Answer:
+        """Answer one AdmissionReview POSTed to `path`; never raises."""
+        if content_type != "application/json":
+            return self._bad(f"expected Content-Type application/json, got {content_type!r}")
+        if not body:
+            return self._bad("the request body is empty: expected an AdmissionReview")
+        try:
+            review = REVIEW_DECODER.decode(body)
+        except (msgspec.ValidationError, msgspec.DecodeError, RecursionError) as exc:
+            return self._bad(
+                "the body is not an AdmissionReview: " + _type_error_message(exc, "review")
+            )
+        req = review.request
+        if req is None:
+            return self._bad("the AdmissionReview has no request")
+        route = self.routes.get(path)
+        if route is None:
+            verdict = Verdict.errored(f"no admission rules are served at {path}")
+        elif (req.kind.group, req.kind.kind) != (route.group, route.kind):
+            got = f"{req.kind.group}/{req.kind.kind}" if req.kind.group else req.kind.kind
+            want = f"{route.group}/{route.kind}" if route.group else route.kind
+            verdict = Verdict.errored(
+                f"{path} admits {want} objects, not {got or 'an unknown kind'}"
+            )
+        else:
+            try:
+                verdict = route.rule(req)
+            except _BadObjectError as exc:
+                verdict = Verdict.deny(str(exc))
+            except Exception as exc:  # a bug in a rule must cost one refusal, not the server
+                log.exception("admission rule failed", path=path, uid=req.uid)
+                verdict = Verdict(False, message=f"internal error in {path}: {exc!r}", code=500)
+        return Answer(200, encode_response(req.uid, verdict), req.operation or "-", verdict.result)
+
+    @staticmethod
+    def _bad(message: str) -> Answer:
+        return Answer(400, encode_response("", Verdict.errored(message)), "-", "error")
+
+
+def decode_response(body: bytes) -> dict[str, Any]:
+    """The `response` of an encoded AdmissionReview (tests and the benchmark read it)."""
+    decoded: dict[str, Any] = msgspec.json.decode(body)["response"]
+    return decoded
