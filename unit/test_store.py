@@ -333,8 +333,8 @@ def test_replace_property(old: list[Pod], new: list[Pod]) -> None:
 
 def test_handler_funcs_can_be_subscripted_at_the_call() -> None:
     """``HandlerFuncs[T](...)`` works as well as the annotated form."""
-    seen: list[str] = []
-    handler = HandlerFuncs[str](add=seen.append)
-    handler.on_add("x")
-    handler.on_update("a", "b")
-    assert seen == ["x"]
+    seen: list[Pod] = []
+    handler = HandlerFuncs[Pod](add=seen.append)
+    handler.on_add(pod("x"))
+    handler.on_update(pod("a"), pod("b"))
+    assert [p.metadata.name for p in seen] == ["x"]
