@@ -29,6 +29,7 @@ from caldera.api.core import (
 )
 from caldera.api.meta import ObjectMeta
 from caldera.api.resources import Resources
+from caldera.api.volcano import PodGroup
 from scheduler.actions.allocate import AllocateAction
 from scheduler.actions.backfill import BackfillAction
 from scheduler.actions.enqueue import EnqueueAction
@@ -44,6 +45,7 @@ from scheduler.plugins.nodeorder import NodeOrderPlugin
 from scheduler.plugins.overcommit import OvercommitPlugin
 from scheduler.plugins.predicates import PredicatesPlugin
 from scheduler.plugins.priority import PriorityPlugin
+from scheduler.plugins.task_topology import TaskTopologyPlugin
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
@@ -402,6 +404,61 @@ def test_reuse_matches_a_full_scan() -> None:
     assert {k: j.fit_errors for k, j in cached.jobs.items()} == {
         k: j.fit_errors for k, j in full.jobs.items()
     }
+
+
+def test_reuse_with_task_topology_matches_a_full_scan() -> None:
+    """With task-topology (scores depend on the job's pods on each node) the cache, limited to
+    one task of one job, still places exactly as a full scan does."""
+
+    class Unknown:
+        name = "unknown"
+
+        def __init__(self, args: Any) -> None:
+            pass
+
+        def on_session_open(self, ssn: Session) -> None:
+            pass
+
+        def on_session_close(self, ssn: Session) -> None:
+            pass
+
+    def build() -> ClusterInfo:
+        nodes = [make_node(f"n{i}", "4", "16Gi") for i in range(6)]
+        jobs = []
+        for k in range(3):
+            pods = [make_task(f"j{k}", i, role="ps" if i < 2 else "worker") for i in range(6)]
+            job = make_job(f"j{k}", pods, created=k)
+            job.podgroup = PodGroup(
+                metadata=ObjectMeta(
+                    name=f"j{k}",
+                    namespace="ns",
+                    annotations={
+                        "volcano.sh/task-topology-anti-affinity": "ps",
+                        "volcano.sh/task-topology-affinity": "ps,worker",
+                    },
+                )
+            )
+            jobs.append(job)
+        return make_cluster(nodes, jobs)
+
+    registry = Registry(
+        {**REGISTRY.plugins, "unknown": Unknown, "task-topology": TaskTopologyPlugin},
+        REGISTRY.actions,
+    )
+    placements = []
+    for extra in ((), ("unknown",)):
+        names = (("priority", "gang"), ("predicates", "nodeorder", "task-topology", *extra))
+        conf = SchedulerConf(
+            actions=("enqueue", "allocate"),
+            tiers=tuple(tuple(PluginOption(p) for p in t) for t in names),
+        )
+        ssn = Session(build(), conf.tiers)
+        run_session(ssn, conf, registry)
+        placements.append(binds(ssn))
+    assert len(placements[0]) == 18
+    assert placements[0] == placements[1]
+    ps_nodes = [placements[0][f"j0-{i}"] for i in (0, 1)]
+    assert ps_nodes[0] != ps_nodes[1]  # anti-affinity spread the ps pods
 
 
 def test_fit_error_counts_every_reason() -> None:

@@ -16,13 +16,16 @@ def test_six_pod_gang_on_room_for_five_reports_volcano_messages() -> None:
     cluster = make_cluster([make_node("n0", "3"), make_node("n1", "2")], [make_job("a", 6)])
     ssn = run(cluster)
     condition = ssn.job_conditions["ns/a"]
-    summary = "pod group is not ready, 6 Pending, 6 minAvailable; Pending: 1 Unschedulable, "
+    summary = (
+        "pod group is not ready, 6 Pending, 6 minAvailable; Pending: 1 Unschedulable, "
+        "5 Schedulable. Origin reason is a-5: 0/2 nodes are available: 2 Insufficient cpu."
+    )
     assert (condition.type, condition.status, condition.reason) == (
         "Unschedulable",
         "True",
         "NotEnoughResources",
     )
-    assert condition.message == f"1/6 tasks in gang unschedulable: {summary}5 Schedulable"
+    assert condition.message == f"1/6 tasks in gang unschedulable: {summary}"
     events = [(e.kind, e.name, e.type, e.reason, e.message) for e in ssn.result.events]
     assert events == [
         (
@@ -30,7 +33,7 @@ def test_six_pod_gang_on_room_for_five_reports_volcano_messages() -> None:
             "a",
             "Warning",
             "Unschedulable",
-            f"6/6 tasks in gang unschedulable: {summary}5 Schedulable",
+            f"6/6 tasks in gang unschedulable: {summary}",
         )
     ]
     messages = ssn.result.unschedulable

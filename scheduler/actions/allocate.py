@@ -23,8 +23,10 @@ left to backfill.
 Speed: pods with the same requests and scheduling constraints form a class; each class keeps
 its nodes' verdicts and scores in a heap, and after a placement only the nodes that changed
 are looked at again. This is exact as long as the configured plugins filter and score a node
-by the pod and that node alone, which holds for the plugins in ``NODE_LOCAL_PLUGINS``; any
-other configured plugin switches the action to scanning every node for every pod.
+by the pod and that node alone, which holds for the plugins in ``NODE_LOCAL_PLUGINS``; with a
+plugin of ``JOB_LOCAL_PLUGINS`` (task-topology) a class is further limited to one task of one
+job for jobs that describe a topology; any other configured plugin switches the action to
+scanning every node for every pod.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from scheduler.actions.enqueue import INQUEUE, PENDING_PHASES, queue_rounds
 from scheduler.api.types import JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus
 from scheduler.framework.statement import Statement
 from scheduler.plugins.predicates import scheduling_signature, shortfall
+from scheduler.plugins.task_topology import Topology
 
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
@@ -60,6 +63,10 @@ NODE_LOCAL_PLUGINS = frozenset(
         "preemption-toleration",
     }
 )
+# Plugins whose node scores also depend on the pod's job and task (task-topology reads where
+# the job's other pods are on the node): with these, pods are equivalent only within one task
+# of one job.
+JOB_LOCAL_PLUGINS = frozenset({"task-topology"})
 NO_NODES = "no nodes available to schedule pods"
 
 
@@ -139,8 +146,23 @@ class _Placer:
         self.nodes = ssn.nodes
         self.version = dict.fromkeys(ssn.nodes, 0)
         self.log: list[str] = []  # nodes changed, in order
-        self.reuse = all(opt.name in NODE_LOCAL_PLUGINS for tier in ssn.tiers for opt in tier)
-        self.classes: dict[tuple[Resources, Resources, bytes], _Candidates] = {}
+        configured = {opt.name for tier in ssn.tiers for opt in tier}
+        self.reuse = configured <= NODE_LOCAL_PLUGINS | JOB_LOCAL_PLUGINS
+        self.per_task = bool(configured & JOB_LOCAL_PLUGINS)
+        self._job_local: dict[str, bool] = {}  # job key -> its pods score per job and task
+        self.classes: dict[tuple[Resources, Resources, bytes, str, str], _Candidates] = {}
+
+    def _is_job_local(self, key: str) -> bool:
+        """Whether task-topology scores this job's pods (its PodGroup describes a topology)."""
+        local = self._job_local.get(key)
+        if local is None:
+            job = self.ssn.jobs.get(key)
+            pg = job.podgroup if job is not None else None
+            local = (
+                pg is not None and Topology.from_annotations(pg.metadata.annotations) is not None
+            )
+            self._job_local[key] = local
+        return local
 
     def touched(self, node: str) -> None:
         self.version[node] += 1
@@ -162,7 +184,14 @@ class _Placer:
             for name in self.nodes:
                 self._evaluate(fresh, task, name)
             return fresh
-        key = (task.init_resreq, task.resreq, scheduling_signature(task.pod))
+        local = self.per_task and self._is_job_local(task.job)
+        key = (
+            task.init_resreq,
+            task.resreq,
+            scheduling_signature(task.pod),
+            task.job if local else "",
+            task.role if local else "",
+        )
         cand = self.classes.get(key) or self.classes.setdefault(key, _Candidates())
         if cand.position < 0:
             for name in self.nodes:

@@ -143,7 +143,8 @@ def task_reason(job: JobInfo, task: TaskInfo, job_message: str) -> tuple[str, st
 
 
 def fit_error(job: JobInfo, job_message: str = "") -> str:
-    """Volcano's JobInfo.FitError: task counts by status, then why the pending ones wait."""
+    """Volcano's JobInfo.FitError: task counts by status, why the pending ones wait, and the
+    fit error of the first pod (by name) that found no node."""
     counts = {s.value: len(bucket) for s, bucket in job.by_status.items() if bucket}
     counts["minAvailable"] = job.min_available
     message = f"{NOT_READY}, {_histogram(counts)}"
@@ -153,6 +154,14 @@ def fit_error(job: JobInfo, job_message: str = "") -> str:
         reasons[reason] = reasons.get(reason, 0) + 1
     if reasons:
         message += f"; Pending: {_histogram(reasons)}"
+    failed = sorted(
+        (t.name, job.fit_errors[t.uid])
+        for t in job.tasks_in(TaskStatus.PENDING)
+        if job.fit_errors.get(t.uid)
+    )
+    if failed:
+        # As newer Volcano does: the fit error of one pod that found no node.
+        message += f". Origin reason is {failed[0][0]}: {failed[0][1]}"
     return message
 
 
