@@ -13,9 +13,7 @@ import datetime as dt
 from caldera.api.meta import parse_time
 from caldera.api.volcano import Job, JobPhase
 
-TTL_PHASES = frozenset(
-    {JobPhase.COMPLETED, JobPhase.FAILED, JobPhase.TERMINATED, JobPhase.ABORTED}
-)
+TTL_PHASES = frozenset({JobPhase.COMPLETED, JobPhase.FAILED, JobPhase.TERMINATED, JobPhase.ABORTED})
 
 
 def seconds_until_expiry(job: Job, now: dt.datetime) -> float | None:
