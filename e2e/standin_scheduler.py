@@ -1,6 +1,7 @@
 """A stand-in for Caldera's scheduler in job-controller tests: it moves a namespace's PodGroups
 to Inqueue (what the scheduler's enqueue action does) and binds their pending pods to fake nodes
-round-robin. No gang logic: the tests that need scheduling decisions use the real scheduler."""
+round-robin (unless told not to bind). No gang logic: the tests that need scheduling decisions
+use the real scheduler."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from caldera.kube.client import KubeClient
 from caldera.kube.errors import ApiError
 
 
-async def _loop(kube: KubeClient, namespace: str, nodes: Sequence[str], period: float) -> None:
+async def _loop(
+    kube: KubeClient, namespace: str, nodes: Sequence[str], period: float, bind: bool
+) -> None:
     rotation = itertools.cycle(nodes)
     while True:
         for pg in (await kube.list(PODGROUP, namespace=namespace)).items:
@@ -26,6 +29,9 @@ async def _loop(kube: KubeClient, namespace: str, nodes: Sequence[str], period: 
                         {"status": {"phase": "Inqueue"}},
                         namespace=namespace,
                     )
+        if not bind:
+            await asyncio.sleep(period)
+            continue
         for pod in (await kube.list(POD, namespace=namespace)).items:
             if not pod.spec.node_name and not pod.metadata.deletion_timestamp:
                 with contextlib.suppress(ApiError):
@@ -37,9 +43,16 @@ async def _loop(kube: KubeClient, namespace: str, nodes: Sequence[str], period: 
 
 @contextlib.asynccontextmanager
 async def standin_scheduler(
-    kube: KubeClient, namespace: str, nodes: Sequence[str], period: float = 0.3
+    kube: KubeClient,
+    namespace: str,
+    nodes: Sequence[str],
+    period: float = 0.3,
+    *,
+    bind: bool = True,
 ) -> AsyncIterator[None]:
-    task = asyncio.create_task(_loop(kube, namespace, nodes, period))
+    """Run the stand-in while the context is open; ``bind=False`` only enqueues PodGroups, so
+    pods stay Pending (for PodPending timeouts)."""
+    task = asyncio.create_task(_loop(kube, namespace, nodes, period, bind))
     try:
         yield
     finally:

@@ -4,8 +4,6 @@ with Volcano's pods, PodGroup, plugins and status; a deleted pod comes back unde
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,32 +13,11 @@ from caldera.api.kinds import CONFIGMAP, JOB, POD, PODGROUP, SERVICE
 from caldera.api.volcano import Job
 from caldera.kube.client import KubeClient
 from caldera.kube.errors import NotFound
-from e2e.caldera_process import CalderaProcess
-from e2e.conftest import Cluster
-from e2e.standin_scheduler import standin_scheduler
+from e2e.job_fixtures import job_controller, scheduled  # noqa: F401 - fixtures
 from e2e.waiting import eventually
 from unit.examples import EXAMPLES
 
-pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture
-def job_controller(cluster: Cluster, crds: Path, tmp_path: Path) -> Iterator[CalderaProcess]:
-    proc = CalderaProcess(
-        "controllers",
-        ["--controllers=job", "--leader-elect=false", "--log-level=debug"],
-        kubeconfig=cluster.kubeconfig,
-        log_dir=tmp_path,
-    )
-    yield proc
-    code = proc.stop()
-    assert code == 0, proc.log()[-3000:]
-
-
-@pytest.fixture
-async def scheduled(kube: KubeClient, namespace: str, cluster: Cluster) -> AsyncIterator[None]:
-    async with standin_scheduler(kube, namespace, cluster.nodes):
-        yield
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("job_controller", "scheduled")]
 
 
 def _tf_job(run_for: str = "3s") -> dict[str, Any]:
@@ -69,9 +46,7 @@ async def _phase(kube: KubeClient, namespace: str, name: str, phase: str) -> Job
     return job if job.status.state.phase == phase else None
 
 
-async def test_tensorflow_job_runs_and_completes(
-    kube: KubeClient, namespace: str, job_controller: CalderaProcess, scheduled: None
-) -> None:
+async def test_tensorflow_job_runs_and_completes(kube: KubeClient, namespace: str) -> None:
     """2 ps + 4 workers: PodGroup <job>-<uid> with minMember 6, six pods named <job>-<task>-<i>
     with Volcano's labels and TF_CONFIG, Running, then Completed when the workers finish."""
     await kube.create(JOB, _tf_job(run_for="4s"), namespace=namespace)
@@ -117,7 +92,7 @@ async def test_tensorflow_job_runs_and_completes(
 
 
 async def test_deleted_pod_comes_back_with_its_name_and_index(
-    kube: KubeClient, namespace: str, job_controller: CalderaProcess, scheduled: None
+    kube: KubeClient, namespace: str
 ) -> None:
     """Deleting worker-3 of a running job (PodEvicted, default policy: sync) recreates a pod
     with the same name and index."""

@@ -162,8 +162,13 @@ async def _owner_and_dependent(
     kube: KubeClient, namespace: str, prefix: str, finalizers: tuple[str, ...] = ()
 ) -> tuple[ConfigMap, ConfigMap]:
     owner = await kube.create(CONFIGMAP, cm(f"{prefix}-owner"), namespace=namespace)
+    # blockOwnerDeletion: a foreground owner waits only for dependents that block it.
     ref = OwnerReference(
-        api_version="v1", kind="ConfigMap", name=owner.metadata.name, uid=owner.metadata.uid
+        api_version="v1",
+        kind="ConfigMap",
+        name=owner.metadata.name,
+        uid=owner.metadata.uid,
+        block_owner_deletion=True,
     )
     dependent = ConfigMap(
         metadata=ObjectMeta(

@@ -32,9 +32,11 @@ from caldera.api.volcano import (
     PodGroup,
     PodGroupStatus,
     TaskSpec,
+    VolumeSpec,
 )
 from controllers.job.events import (
     Request,
+    claim_keys,
     on_command,
     on_job_add,
     on_job_update,
@@ -42,6 +44,7 @@ from controllers.job.events import (
     on_pod_delete,
     on_pod_update,
     on_podgroup_update,
+    on_pvc_add,
     task_failed,
 )
 
@@ -400,3 +403,31 @@ def test_on_command(cmd: Command, action: Action | None) -> None:
             event=Event.COMMAND_ISSUED,
             action=action,
         )
+
+
+def _job_with_volumes(name: str, *volumes: VolumeSpec) -> Job:
+    return Job(
+        metadata=ObjectMeta(name=name, namespace="ns", uid=f"{name}-uid"),
+        spec=JobSpec(volumes=volumes),
+    )
+
+
+def test_claim_keys_name_existing_claims_only() -> None:
+    """Only volumes with a volumeClaimName index the Job; a claim template (no name yet) not."""
+    job = _job_with_volumes(
+        "j",
+        VolumeSpec(mount_path="/a", volume_claim_name="data"),
+        VolumeSpec(mount_path="/b", volume_claim={"accessModes": ["ReadWriteOnce"]}),
+    )
+    assert claim_keys(job) == ["ns/data"]
+
+
+def test_pvc_add_syncs_the_jobs_waiting_for_it() -> None:
+    """A PVC appearing is a plain sync of each Job naming it (VOLCANO_API.md 2.5: Pending until
+    the PVC is created), and of no other Job."""
+    waiting = _job_with_volumes("w", VolumeSpec(mount_path="/d", volume_claim_name="data"))
+    other = _job_with_volumes("o", VolumeSpec(mount_path="/d", volume_claim_name="else"))
+    assert on_pvc_add("ns", "data", [waiting, other]) == [
+        Request(namespace="ns", job_name="w", job_uid="w-uid")
+    ]
+    assert on_pvc_add("other-ns", "data", [waiting]) == []

@@ -27,7 +27,7 @@ from typing import Any
 
 import msgspec
 
-from caldera.api.core import Pod, PriorityClass
+from caldera.api.core import PersistentVolumeClaim, Pod, PriorityClass
 from caldera.api.kinds import (
     COMMAND,
     JOB,
@@ -78,6 +78,7 @@ from controllers.runtime import Controller, ControllerContext, Result
 from informers.store import HandlerFuncs
 
 POD_INDEX = "job"  # pods by "<namespace>/<job name>", for pods a Job controls
+CLAIM_INDEX = "claim"  # Jobs by "<namespace>/<PVC name>" of the claims spec.volumes names
 CREATE_CONCURRENCY = 20  # pod creations in flight per reconcile
 
 
@@ -145,7 +146,9 @@ class JobController(Controller):
         self.podgroups = factory.informer(PODGROUP)
         self.commands = factory.informer(COMMAND)
         self.priority_classes = factory.informer(PRIORITY_CLASS)
+        self.claims = factory.informer(PVC)
         self.pods.add_indexer(POD_INDEX, job_pod_key)
+        self.jobs.add_indexer(CLAIM_INDEX, events.claim_keys)
         self.jobs.add_handler(
             _handlers(add=self._job_added, update=self._job_updated, delete=self._job_deleted)
         )
@@ -154,6 +157,7 @@ class JobController(Controller):
         )
         self.podgroups.add_handler(_handlers(update=self._podgroup_updated))
         self.commands.add_handler(_handlers(add=self._command_added))
+        self.claims.add_handler(_handlers(add=self._pvc_added))
 
     def start(self, workers: int) -> None:
         self.pvcs.start()
@@ -215,6 +219,12 @@ class JobController(Controller):
 
     def _podgroup_updated(self, old: PodGroup, new: PodGroup) -> None:
         self._post_request(events.on_podgroup_update(old, new))
+
+    def _pvc_added(self, pvc: PersistentVolumeClaim) -> None:
+        ns, name = pvc.metadata.namespace, pvc.metadata.name
+        jobs = self.jobs.store.by_index(CLAIM_INDEX, f"{ns}/{name}")
+        for request in events.on_pvc_add(ns, name, jobs):
+            self._post_request(request)
 
     def _command_added(self, command: Command) -> None:
         request = events.on_command(command)

@@ -15,7 +15,9 @@ Rules, as Volcano applies them:
   ``TaskCompleted``, ``TaskFailed``, ``PodRunning``, ``PodPending`` or ``OutOfSync``; delete →
   ``PodEvicted`` (``OutOfSync`` for a pod the cache did not hold);
 - Job add and update (spec or phase changed) → ``OutOfSync``; PodGroup phase change → ``Unknown``
-  or a plain sync (event None); Command → ``CommandIssued`` carrying the command's action.
+  or a plain sync (event None); Command → ``CommandIssued`` carrying the command's action;
+- a PVC appearing → a plain sync of every Job whose ``spec.volumes`` names it (a Job waiting in
+  Pending for its claim, "until the PVC is created", section 2.5).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from caldera.api.volcano import (
 __all__ = [
     "UNLIMITED_RETRY",
     "Request",
+    "claim_keys",
     "is_out_of_sync",
     "job_owner",
     "on_command",
@@ -52,6 +55,7 @@ __all__ = [
     "on_pod_delete",
     "on_pod_update",
     "on_podgroup_update",
+    "on_pvc_add",
     "task_failed",
 ]
 
@@ -285,3 +289,31 @@ def on_command(command: Command) -> Request | None:
         event=Event.COMMAND_ISSUED,
         action=action,
     )
+
+
+# --- persistent volume claims -------------------------------------------------------------------
+
+
+def claim_keys(job: Job) -> list[str]:
+    """Index function: "namespace/name" of every existing PVC the Job's ``spec.volumes`` name.
+
+    Pure; no I/O.
+    """
+    ns = job.metadata.namespace
+    return [f"{ns}/{v.volume_claim_name}" for v in job.spec.volumes if v.volume_claim_name]
+
+
+def on_pvc_add(namespace: str, name: str, jobs: Sequence[Job]) -> list[Request]:
+    """A PVC appeared: a plain sync (event None) for each of ``jobs`` (those the claim index
+    returns for it) that names it in ``spec.volumes``. Volcano retries the failed sync with
+    rate-limited backoff; syncing on the PVC's arrival keeps the Job Pending exactly until the
+    PVC exists.
+    Pure; no I/O."""
+    key = f"{namespace}/{name}"
+    return [
+        Request(
+            namespace=job.metadata.namespace, job_name=job.metadata.name, job_uid=job.metadata.uid
+        )
+        for job in jobs
+        if key in claim_keys(job)
+    ]

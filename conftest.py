@@ -1,0 +1,25 @@
+"""Fixtures for every test: process-wide logging state is put back after each test.
+
+``configure_logging`` (called when a test runs a process's entry point in-process) binds
+structlog to the stream of that moment, which pytest closes after the test; later tests would
+then log into a closed file.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import pytest
+import structlog
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    structlog.reset_defaults()
+    structlog.contextvars.clear_contextvars()
+    root.handlers[:] = handlers
+    root.setLevel(level)
