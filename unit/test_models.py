@@ -662,7 +662,8 @@ def test_pod_slice_decodes_what_caldera_reads() -> None:
     assert required.node_selector_terms[0].match_expressions[0].values == ("a",)
     assert spec.affinity.pod_anti_affinity == {"requiredDuringSchedulingIgnoredDuringExecution": []}
     assert spec.tolerations[0].toleration_seconds == 300
-    assert spec.volumes == ({"name": "v", "emptyDir": {}},)
+    assert [v.name for v in spec.volumes] == ["v"]
+    assert spec.volumes[0].persistent_volume_claim is None
     assert (spec.hostname, spec.subdomain, spec.overhead) == ("j-worker-0", "j", {"cpu": "100m"})
     assert spec.scheduling_gates[0].name == volcano.QUEUE_ALLOCATION_GATE
     terminated = status.container_statuses[0].state.terminated

@@ -131,6 +131,21 @@ class PodSchedulingGate(Model, frozen=True):
     name: str = ""
 
 
+class PersistentVolumeClaimSource(Model, frozen=True):
+    """A pod volume's claim."""
+
+    claim_name: str = ""
+    read_only: bool = False
+
+
+class Volume(Model, frozen=True):
+    """A pod volume: its name and, when it is one, the claim it mounts. Other volume sources
+    are not read by Caldera and are not kept (pods are never written back from this model)."""
+
+    name: str = ""
+    persistent_volume_claim: PersistentVolumeClaimSource | None = None
+
+
 class PodSpec(Model, frozen=True):
     """The slice of a pod spec Caldera reads."""
 
@@ -144,7 +159,7 @@ class PodSpec(Model, frozen=True):
     node_selector: dict[str, str] = {}
     affinity: Affinity | None = None
     tolerations: tuple[Toleration, ...] = ()
-    volumes: tuple[dict[str, Any], ...] = ()
+    volumes: tuple[Volume, ...] = ()
     overhead: ResourceList = {}
     restart_policy: str = ""
     hostname: str = ""
