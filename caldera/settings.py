@@ -100,6 +100,10 @@ class ControllersSettings(ProcessSettings):
     )
     pvc_create_qps: float = _opt(10.0, "PVC creations per second, process-wide")
     pvc_create_burst: int = _opt(20, "PVC creations allowed above pvc_create_qps in a burst")
+    max_requeue_num: int = _opt(
+        15,
+        "failed syncs of a Job before it is terminated (Volcano's --max-requeue-num); -1: never",
+    )
     resync_period: float = _opt(
         600.0, "seconds between local re-deliveries of every object (insurance, no API calls)"
     )

@@ -26,6 +26,7 @@ from caldera.obs.metrics import ControllerMetrics, new_registry
 from caldera.obs.server import HealthServer
 from caldera.process import StartupError, connect, lead_when_elected, stop_on_signals
 from caldera.settings import ControllersSettings
+from controllers.command.controller import CommandController
 from controllers.gc.controller import GarbageCollector
 from controllers.job.controller import JobController
 from controllers.podgroup.controller import PodGroupController
@@ -40,6 +41,7 @@ AVAILABLE: dict[str, type[Controller]] = {
     JobController.name: JobController,
     QueueController.name: QueueController,
     PodGroupController.name: PodGroupController,
+    CommandController.name: CommandController,
     GarbageCollector.name: GarbageCollector,
 }
 

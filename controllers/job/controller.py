@@ -43,6 +43,7 @@ from caldera.api.volcano import (
     BATCH_API_VERSION,
     CONTROLLER_OUT_OF_SYNC_KEY,
     JOB_NAME_KEY,
+    POLICY_ACTIONS,
     Action,
     Command,
     Job,
@@ -77,6 +78,7 @@ from controllers.job.status import (
 from controllers.runtime import Controller, ControllerContext, Result
 from informers.store import HandlerFuncs
 
+_USER_ACTIONS = frozenset(str(a) for a in POLICY_ACTIONS)
 POD_INDEX = "job"  # pods by "<namespace>/<job name>", for pods a Job controls
 CLAIM_INDEX = "claim"  # Jobs by "<namespace>/<PVC name>" of the claims spec.volumes names
 CREATE_CONCURRENCY = 20  # pod creations in flight per reconcile
@@ -96,6 +98,7 @@ class _CommandItem:
     namespace: str
     name: str
     request: Request
+    unknown_action: str = ""  # an action no Job runs: the Command is only removed
 
 
 _Item = Request | _Timer | _CommandItem
@@ -229,7 +232,8 @@ class JobController(Controller):
     def _command_added(self, command: Command) -> None:
         request = events.on_command(command)
         if request is not None:
-            item = _CommandItem(command.metadata.namespace, command.metadata.name, request)
+            unknown = "" if command.action in _USER_ACTIONS else command.action or "(none)"
+            item = _CommandItem(command.metadata.namespace, command.metadata.name, request, unknown)
             self._post(item, request.job_key)
 
     # ---- reconcile --------------------------------------------------------------------------
@@ -259,6 +263,8 @@ class JobController(Controller):
                 request = item.request if isinstance(item, _CommandItem) else item
                 if isinstance(item, _CommandItem) and not await self._consume(item, job):
                     continue
+                if isinstance(item, _CommandItem) and item.unknown_action:
+                    continue  # removed with a Warning Event; nothing else is touched
                 self._delayed.on_request(request)
                 decision = apply_policies(job, request)
                 if decision.delay:
@@ -269,7 +275,19 @@ class JobController(Controller):
             before = job.metadata.resource_version
             try:
                 job = await self._execute(job, decision)
-            except Exception:
+            except Exception as exc:
+                limit = self.ctx.settings.max_requeue_num
+                if limit >= 0 and self.queue.num_requeues(key) >= limit:
+                    # Volcano's handleJobError: a Job that keeps failing is terminated.
+                    self._event(
+                        job,
+                        "Warning",
+                        JobEventReason.JOB_STATUS_ERROR,
+                        f"Job failed on action {decision.action} for retry limit reached: {exc}",
+                    )
+                    self.queue.forget(key)
+                    job = await self._execute(job, Decision(Action.TERMINATE_JOB))
+                    continue
                 # Keep the unprocessed requests for the retry (after backoff).
                 rest = items[items.index(item) + 1 :]
                 if rest:
@@ -292,6 +310,15 @@ class JobController(Controller):
             await self.ctx.client.delete(COMMAND, item.name, namespace=item.namespace)
         except NotFound:
             return False
+        if item.unknown_action:
+            self._event(
+                job,
+                "Warning",
+                JobEventReason.COMMAND_ISSUED,
+                f"Command {item.name} has unknown action {item.unknown_action}; it was removed. "
+                f"Use one of {', '.join(sorted(_USER_ACTIONS))}.",
+            )
+            return True
         self._event(
             job,
             "Normal",
