@@ -4,7 +4,13 @@
 # have no container engine; the local control plane (make test) is what CI runs.
 #
 #   e2e/kind/up.sh            create the cluster, install kwok with Caldera's stages, add fake nodes
-#   e2e/kind/up.sh --test     ... then run the e2e suite against it
+#   e2e/kind/up.sh --test     ... then run the e2e suite against it (the suite starts its own
+#                             Caldera processes, so do not combine it with --install)
+#   e2e/kind/up.sh --install  ... then build the image with Docker, load it into kind and
+#                             `helm install` the chart (docs/install.md, "On kind")
+#
+# Environment: KWOK_VERSION, IMAGE (default caldera:dev), RELEASE (caldera), NAMESPACE
+# (caldera-system), HELM (default: helm on PATH, else the one e2e/cluster/build.sh builds).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -34,6 +40,26 @@ subprocess.run(["kubectl", "apply", "-f", "-"], input=json.dumps({"apiVersion": 
 PY
 nodes=$(seq -s, -f 'kwok-node-%g' 0 3)
 echo "export CALDERA_E2E_KUBECONFIG=$kubeconfig CALDERA_E2E_NODES=$nodes"
-if [ "${1:-}" = "--test" ]; then
-  CALDERA_E2E_KUBECONFIG=$kubeconfig CALDERA_E2E_NODES=$nodes "$repo/.venv/bin/pytest" e2e
-fi
+case "${1:-}" in
+  --test)
+    CALDERA_E2E_KUBECONFIG=$kubeconfig CALDERA_E2E_NODES=$nodes "$repo/.venv/bin/pytest" e2e
+    ;;
+  --install)
+    IMAGE=${IMAGE:-caldera:dev}
+    RELEASE=${RELEASE:-caldera}
+    NAMESPACE=${NAMESPACE:-caldera-system}
+    HELM=${HELM:-$(command -v helm || echo "$(bash "$repo/e2e/cluster/build.sh" helm)/helm")}
+    docker build -t "$IMAGE" "$repo"
+    kind load docker-image "$IMAGE" --name "$name"
+    # pullPolicy Never: the nodes use the image kind just loaded, never a registry.
+    "$HELM" upgrade --install "$RELEASE" "$repo/charts/caldera" \
+      --namespace "$NAMESPACE" --create-namespace \
+      --set image.repository="${IMAGE%:*}" --set image.tag="${IMAGE##*:}" \
+      --set image.pullPolicy=Never \
+      --wait --timeout 5m
+    kubectl -n "$NAMESPACE" get pods -o wide
+    echo "Caldera is installed; try: kubectl apply -f $repo/examples/tensorflow-job.yaml"
+    ;;
+  "") ;;
+  *) echo "usage: $0 [--test|--install]" >&2; exit 2 ;;
+esac

@@ -1,0 +1,748 @@
+"""The Helm chart: it lints, renders what the values say, installs into a real API server, and its
+RBAC is enough, and only what is needed, to run a Volcano Job from creation to garbage collection.
+
+The template tests need only the helm binary (``e2e/cluster/build.sh helm``). The install test
+uses the session's cluster: the chart's own pods stay Pending there (no kube-scheduler or
+kubelet), so Caldera's three processes run locally instead, each with a token of the
+ServiceAccount the chart created (TokenRequest), and any 403 in their logs fails the test.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+import re
+import secrets
+import ssl
+import subprocess
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+import yaml
+from cryptography import x509
+
+from caldera.settings import (
+    ControllersSettings,
+    ProcessSettings,
+    SchedulerSettings,
+    WebhookSettings,
+    parse_settings,
+)
+from cli.main import build_parser
+from e2e.caldera_process import CalderaProcess
+from e2e.cluster.control_plane import REPO, free_port, kubectl
+from e2e.conftest import Cluster
+from e2e.waiting import eventually
+from scheduler.conf import parse_conf
+from scheduler.registry import REGISTRY
+
+pytestmark = pytest.mark.e2e
+
+CHART = REPO / "charts" / "caldera"
+NAMESPACE = "caldera-system"
+RELEASE = "rel"
+FULLNAME = "rel-caldera"
+SETTINGS: dict[str, type[ProcessSettings]] = {
+    "controllers": ControllersSettings,
+    "scheduler": SchedulerSettings,
+    "webhook": WebhookSettings,
+}
+# Matches no object: the installed webhook configurations point at a Service without a running
+# pod, and with failurePolicy Fail they would refuse every Job, Queue and Pod of the test.
+NO_ADMISSION = {
+    "webhook": {"admission": {"objectSelector": {"matchLabels": {"caldera.io/e2e-never": "x"}}}}
+}
+
+
+# ---- helpers ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def helm() -> str:
+    """The helm binary built (or cached) by e2e/cluster/build.sh."""
+    out = subprocess.run(
+        ["bash", str(REPO / "e2e" / "cluster" / "build.sh"), "helm"],
+        check=True,
+        stdout=subprocess.PIPE,
+        text=True,
+    ).stdout
+    return str(Path(out.split()[-1]) / "helm")
+
+
+def _run(argv: list[str], *, check: bool = True) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if check and result.returncode != 0:
+        raise AssertionError(f"{' '.join(argv[:3])} failed:\n{result.stderr}{result.stdout}")
+    return result
+
+
+def _values_file(tmp_path: Path, values: dict[str, Any]) -> Path:
+    path = tmp_path / f"values-{secrets.token_hex(3)}.yaml"
+    path.write_text(yaml.safe_dump(values))
+    return path
+
+
+def render(helm: str, tmp_path: Path, values: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """``helm template`` with ``values``; the parsed objects."""
+    out = _run(
+        [
+            helm,
+            "template",
+            RELEASE,
+            str(CHART),
+            "--namespace",
+            NAMESPACE,
+            "-f",
+            str(_values_file(tmp_path, values or {})),
+        ]
+    ).stdout
+    return [doc for doc in yaml.safe_load_all(out) if doc]
+
+
+def find(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    for obj in objects:
+        if obj["kind"] == kind and obj["metadata"]["name"] == name:
+            return obj
+    raise AssertionError(
+        f"no {kind} {name} in {[(o['kind'], o['metadata']['name']) for o in objects]}"
+    )
+
+
+def of_kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [o for o in objects if o["kind"] == kind]
+
+
+def container(deployment: dict[str, Any]) -> dict[str, Any]:
+    containers: list[dict[str, Any]] = deployment["spec"]["template"]["spec"]["containers"]
+    assert len(containers) == 1
+    return containers[0]
+
+
+def parsed_settings(deployment: dict[str, Any]) -> ProcessSettings:
+    """The container's args parsed by the real ``caldera`` command line, and validated."""
+    args = container(deployment)["args"]
+    namespace = build_parser().parse_args(args)
+    return parse_settings(SETTINGS[args[0]], namespace, {})
+
+
+def certificate(pem_b64: str) -> x509.Certificate:
+    return x509.load_pem_x509_certificate(base64.b64decode(pem_b64))
+
+
+# ---- helm lint and template -------------------------------------------------------------------
+
+
+def test_lint(helm: str) -> None:
+    """helm lint --strict passes with the default values."""
+    result = _run([helm, "lint", "--strict", str(CHART)])
+    assert "0 chart(s) failed" in result.stdout
+
+
+def test_default_values_render(helm: str, tmp_path: Path) -> None:
+    """The default render: three Deployments whose args parse into the process defaults, secure
+    pods, RBAC per process, and webhook configurations that trust the serving certificate."""
+    objects = render(helm, tmp_path)
+    names = {(o["kind"], o["metadata"]["name"]) for o in objects}
+    for process in SETTINGS:
+        assert ("Deployment", f"{FULLNAME}-{process}") in names
+        assert ("ServiceAccount", f"{FULLNAME}-{process}") in names
+        assert ("ClusterRole", f"{FULLNAME}-{process}") in names
+        assert ("ClusterRoleBinding", f"{FULLNAME}-{process}") in names
+        assert ("Service", f"{FULLNAME}-{process}-metrics") in names
+        assert ("PodDisruptionBudget", f"{FULLNAME}-{process}") in names  # 2 replicas each
+    assert not of_kind(objects, "ServiceMonitor")
+    assert not of_kind(objects, "CustomResourceDefinition")  # crds/ is not templated
+
+    for process, cls in SETTINGS.items():
+        deployment = find(objects, "Deployment", f"{FULLNAME}-{process}")
+        settings = parsed_settings(deployment)
+        assert type(settings) is cls
+        pod = deployment["spec"]["template"]["spec"]
+        assert pod["serviceAccountName"] == f"{FULLNAME}-{process}"
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        sc = container(deployment)["securityContext"]
+        assert sc["readOnlyRootFilesystem"] is True
+        assert sc["allowPrivilegeEscalation"] is False
+        assert sc["capabilities"]["drop"] == ["ALL"]
+        assert container(deployment)["resources"]["requests"]
+        assert settings.shutdown_grace_period < pod["terminationGracePeriodSeconds"]
+        ports = {p["name"]: p["containerPort"] for p in container(deployment)["ports"]}
+        assert ports["metrics"] == settings.metrics_port
+        metrics = find(objects, "Service", f"{FULLNAME}-{process}-metrics")
+        assert metrics["metadata"]["annotations"]["prometheus.io/scrape"] == "true"
+        assert metrics["metadata"]["annotations"]["prometheus.io/port"] == str(
+            settings.metrics_port
+        )
+        assert container(deployment)["readinessProbe"]["httpGet"]["path"] == "/readyz"
+        if process != "webhook":
+            assert settings.leader_elect is True  # replicas > 1
+            role = find(objects, "Role", f"{FULLNAME}-{process}-leader-election")
+            assert role["metadata"]["namespace"] == NAMESPACE
+            assert role["rules"][1]["resourceNames"] == [f"caldera-{process}"]
+
+    # Scheduler: the ConfigMap is mounted where --scheduler-conf points, and it parses.
+    scheduler = find(objects, "Deployment", f"{FULLNAME}-scheduler")
+    conf_path = parsed_settings(scheduler)
+    assert isinstance(conf_path, SchedulerSettings)
+    mounts = {m["name"]: m["mountPath"] for m in container(scheduler)["volumeMounts"]}
+    assert conf_path.scheduler_conf == mounts["config"] + "/scheduler.conf"
+    conf = find(objects, "ConfigMap", f"{FULLNAME}-scheduler-config")["data"]["scheduler.conf"]
+    parsed = parse_conf(conf, actions=REGISTRY.actions, plugins=REGISTRY.plugins)
+    assert parsed.actions == ("enqueue", "allocate", "backfill")
+
+    # Webhook: certificate files from the Secret; the Service targets the HTTPS port.
+    webhook = find(objects, "Deployment", f"{FULLNAME}-webhook")
+    ws = parsed_settings(webhook)
+    assert isinstance(ws, WebhookSettings)
+    mounts = {m["name"]: m["mountPath"] for m in container(webhook)["volumeMounts"]}
+    assert ws.tls_cert_file == mounts["cert"] + "/tls.crt"
+    assert ws.tls_key_file == mounts["cert"] + "/tls.key"
+    assert ws.client_max_size == 7 * 1024 * 1024
+    secret = find(objects, "Secret", f"{FULLNAME}-webhook-cert")
+    volumes = {v["name"]: v for v in webhook["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["cert"]["secret"]["secretName"] == secret["metadata"]["name"]
+    ports = {p["name"]: p["containerPort"] for p in container(webhook)["ports"]}
+    assert ports["https"] == ws.port
+    service = find(objects, "Service", f"{FULLNAME}-webhook")
+    assert service["spec"]["ports"][0]["targetPort"] == "https"
+
+    # The serving certificate names the Service and is signed by the caBundle's CA.
+    cert = certificate(secret["data"]["tls.crt"])
+    ca = certificate(secret["data"]["ca.crt"])
+    sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    dns = sans.get_values_for_type(x509.DNSName)
+    assert f"{FULLNAME}-webhook.{NAMESPACE}.svc" in dns
+    assert f"{FULLNAME}-webhook" in dns
+    cert.verify_directly_issued_by(ca)
+    assert cert.not_valid_after_utc > dt.datetime.now(dt.UTC) + dt.timedelta(days=3000)
+
+    mutating = find(objects, "MutatingWebhookConfiguration", f"{FULLNAME}-mutate")
+    validating = find(objects, "ValidatingWebhookConfiguration", f"{FULLNAME}-validate")
+    hooks = mutating["webhooks"] + validating["webhooks"]
+    paths = sorted(h["clientConfig"]["service"]["path"] for h in hooks)
+    assert paths == sorted(ws.enabled_admission)
+    for hook in hooks:
+        assert hook["failurePolicy"] == "Fail"
+        assert hook["timeoutSeconds"] == 10
+        assert hook["sideEffects"] == "None"
+        assert hook["clientConfig"]["caBundle"] == secret["data"]["ca.crt"]
+        assert hook["clientConfig"]["service"]["name"] == service["metadata"]["name"]
+        assert hook["clientConfig"]["service"]["port"] == service["spec"]["ports"][0]["port"]
+        (expr,) = hook["namespaceSelector"]["matchExpressions"]
+        assert expr["operator"] == "NotIn"
+        assert set(expr["values"]) == {NAMESPACE, "kube-system"}
+    job_validate = next(
+        h for h in hooks if h["clientConfig"]["service"]["path"] == "/jobs/validate"
+    )
+    assert job_validate["rules"][0]["operations"] == ["CREATE", "UPDATE"]
+
+    dashboard = find(objects, "ConfigMap", f"{FULLNAME}-dashboard")
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(dashboard["data"]["caldera.json"])["panels"]
+
+
+def test_non_default_values_render(helm: str, tmp_path: Path) -> None:
+    """Changed values reach the flags exactly (big numbers without an exponent, lists joined),
+    and the optional parts switch: cert-manager, ServiceMonitor, no dashboard, no PDB for one
+    replica, a Lease namespace of one's choice, fewer webhooks."""
+    values = {
+        "image": {"repository": "registry.example/caldera", "tag": "1.2.3"},
+        "controllers": {
+            "replicas": 1,
+            "settings": {
+                "controllers": ["job", "queue"],
+                "kube_qps": 75.5,
+                "log_level": None,  # null: the flag is left out
+                "leader_election_namespace": "ops",
+                "resync_period": 0,
+            },
+            "extraArgs": ["--workers=9"],
+        },
+        "scheduler": {
+            "replicas": 3,
+            "settings": {"schedule_period": 0.25, "scheduler_name": "volcano,batch"},
+            "conf": 'actions: "enqueue, allocate"\ntiers:\n- plugins:\n  - name: gang\n',
+        },
+        "webhook": {
+            "replicas": 1,
+            "settings": {
+                "client_max_size": 8388608,
+                "enabled_admission": ["/jobs/mutate", "/jobs/validate"],
+                "port": 9443,
+            },
+            "admission": {"timeoutSeconds": 5, "excludeNamespaces": ["monitoring"]},
+        },
+        "certManager": {"enabled": True},
+        "serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}},
+        "grafanaDashboard": {"enabled": False},
+    }
+    objects = render(helm, tmp_path, values)
+
+    controllers = find(objects, "Deployment", f"{FULLNAME}-controllers")
+    assert container(controllers)["image"] == "registry.example/caldera:1.2.3"
+    cs = parsed_settings(controllers)
+    assert isinstance(cs, ControllersSettings)
+    assert cs.controllers == ("job", "queue")
+    assert cs.kube_qps == 75.5
+    assert cs.resync_period == 0
+    assert cs.workers == 9  # extraArgs come last and win
+    assert not any(a.startswith("--log-level") for a in container(controllers)["args"])
+    assert controllers["spec"]["replicas"] == 1
+    role = find(objects, "Role", f"{FULLNAME}-controllers-leader-election")
+    assert role["metadata"]["namespace"] == "ops"
+    binding = find(objects, "RoleBinding", f"{FULLNAME}-controllers-leader-election")
+    assert binding["subjects"][0]["namespace"] == NAMESPACE
+
+    scheduler = find(objects, "Deployment", f"{FULLNAME}-scheduler")
+    ss = parsed_settings(scheduler)
+    assert isinstance(ss, SchedulerSettings)
+    assert ss.schedule_period == 0.25
+    assert ss.scheduler_names == ("volcano", "batch")
+    conf = find(objects, "ConfigMap", f"{FULLNAME}-scheduler-config")["data"]["scheduler.conf"]
+    assert parse_conf(conf, actions=REGISTRY.actions, plugins=REGISTRY.plugins).actions == (
+        "enqueue",
+        "allocate",
+    )
+
+    webhook = find(objects, "Deployment", f"{FULLNAME}-webhook")
+    assert "--client-max-size=8388608" in container(webhook)["args"]
+    ws = parsed_settings(webhook)
+    assert isinstance(ws, WebhookSettings)
+    assert ws.port == 9443
+    assert {p["name"]: p["containerPort"] for p in container(webhook)["ports"]}["https"] == 9443
+
+    # One replica: no PodDisruptionBudget; three: one.
+    pdbs = [o["metadata"]["name"] for o in of_kind(objects, "PodDisruptionBudget")]
+    assert pdbs == [f"{FULLNAME}-scheduler"]
+
+    # cert-manager issues the certificate and injects the CA; the chart makes no Secret.
+    assert not of_kind(objects, "Secret")
+    cert = find(objects, "Certificate", f"{FULLNAME}-webhook-cert")
+    assert cert["spec"]["secretName"] == f"{FULLNAME}-webhook-cert"
+    assert f"{FULLNAME}-webhook.{NAMESPACE}.svc" in cert["spec"]["dnsNames"]
+    assert cert["spec"]["issuerRef"]["name"] == f"{FULLNAME}-webhook-ca"
+    assert find(objects, "Certificate", f"{FULLNAME}-webhook-ca")["spec"]["isCA"] is True
+    assert len(of_kind(objects, "Issuer")) == 2
+    mutating = find(objects, "MutatingWebhookConfiguration", f"{FULLNAME}-mutate")
+    validating = find(objects, "ValidatingWebhookConfiguration", f"{FULLNAME}-validate")
+    for config in (mutating, validating):
+        inject = config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"]
+        assert inject == f"{NAMESPACE}/{FULLNAME}-webhook-cert"
+        (hook,) = config["webhooks"]
+        assert "caBundle" not in hook["clientConfig"]
+        assert hook["timeoutSeconds"] == 5
+        (expr,) = hook["namespaceSelector"]["matchExpressions"]
+        assert set(expr["values"]) == {NAMESPACE, "kube-system", "monitoring"}
+
+    # ServiceMonitor instead of scrape annotations; no dashboard.
+    monitor = find(objects, "ServiceMonitor", FULLNAME)
+    assert monitor["metadata"]["labels"]["release"] == "prometheus"
+    assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
+    for process in SETTINGS:
+        service = find(objects, "Service", f"{FULLNAME}-{process}-metrics")
+        assert "annotations" not in service["metadata"]
+        assert service["metadata"]["labels"]["caldera.io/metrics"] == "true"
+    assert not [
+        o for o in of_kind(objects, "ConfigMap") if o["metadata"]["name"].endswith("dashboard")
+    ]
+
+
+def test_cert_manager_with_an_existing_issuer(helm: str, tmp_path: Path) -> None:
+    """With certManager.issuerRef the chart makes no Issuer of its own."""
+    issuer = {"name": "corp-ca", "kind": "ClusterIssuer"}
+    objects = render(helm, tmp_path, {"certManager": {"enabled": True, "issuerRef": issuer}})
+    assert not of_kind(objects, "Issuer")
+    assert [c["metadata"]["name"] for c in of_kind(objects, "Certificate")] == [
+        f"{FULLNAME}-webhook-cert"
+    ]
+    assert of_kind(objects, "Certificate")[0]["spec"]["issuerRef"] == issuer
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        (
+            {"scheduler": {"settings": {"leader_elect": False}}},
+            "more than one replica needs scheduler.settings.leader_elect",
+        ),
+        (
+            {"controllers": {"settings": {"shutdown_grace_period": 30}}},
+            "must be below controllers.terminationGracePeriodSeconds",
+        ),
+        ({"webhook": {"settings": {"kubeconfig": "/x"}}}, "additional properties 'kubeconfig'"),
+        ({"controllers": {"settings": {"workers": 0}}}, "/controllers/settings/workers"),
+        (
+            {"controllers": {"settings": {"controllers": ["jobs"]}}},
+            "/controllers/settings/controllers",
+        ),
+        ({"webhook": {"admission": {"timeoutSeconds": 31}}}, "/webhook/admission/timeoutSeconds"),
+    ],
+)
+def test_bad_values_are_refused(
+    helm: str, tmp_path: Path, values: dict[str, Any], message: str
+) -> None:
+    """Values a process could not run with stop helm with a message naming them."""
+    result = _run(
+        [helm, "template", RELEASE, str(CHART), "-f", str(_values_file(tmp_path, values))],
+        check=False,
+    )
+    assert result.returncode != 0
+    assert message in result.stderr
+
+
+def test_one_replica_may_run_without_leader_election(helm: str, tmp_path: Path) -> None:
+    """With one replica leader election may be off, and then no Lease Role is made."""
+    values = {"scheduler": {"replicas": 1, "settings": {"leader_elect": False}}}
+    objects = render(helm, tmp_path, values)
+    scheduler = parsed_settings(find(objects, "Deployment", f"{FULLNAME}-scheduler"))
+    assert scheduler.leader_elect is False
+    roles = [o["metadata"]["name"] for o in of_kind(objects, "Role")]
+    assert roles == [f"{FULLNAME}-controllers-leader-election"]
+
+
+# ---- install into the cluster and RBAC through a job lifecycle --------------------------------
+
+
+class Installed:
+    """A release installed by the test, with the admin kubectl of the cluster."""
+
+    def __init__(self, helm: str, cluster: Cluster, release: str, namespace: str) -> None:
+        self.helm = helm
+        self.cluster = cluster
+        self.release = release
+        self.namespace = namespace
+
+    def helm_cmd(self, *args: str) -> list[str]:
+        return [self.helm, f"--kubeconfig={self.cluster.kubeconfig}", "-n", self.namespace, *args]
+
+    def kubectl(self, *args: str, input: str | None = None) -> str:
+        result = subprocess.run(
+            [kubectl(), f"--kubeconfig={self.cluster.kubeconfig}", *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if result.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)}: {result.stderr}")
+        return result.stdout
+
+    def token_kubeconfig(self, process: str, path: Path) -> Path:
+        """A kubeconfig with a TokenRequest token of the chart's ServiceAccount for ``process``
+        and the cluster (server, CA) of the admin kubeconfig."""
+        sa = f"{self.release}-caldera-{process}"
+        token = self.kubectl("-n", self.namespace, "create", "token", sa, "--duration=1h").strip()
+        admin = yaml.safe_load(self.cluster.kubeconfig.read_text())
+        context = next(c for c in admin["contexts"] if c["name"] == admin["current-context"])
+        cluster = next(c for c in admin["clusters"] if c["name"] == context["context"]["cluster"])
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [cluster],
+            "users": [{"name": sa, "user": {"token": token}}],
+            "contexts": [{"name": sa, "context": {"cluster": cluster["name"], "user": sa}}],
+            "current-context": sa,
+        }
+        path.write_text(json.dumps(config))
+        return path
+
+
+@pytest.fixture
+def installed(helm: str, cluster: Cluster, crds: Path, tmp_path: Path) -> Iterator[Installed]:
+    """The chart installed in a fresh namespace, webhooks registered but matching nothing;
+    always uninstalled (and the namespace deleted) afterwards."""
+    release = f"e2e{secrets.token_hex(3)}"
+    namespace = f"{release}-system"
+    inst = Installed(helm, cluster, release, namespace)
+    values = _values_file(tmp_path, NO_ADMISSION)
+    try:
+        _run(inst.helm_cmd("install", release, str(CHART), "--create-namespace", "-f", str(values)))
+        yield inst
+    finally:
+        _run(inst.helm_cmd("uninstall", release, "--wait", "--timeout=60s"), check=False)
+        _run(
+            [
+                kubectl(),
+                f"--kubeconfig={cluster.kubeconfig}",
+                "delete",
+                "namespace",
+                namespace,
+                "--ignore-not-found",
+                "--wait=false",
+            ],
+            check=False,
+        )
+
+
+def _job(name: str) -> dict[str, Any]:
+    """A Volcano Job whose two pods kwok runs for 5 s and ends with exit code 0; with the svc,
+    ssh and env plugins (so the controller writes ConfigMaps, Services, NetworkPolicies and
+    Secrets) and a TTL (so the gc controller deletes it). No webhook runs, so the defaults the
+    mutating webhook would add are written out."""
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {
+            "schedulerName": "volcano",
+            "queue": "default",
+            "minAvailable": 2,
+            "maxRetry": 3,
+            "ttlSecondsAfterFinished": 2,
+            "plugins": {"svc": [], "ssh": [], "env": []},
+            "tasks": [
+                {
+                    "name": "worker",
+                    "replicas": 2,
+                    "minAvailable": 2,
+                    "maxRetry": 3,
+                    "template": {
+                        "metadata": {
+                            "annotations": {
+                                "kwok.caldera.io/exit-code": "0",
+                                "kwok.caldera.io/run-for": "5s",
+                            }
+                        },
+                        "spec": {
+                            "restartPolicy": "Never",
+                            "tolerations": [{"operator": "Exists"}],
+                            "containers": [
+                                {
+                                    "name": "worker",
+                                    "image": "busybox:1.36",
+                                    "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
+                                }
+                            ],
+                        },
+                    },
+                }
+            ],
+        },
+    }
+
+
+def _ok(value: bool) -> bool | None:
+    return True if value else None
+
+
+async def test_install_and_rbac_through_a_job_lifecycle(
+    installed: Installed, namespace: str, tmp_path: Path
+) -> None:
+    """helm install is accepted object by object; an upgrade keeps the webhook certificate; and
+    the controllers, the scheduler and the webhook, each with only its chart ServiceAccount's
+    token, take their Leases, sync their caches and carry a Job with plugins from creation to
+    Completed and TTL deletion without a single 403."""
+    inst = installed
+    manifest = _run(inst.helm_cmd("get", "manifest", inst.release)).stdout
+    rendered = [d for d in yaml.safe_load_all(manifest) if d]
+    kinds = {d["kind"] for d in rendered}
+    assert {"Deployment", "ClusterRole", "Role", "MutatingWebhookConfiguration"} <= kinds
+    # Every object of the release exists on the server.
+    found = inst.kubectl("get", "-n", inst.namespace, "-f", "-", "-o", "name", input=manifest)
+    assert len(found.split()) == len(rendered)
+
+    # An upgrade reuses the generated certificate (lookup), so the caBundle stays valid.
+    secret_name = f"{inst.release}-caldera-webhook-cert"
+    before = json.loads(
+        inst.kubectl("-n", inst.namespace, "get", "secret", secret_name, "-o", "json")
+    )
+    values = _values_file(tmp_path, NO_ADMISSION)
+    _run(inst.helm_cmd("upgrade", inst.release, str(CHART), "-f", str(values)))
+    after = json.loads(
+        inst.kubectl("-n", inst.namespace, "get", "secret", secret_name, "-o", "json")
+    )
+    assert after["data"] == before["data"]
+    mutating = json.loads(
+        inst.kubectl(
+            "get", "mutatingwebhookconfiguration", f"{inst.release}-caldera-mutate", "-o", "json"
+        )
+    )
+    assert {h["clientConfig"]["caBundle"] for h in mutating["webhooks"]} == {
+        before["data"]["ca.crt"]
+    }
+
+    # The three processes, locally, each as its ServiceAccount.
+    lease_ns = f"--leader-election-namespace={inst.namespace}"
+    cert_dir = tmp_path / "cert"
+    cert_dir.mkdir()
+    for key in ("tls.crt", "tls.key"):
+        (cert_dir / key).write_bytes(base64.b64decode(before["data"][key]))
+    webhook_port = free_port()
+    procs = {
+        "controllers": CalderaProcess(
+            "controllers",
+            [
+                "--leader-elect=true",
+                lease_ns,
+                "--lease-duration=6",
+                "--renew-deadline=4",
+                "--retry-period=1",
+            ],
+            kubeconfig=inst.token_kubeconfig("controllers", tmp_path / "controllers.kubeconfig"),
+            log_dir=tmp_path,
+        ),
+        "scheduler": CalderaProcess(
+            "scheduler",
+            [
+                "--leader-elect=true",
+                lease_ns,
+                "--lease-duration=6",
+                "--renew-deadline=4",
+                "--retry-period=1",
+                "--schedule-period=0.5",
+            ],
+            kubeconfig=inst.token_kubeconfig("scheduler", tmp_path / "scheduler.kubeconfig"),
+            log_dir=tmp_path,
+        ),
+        "webhook": CalderaProcess(
+            "webhook",
+            [
+                f"--port={webhook_port}",
+                f"--tls-cert-file={cert_dir / 'tls.crt'}",
+                f"--tls-key-file={cert_dir / 'tls.key'}",
+            ],
+            kubeconfig=inst.token_kubeconfig("webhook", tmp_path / "webhook.kubeconfig"),
+            log_dir=tmp_path,
+        ),
+    }
+    try:
+        for name, proc in procs.items():
+            await eventually(
+                _ready(proc), timeout=60, what=f"{name} ready (caches synced as its ServiceAccount)"
+            )
+        for name in ("controllers", "scheduler"):
+            await eventually(
+                _leading(procs[name], f"caldera-{name}"),
+                timeout=30,
+                what=f"{name} leading (its Lease in {inst.namespace})",
+            )
+
+        # The chart's certificate serves the webhook: trusted through the caBundle's CA under
+        # the Service's DNS name, as the API server will call it.
+        service_dns = f"{inst.release}-caldera-webhook.{inst.namespace}.svc"
+        ca_pem = base64.b64decode(before["data"]["ca.crt"])
+        review = await _admission_review(procs["webhook"], webhook_port, ca_pem, service_dns)
+        assert review["response"]["allowed"] is True, review
+        assert review["response"]["patchType"] == "JSONPatch", review
+
+        inst.kubectl("-n", namespace, "create", "-f", "-", input=json.dumps(_job("rbac")))
+
+        async def plugin_objects() -> bool | None:
+            _no_refusals(procs)
+            # Written by the controllers' ServiceAccount before the pods; the Job's TTL
+            # removes them soon after it completes, so they are looked for now.
+            names = inst.kubectl(
+                "-n", namespace, "get", "configmaps,secrets,services,networkpolicies", "-o", "name"
+            ).split()
+            wanted = {"configmap/rbac-svc", "secret/rbac-ssh", "service/rbac"}
+            return _ok(wanted <= set(names) and any("networkpolicy" in n for n in names))
+
+        await eventually(plugin_objects, timeout=60, what="the plugins' objects")
+
+        async def finished() -> str | None:
+            _no_refusals(procs)
+            phase = inst.kubectl(
+                "-n",
+                namespace,
+                "get",
+                "jobs.batch.volcano.sh",
+                "rbac",
+                "--ignore-not-found",
+                "-o",
+                "jsonpath={.status.state.phase}",
+            ).strip()
+            return phase if phase in ("Completed", "Failed", "Aborted", "Terminated") else None
+
+        final = await eventually(finished, timeout=120, interval=0.3, what="the Job to finish")
+        assert final == "Completed", _logs(procs)
+
+        async def collected() -> bool | None:
+            _no_refusals(procs)
+            left = inst.kubectl(
+                "-n", namespace, "get", "jobs.batch.volcano.sh", "--ignore-not-found", "-o", "name"
+            )
+            return _ok(left.strip() == "")
+
+        await eventually(collected, timeout=60, what="the gc controller to delete the Job")
+        for name, proc in procs.items():
+            refused = proc.metric(
+                "caldera_rest_client_requests_total", {"verb": "GET", "code": "403"}
+            )
+            assert refused is None, f"{name} was refused {refused} GETs"
+    finally:
+        codes = {name: proc.stop() for name, proc in procs.items()}
+    logs = _logs(procs)
+    _no_refusals(procs)
+    assert codes == {"controllers": 0, "scheduler": 0, "webhook": 0}, logs
+
+
+def _no_refusals(procs: dict[str, CalderaProcess]) -> None:
+    """Fail at once when a process logged a 403 (its ServiceAccount lacks a permission)."""
+    for name, proc in procs.items():
+        text = proc.log()
+        for line in text.splitlines():
+            # A whole "403" (not inside a timestamp, a port or an id) or the word forbidden.
+            if re.search(r"\b403\b", line) or "forbidden" in line.lower():
+                raise AssertionError(f"{name} was refused by RBAC:\n{line}\n\n{text[-3000:]}")
+
+
+async def _admission_review(
+    proc: CalderaProcess, port: int, ca_pem: bytes, server_name: str
+) -> dict[str, Any]:
+    """POST a Queue CREATE review to /queues/mutate over TLS verified against ``ca_pem`` for
+    ``server_name``; the AdmissionReview answered."""
+    context = ssl.create_default_context(cadata=ca_pem.decode())
+    queue = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": "chart-q"},
+        "spec": {},
+    }
+    body = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "e2e-chart",
+            "kind": {"group": "scheduling.volcano.sh", "version": "v1beta1", "kind": "Queue"},
+            "resource": {
+                "group": "scheduling.volcano.sh",
+                "version": "v1beta1",
+                "resource": "queues",
+            },
+            "name": "chart-q",
+            "operation": "CREATE",
+            "object": queue,
+        },
+    }
+    url = f"https://127.0.0.1:{port}/queues/mutate"
+    timeout = aiohttp.ClientTimeout(total=10)
+    async with (
+        aiohttp.ClientSession(timeout=timeout) as session,
+        session.post(url, json=body, ssl=context, server_hostname=server_name) as response,
+    ):
+        assert response.status == 200, await response.text()
+        answer: dict[str, Any] = await response.json()
+    assert proc.proc.poll() is None
+    return answer
+
+
+def _ready(proc: CalderaProcess) -> Callable[[], Awaitable[bool | None]]:
+    async def probe() -> bool | None:
+        return _ok(proc.get("/readyz")[0] == 200)
+
+    return probe
+
+
+def _leading(proc: CalderaProcess, lease: str) -> Callable[[], Awaitable[bool | None]]:
+    async def probe() -> bool | None:
+        return _ok(proc.metric("caldera_leader_election_master_status", {"name": lease}) == 1.0)
+
+    return probe
+
+
+def _logs(procs: dict[str, CalderaProcess]) -> str:
+    return "\n".join(f"--- {name}\n{p.log()[-3000:]}" for name, p in procs.items())
