@@ -45,26 +45,23 @@ def _spec(args: argparse.Namespace) -> NodeSpec:
 
 
 def _demo(plane: ControlPlane, args: argparse.Namespace) -> int:
-    from e2e.cluster.caldera_processes import run_demo_job, start_caldera
+    from e2e.cluster.caldera_processes import run_demo_jobs, start_caldera
 
     kubeconfig = plane.up()
     plane.create_nodes(args.nodes, _spec(args), args.prefix)
     start_caldera(plane)
-    print("Caldera's controllers and scheduler run on the local control plane.", file=sys.stderr)
-    print(
-        "Running examples/tensorflow-job.yaml (2 ps + 4 workers, gang-scheduled):", file=sys.stderr
-    )
-    phase = run_demo_job(plane)
-    print(
-        plane.kubectl(
-            "get", "jobs.batch.volcano.sh,podgroups.scheduling.volcano.sh,pods", "-o", "wide"
-        )
-    )
-    print(f"The job ended {phase}. Use the cluster with:", file=sys.stderr)
-    print(f"  export KUBECONFIG={kubeconfig}", file=sys.stderr)
-    print("  kubectl get vcjob,pg,queue   # Volcano's short names work", file=sys.stderr)
-    print("  make down                    # stops Caldera and the control plane", file=sys.stderr)
-    return 0 if phase == "Completed" else 1
+    say = sys.stderr.write
+    say("Caldera's webhook, controllers and scheduler run on the local control plane.\n")
+    say("Running examples/tensorflow-job.yaml (2 ps + 4 workers) and examples/mpi-job.yaml\n")
+    say("(1 launcher + 2 workers), both gang-scheduled:\n")
+    phases = run_demo_jobs(plane)
+    print(plane.kubectl("get", "jobs.batch.volcano.sh,pods", "-o", "wide"))
+    ended = ", ".join(f"{name} {phase}" for name, phase in phases.items())
+    say(f"Jobs ended: {ended}. Use the cluster with:\n")
+    say(f"  export KUBECONFIG={kubeconfig}\n")
+    say("  kubectl get vcjob,pg,queue   # Volcano's short names work\n")
+    say("  make down                    # stops Caldera and the control plane\n")
+    return 0 if all(p == "Completed" for p in phases.values()) else 1
 
 
 def main(argv: list[str] | None = None) -> int:

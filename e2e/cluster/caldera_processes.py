@@ -4,16 +4,56 @@ job to completion on fake nodes."""
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import json
 import sys
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
+from typing import Any
 
 from e2e.cluster.control_plane import REPO, ClusterError, ControlPlane, free_port
+from e2e.cluster.pki import write_serving_pair
 
-CALDERA_PROCESSES = ("caldera-controllers", "caldera-scheduler")
+CALDERA_PROCESSES = ("caldera-webhook", "caldera-controllers", "caldera-scheduler")
 CRD_DIR = REPO / "charts" / "caldera" / "crds"
-DEMO_JOB = REPO / "examples" / "tensorflow-job.yaml"
+DEMO_JOBS = (REPO / "examples" / "tensorflow-job.yaml", REPO / "examples" / "mpi-job.yaml")
+WEBHOOK_CONFIG = "caldera-local"
+# (name, path, API group, version, resource, operations) of Caldera's admission webhooks.
+MUTATING = (
+    ("mutatejob", "/jobs/mutate", "batch.volcano.sh", "v1alpha1", "jobs", ["CREATE"]),
+    ("mutatequeue", "/queues/mutate", "scheduling.volcano.sh", "v1beta1", "queues", ["CREATE"]),
+    (
+        "mutatepodgroup",
+        "/podgroups/mutate",
+        "scheduling.volcano.sh",
+        "v1beta1",
+        "podgroups",
+        ["CREATE"],
+    ),
+)
+VALIDATING = (
+    ("validatejob", "/jobs/validate", "batch.volcano.sh", "v1alpha1", "jobs", ["CREATE", "UPDATE"]),
+    (
+        "validatequeue",
+        "/queues/validate",
+        "scheduling.volcano.sh",
+        "v1beta1",
+        "queues",
+        ["CREATE", "UPDATE", "DELETE"],
+    ),
+    (
+        "validatepodgroup",
+        "/podgroups/validate",
+        "scheduling.volcano.sh",
+        "v1beta1",
+        "podgroups",
+        ["CREATE"],
+    ),
+    ("validatepod", "/pods/validate", "", "v1", "pods", ["CREATE"]),
+)
 
 
 def caldera_exe() -> str:
@@ -23,56 +63,148 @@ def caldera_exe() -> str:
     return str(exe)
 
 
-def start_caldera(plane: ControlPlane) -> dict[str, int]:
-    """Apply the CRDs and start the controllers and the scheduler (those not running yet);
-    returns each process's metrics port."""
+def _ready(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as r:
+            return bool(r.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def start_caldera(plane: ControlPlane, timeout: float = 60) -> dict[str, int]:
+    """Apply the CRDs, start the webhook, the controllers and the scheduler (those not running
+    yet), wait until each is ready, and register the webhook with the API server; returns each
+    process's metrics port."""
     plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_DIR))
     plane.kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(CRD_DIR))
-    ports: dict[str, int] = {}
+    state_path = plane.dir / "caldera.json"
+    state: dict[str, int] = json.loads(state_path.read_text()) if state_path.exists() else {}
+    certs = plane.dir / "webhook-certs"
+    crt, key = write_serving_pair(plane.pki, certs, ["127.0.0.1", "localhost"])
     for name in CALDERA_PROCESSES:
         if plane.procs.pid(name) is not None:
             continue
-        port = free_port()
+        state[name] = free_port()
         command = name.removeprefix("caldera-")
-        plane.procs.start(
-            name,
-            [
-                caldera_exe(),
-                command,
-                f"--kubeconfig={plane.kubeconfig}",
-                "--leader-elect=false",
-                "--listen-address=127.0.0.1",
-                f"--metrics-port={port}",
-                "--log-format=json",
-            ],
-        )
-        ports[name] = port
-    time.sleep(1.0)
+        argv = [
+            caldera_exe(),
+            command,
+            f"--kubeconfig={plane.kubeconfig}",
+            "--leader-elect=false",
+            "--listen-address=127.0.0.1",
+            f"--metrics-port={state[name]}",
+            "--log-format=json",
+        ]
+        if name == "caldera-webhook":
+            state["webhook-https"] = free_port()
+            argv += [
+                f"--port={state['webhook-https']}",
+                f"--tls-cert-file={crt}",
+                f"--tls-key-file={key}",
+            ]
+        plane.procs.start(name, argv)
+    state_path.write_text(json.dumps(state))
+    deadline = time.monotonic() + timeout
     for name in CALDERA_PROCESSES:
-        if plane.procs.pid(name) is None:
-            raise ClusterError(f"{name} exited at start:\n{plane.procs.tail(name)}")
-    return ports
+        while not _ready(state[name]):
+            if plane.procs.pid(name) is None:
+                raise ClusterError(f"{name} exited at start:\n{plane.procs.tail(name)}")
+            if time.monotonic() > deadline:
+                raise ClusterError(f"{name} not ready in {timeout:.0f}s:\n{plane.procs.tail(name)}")
+            time.sleep(0.2)
+    ca = plane.pki.ca_crt.read_bytes()
+    url = f"https://127.0.0.1:{state['webhook-https']}"
+    for doc in webhook_configurations(url, ca):
+        plane.kubectl("apply", "-f", "-", input=json.dumps(doc))
+    return state
+
+
+def webhook_configurations(url: str, ca: bytes) -> list[dict[str, Any]]:
+    """Caldera's admission webhooks at a local URL, for every namespace but kube-system."""
+    not_system = {
+        "matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system"]}
+        ]
+    }
+
+    def hook(
+        name: str, path: str, group: str, version: str, resource: str, ops: list[str]
+    ) -> dict[str, Any]:
+        return {
+            "name": f"{name}.caldera.io",
+            "admissionReviewVersions": ["v1"],
+            "sideEffects": "None",
+            "failurePolicy": "Fail",
+            "timeoutSeconds": 10,
+            "clientConfig": {"url": url + path, "caBundle": base64.b64encode(ca).decode()},
+            "rules": [
+                {
+                    "apiGroups": [group],
+                    "apiVersions": [version],
+                    "operations": ops,
+                    "resources": [resource],
+                }
+            ],
+            **({} if resource == "queues" else {"namespaceSelector": not_system}),
+        }
+
+    meta = {"name": WEBHOOK_CONFIG}
+    return [
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": meta,
+            "webhooks": [hook(*h) for h in MUTATING],
+        },
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration",
+            "metadata": meta,
+            "webhooks": [hook(*h) for h in VALIDATING],
+        },
+    ]
 
 
 def stop_caldera(plane: ControlPlane) -> list[str]:
+    """Unregister the webhook (while the API server still runs), then stop the processes."""
+    if plane.running().get("kube-apiserver") and plane.kubeconfig.exists():
+        for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
+            # The API server is going away anyway if this fails.
+            with contextlib.suppress(ClusterError):
+                plane.kubectl("delete", kind, WEBHOOK_CONFIG, "--ignore-not-found")
     return [name for name in reversed(CALDERA_PROCESSES) if plane.procs.stop(name)]
 
 
-def run_demo_job(plane: ControlPlane, manifest: Path = DEMO_JOB, timeout: float = 180) -> str:
-    """Apply the example job (again, if it ran before) and follow it to a final phase."""
-    plane.kubectl("delete", "-f", str(manifest), "--ignore-not-found", "--wait=true")
-    plane.kubectl("apply", "-f", str(manifest))
-    name = "tf-mnist"
+FINAL = ("Completed", "Failed", "Aborted", "Terminated")
+
+
+def run_demo_jobs(
+    plane: ControlPlane, manifests: tuple[Path, ...] = DEMO_JOBS, timeout: float = 180
+) -> dict[str, str]:
+    """Apply the example jobs (again, if they ran before) and follow them to a final phase;
+    returns each job's final phase."""
+    names = []
+    for manifest in manifests:
+        plane.kubectl("delete", "-f", str(manifest), "--ignore-not-found", "--wait=true")
+        plane.kubectl("apply", "-f", str(manifest))
+        names.append(
+            json.loads(
+                plane.kubectl("create", "--dry-run=client", "-o", "json", "-f", str(manifest))
+            )["metadata"]["name"]
+        )
     deadline = time.monotonic() + timeout
-    last = ""
+    last: dict[str, str] = {}
     while time.monotonic() < deadline:
-        job = json.loads(plane.kubectl("get", "jobs.batch.volcano.sh", name, "-o", "json"))
-        phase: str = job.get("status", {}).get("state", {}).get("phase", "")
-        if phase != last:
-            running = job.get("status", {}).get("running", 0)
-            print(f"  job {name}: {phase or 'created'} (running pods: {running})", file=sys.stderr)
-            last = phase
-        if phase in ("Completed", "Failed", "Aborted", "Terminated"):
-            return phase
+        for name in names:
+            job = json.loads(plane.kubectl("get", "jobs.batch.volcano.sh", name, "-o", "json"))
+            phase: str = job.get("status", {}).get("state", {}).get("phase", "")
+            if phase != last.get(name):
+                running = job.get("status", {}).get("running", 0)
+                print(
+                    f"  job {name}: {phase or 'created'} (running pods: {running})", file=sys.stderr
+                )
+                last[name] = phase
+        if all(last.get(n) in FINAL for n in names):
+            return last
         time.sleep(1)
-    raise ClusterError(f"job {name} did not finish in {timeout:.0f}s (last phase {last or 'none'})")
+    raise ClusterError(f"jobs did not finish in {timeout:.0f}s (last phases {last})")
