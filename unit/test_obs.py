@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 import json
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -172,16 +172,7 @@ async def test_start_on_port_zero_serves_and_stop_closes(registry: CollectorRegi
 # --- configure_logging --------------------------------------------------------------------------
 
 
-@pytest.fixture(autouse=True)
-def restore_logging() -> Iterator[None]:
-    """configure_logging changes process-wide state; put structlog and the root logger back."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    structlog.reset_defaults()
-    structlog.contextvars.clear_contextvars()
-    root.handlers[:] = handlers
-    root.setLevel(level)
+# structlog and the root logger are put back after every test by the root conftest.py.
 
 
 def lines(stream: io.StringIO) -> list[dict[str, Any]]:
