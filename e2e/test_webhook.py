@@ -16,7 +16,6 @@ other tests own).
 
 from __future__ import annotations
 
-import base64
 import json
 import secrets
 import subprocess
@@ -32,6 +31,7 @@ from caldera.api.kinds import JOB, POD, PODGROUP, QUEUE, resource_path
 from caldera.kube.client import KubeClient, PatchType
 from caldera.kube.errors import ApiError
 from e2e.caldera_process import CalderaProcess
+from e2e.cluster.caldera_processes import webhook_configurations
 from e2e.cluster.control_plane import free_port, kubectl
 from e2e.cluster.pki import write_serving_pair
 from e2e.conftest import Cluster
@@ -81,72 +81,15 @@ def _queue(name: str, **spec: Any) -> dict[str, Any]:
 
 
 def _configurations(url: str, ca: bytes, namespace: str) -> list[dict[str, Any]]:
-    ns_selector = {"matchLabels": {"caldera.io/e2e": namespace}}
-    obj_selector = {"matchLabels": {LABEL: TOKEN}}
-
-    def hook(
-        name: str, path: str, group: str, resource: str, ops: list[str], queue: bool = False
-    ) -> dict[str, Any]:
-        version = {"batch.volcano.sh": "v1alpha1", "": "v1"}.get(group, "v1beta1")
-        return {
-            "name": f"{name}.{TOKEN}.caldera.io",
-            "admissionReviewVersions": ["v1"],
-            "sideEffects": "None",
-            "failurePolicy": "Fail",
-            "timeoutSeconds": 10,
-            "clientConfig": {"url": url + path, "caBundle": base64.b64encode(ca).decode()},
-            "rules": [
-                {
-                    "apiGroups": [group],
-                    "apiVersions": [version],
-                    "operations": ops,
-                    "resources": [resource],
-                }
-            ],
-            **({"objectSelector": obj_selector} if queue else {"namespaceSelector": ns_selector}),
-        }
-
-    mutating = [
-        hook("mutatejob", "/jobs/mutate", "batch.volcano.sh", "jobs", ["CREATE"]),
-        hook("mutatequeue", "/queues/mutate", "scheduling.volcano.sh", "queues", ["CREATE"], True),
-        hook(
-            "mutatepodgroup", "/podgroups/mutate", "scheduling.volcano.sh", "podgroups", ["CREATE"]
-        ),
-    ]
-    validating = [
-        hook("validatejob", "/jobs/validate", "batch.volcano.sh", "jobs", ["CREATE", "UPDATE"]),
-        hook(
-            "validatequeue",
-            "/queues/validate",
-            "scheduling.volcano.sh",
-            "queues",
-            ["CREATE", "UPDATE", "DELETE"],
-            True,
-        ),
-        hook(
-            "validatepodgroup",
-            "/podgroups/validate",
-            "scheduling.volcano.sh",
-            "podgroups",
-            ["CREATE"],
-        ),
-        hook("validatepod", "/pods/validate", "", "pods", ["CREATE"]),
-    ]
-    name = f"caldera-e2e-{TOKEN}"
-    return [
-        {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "MutatingWebhookConfiguration",
-            "metadata": {"name": name},
-            "webhooks": mutating,
-        },
-        {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingWebhookConfiguration",
-            "metadata": {"name": name},
-            "webhooks": validating,
-        },
-    ]
+    """The demo's configurations, narrowed to this test's namespace and labelled queues."""
+    return webhook_configurations(
+        url,
+        ca,
+        name=f"caldera-e2e-{TOKEN}",
+        namespace_selector={"matchLabels": {"caldera.io/e2e": namespace}},
+        queue_selector={"matchLabels": {LABEL: TOKEN}},
+        hook_domain=f"{TOKEN}.caldera.io",
+    )
 
 
 def _wait(probe: Any, what: str, timeout: float = 60) -> None:

@@ -119,19 +119,38 @@ def start_caldera(plane: ControlPlane, timeout: float = 60) -> dict[str, int]:
     return state
 
 
-def webhook_configurations(url: str, ca: bytes) -> list[dict[str, Any]]:
-    """Caldera's admission webhooks at a local URL, for every namespace but kube-system."""
-    not_system = {
-        "matchExpressions": [
-            {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system"]}
-        ]
-    }
+NOT_SYSTEM = {
+    "matchExpressions": [
+        {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system"]}
+    ]
+}
+
+
+def webhook_configurations(
+    url: str,
+    ca: bytes,
+    *,
+    name: str = WEBHOOK_CONFIG,
+    namespace_selector: dict[str, Any] = NOT_SYSTEM,
+    queue_selector: dict[str, Any] | None = None,
+    hook_domain: str = "caldera.io",
+) -> list[dict[str, Any]]:
+    """Caldera's admission webhooks at a local URL (Mutating and Validating configurations).
+
+    Namespaced objects are matched by ``namespace_selector`` (every namespace but kube-system by
+    default); queues are cluster-scoped, so only ``queue_selector`` (an objectSelector) can
+    narrow them.
+    """
 
     def hook(
-        name: str, path: str, group: str, version: str, resource: str, ops: list[str]
+        hook_name: str, path: str, group: str, version: str, resource: str, ops: list[str]
     ) -> dict[str, Any]:
+        if resource == "queues":
+            selector = {"objectSelector": queue_selector} if queue_selector else {}
+        else:
+            selector = {"namespaceSelector": namespace_selector}
         return {
-            "name": f"{name}.caldera.io",
+            "name": f"{hook_name}.{hook_domain}",
             "admissionReviewVersions": ["v1"],
             "sideEffects": "None",
             "failurePolicy": "Fail",
@@ -145,10 +164,10 @@ def webhook_configurations(url: str, ca: bytes) -> list[dict[str, Any]]:
                     "resources": [resource],
                 }
             ],
-            **({} if resource == "queues" else {"namespaceSelector": not_system}),
+            **selector,
         }
 
-    meta = {"name": WEBHOOK_CONFIG}
+    meta = {"name": name}
     return [
         {
             "apiVersion": "admissionregistration.k8s.io/v1",
