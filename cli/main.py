@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 
 from caldera import __version__
 from caldera.settings import SettingsError
-from cli import controllers, scheduler, webhook
+from cli import completion, controllers, job, pod, queue, scheduler, webhook
 from cli.errors import fail
 
 
@@ -28,6 +28,10 @@ def build_parser() -> argparse.ArgumentParser:
     controllers.register(sub)
     scheduler.register(sub)
     webhook.register(sub)
+    job.register(sub)
+    queue.register(sub)
+    pod.register(sub)
+    completion.register(sub)
     return parser
 
 

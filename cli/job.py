@@ -1,0 +1,464 @@
+"""``caldera job run|list|view|suspend|resume|delete``: vcctl's job commands.
+
+Flags, defaults and table columns are vcctl's (VOLCANO_API.md section 7). Beyond vcctl:
+``-o json|yaml|wide``, ``job list --watch`` (a new row each time a job's row changes, as
+``kubectl get -w`` does), and ``job view`` showing tasks, pods, the PodGroup, why the gang is
+unschedulable, and the events of the job, its PodGroup and its pods.
+
+``job suspend`` and ``job resume`` create a bus.volcano.sh Command (AbortJob / ResumeJob) that the
+job controller consumes; ``job run`` names its single task ``default0``, the name Volcano's
+webhook would give it, so the job is the same with or without the webhook.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from caldera.api.core import Event, Pod
+from caldera.api.jobspec import default_task_name
+from caldera.api.kinds import EVENT, JOB, POD, PODGROUP
+from caldera.api.meta import OwnerReference, WatchEventType, controller_of
+from caldera.api.quantity import QuantityError, milli_value
+from caldera.api.volcano import JOB_NAME_KEY, Action, Job, PodGroup
+from caldera.kube.client import KubeClient
+from caldera.kube.errors import AlreadyExists, Gone, NotFound, error_from_status
+from cli import output
+from cli.cluster import (
+    CliError,
+    add_connection_args,
+    add_output_arg,
+    already_exists,
+    create_command,
+    get_raw,
+    list_raw,
+    not_found,
+    one_line,
+    run,
+)
+
+DEFAULT_NAMESPACE = "default"
+DEFAULT_RESOURCES = "cpu=1000m,memory=100Mi"
+# A watch is re-opened after this long (the server ends it anyway); the table carries on.
+WATCH_SECONDS = 300
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``caldera job`` and its subcommands."""
+    job = sub.add_parser(
+        "job",
+        help="run, list, view, suspend, resume and delete Volcano jobs (vcctl job)",
+        description="Volcano jobs, with vcctl's commands, flags and columns.",
+    )
+    job.set_defaults(handler=lambda _args: _usage(job))
+    cmds = job.add_subparsers(dest="job_command", metavar="COMMAND")
+
+    p = cmds.add_parser("run", help="run a job", description="Create a job from flags or a file.")
+    p.add_argument("-i", "--image", default="busybox", help="the container image of the job")
+    p.add_argument("-n", "--namespace", help=f"the namespace of the job ({DEFAULT_NAMESPACE})")
+    p.add_argument("-N", "--name", default="", help="the name of the job")
+    p.add_argument(
+        "-m", "--min", type=int, default=1, help="the minimal available tasks of the job"
+    )
+    p.add_argument("-r", "--replicas", type=int, default=1, help="the total tasks of the job")
+    p.add_argument(
+        "-R", "--requests", default=DEFAULT_RESOURCES, help="the resource requests of each task"
+    )
+    p.add_argument(
+        "-L", "--limits", default=DEFAULT_RESOURCES, help="the resource limits of each task"
+    )
+    p.add_argument("-S", "--scheduler", default="volcano", help="the scheduler of the job")
+    p.add_argument("-f", "--filename", help="a YAML file with the job ('-' for stdin)")
+    add_connection_args(p)
+    p.set_defaults(handler=_run)
+
+    p = cmds.add_parser("list", help="list jobs", description="List jobs with vcctl's columns.")
+    _namespace_arg(p)
+    p.add_argument("-q", "--queue", default="", help="only jobs in this queue")
+    p.add_argument("-S", "--scheduler", default="", help="only jobs with this scheduler")
+    p.add_argument("--all-namespaces", action="store_true", help="list jobs in all namespaces")
+    p.add_argument("--selector", default="", help="only jobs whose name contains this text")
+    p.add_argument(
+        "-w", "--watch", action="store_true", help="after the table, print a row for every change"
+    )
+    add_output_arg(p)
+    add_connection_args(p)
+    p.set_defaults(handler=_list)
+
+    p = cmds.add_parser(
+        "view",
+        help="show a job: spec, status, tasks, pods, events",
+        description="Show a job, its tasks, pods and PodGroup, why its gang is unschedulable, "
+        "and its events.",
+    )
+    _namespace_arg(p)
+    _name_arg(p)
+    add_output_arg(p, wide=False)
+    add_connection_args(p)
+    p.set_defaults(handler=_view)
+
+    for name, action, text in (
+        ("suspend", Action.ABORT_JOB, "suspend (abort) a job: its pods are deleted"),
+        ("resume", Action.RESUME_JOB, "resume a suspended job"),
+    ):
+        p = cmds.add_parser(
+            name, help=text, description=f"{text.capitalize()}, through a {action} Command."
+        )
+        _namespace_arg(p)
+        _name_arg(p)
+        add_connection_args(p)
+        p.set_defaults(handler=_command_handler(action, name))
+
+    p = cmds.add_parser("delete", help="delete a job", description="Delete a job.")
+    _namespace_arg(p)
+    _name_arg(p)
+    add_connection_args(p)
+    p.set_defaults(handler=_delete)
+
+
+def _usage(parser: argparse.ArgumentParser) -> int:
+    parser.print_help(sys.stderr)
+    return 2
+
+
+def _namespace_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "-n", "--namespace", default=DEFAULT_NAMESPACE, help="the namespace of the job (default)"
+    )
+
+
+def _name_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-N", "--name", default="", help="the name of the job")
+
+
+def _need_name(args: argparse.Namespace) -> str:
+    name: str = args.name
+    if not name:
+        raise CliError("job name must be specified (-N NAME)")
+    return name
+
+
+# --- run --------------------------------------------------------------------------------------
+
+
+def parse_resources(text: str, flag: str) -> dict[str, str]:
+    """``cpu=1000m,memory=100Mi`` as a resource list; CliError names the bad entry."""
+    resources: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise CliError(f"{flag}: {item!r} is not NAME=QUANTITY")
+        try:
+            milli_value(value.strip())
+        except QuantityError as exc:
+            raise CliError(f"{flag}: {key.strip()}={value.strip()}: {exc}") from None
+        resources[key.strip()] = value.strip()
+    return resources
+
+
+def job_from_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The Job `vcctl job run` builds: one task of `replicas` pods of one container."""
+    name = _need_name(args)
+    requests = parse_resources(args.requests, "--requests")
+    limits = parse_resources(args.limits, "--limits")
+    if args.min < 0 or args.replicas < 0:
+        raise CliError("--min and --replicas must not be negative")
+    return {
+        "apiVersion": JOB.api_version,
+        "kind": JOB.kind,
+        "metadata": {"name": name, "namespace": args.namespace or DEFAULT_NAMESPACE},
+        "spec": {
+            "minAvailable": args.min,
+            "schedulerName": args.scheduler,
+            "tasks": [
+                {
+                    "name": default_task_name(0),
+                    "replicas": args.replicas,
+                    "template": {
+                        "metadata": {"name": name, "labels": {JOB_NAME_KEY: name}},
+                        "spec": {
+                            "restartPolicy": "Never",
+                            "containers": [
+                                {
+                                    "name": name,
+                                    "image": args.image,
+                                    "imagePullPolicy": "IfNotPresent",
+                                    "resources": {"requests": requests, "limits": limits},
+                                }
+                            ],
+                        },
+                    },
+                }
+            ],
+        },
+    }
+
+
+def job_from_file(args: argparse.Namespace) -> dict[str, Any]:
+    """The Job in ``-f FILE``; -N and -n override its name and namespace."""
+    path: str = args.filename
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text()
+    except OSError as exc:
+        raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        body = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise CliError(f"{path} is not valid YAML: {' '.join(str(exc).split())}") from None
+    if not isinstance(body, dict):
+        raise CliError(f"{path} does not hold a Job")
+    if (
+        body.get("kind", JOB.kind) != JOB.kind
+        or body.get("apiVersion", JOB.api_version) != JOB.api_version
+    ):
+        raise CliError(
+            f"{path} holds a {body.get('kind')} of {body.get('apiVersion')}, "
+            f"not a Job of {JOB.api_version}"
+        )
+    body = {**body, "apiVersion": JOB.api_version, "kind": JOB.kind}
+    meta = dict(body.get("metadata") or {})
+    if args.name:
+        meta["name"] = args.name
+    meta["namespace"] = args.namespace or meta.get("namespace") or DEFAULT_NAMESPACE
+    if not meta.get("name") and not meta.get("generateName"):
+        raise CliError("job name must be specified (-N NAME, or metadata.name in the file)")
+    body["metadata"] = meta
+    return body
+
+
+@one_line
+def _run(args: argparse.Namespace) -> int:
+    body = job_from_file(args) if args.filename else job_from_flags(args)
+    namespace = body["metadata"]["namespace"]
+
+    async def go(client: KubeClient) -> int:
+        try:
+            job = await client.create(JOB, body, namespace=namespace)
+        except AlreadyExists as exc:
+            raise already_exists(f"job {namespace}/{body['metadata'].get('name')}", exc) from None
+        print(f"run job {job.metadata.name} successfully")
+        return 0
+
+    return run(args, go)
+
+
+# --- list -------------------------------------------------------------------------------------
+
+
+def job_selected(job: Job, args: argparse.Namespace) -> bool:
+    """vcctl's client-side filters: queue, scheduler, name substring."""
+    if args.queue and job.spec.queue != args.queue:
+        return False
+    if args.scheduler and job.spec.scheduler_name != args.scheduler:
+        return False
+    return args.selector in job.metadata.name
+
+
+@one_line
+def _list(args: argparse.Namespace) -> int:
+    namespace = None if args.all_namespaces else args.namespace
+    wide = args.output == "wide"
+    if args.watch and args.output in ("json", "yaml"):
+        raise CliError("--watch prints table rows: use it without -o, or with -o wide")
+
+    async def go(client: KubeClient) -> int:
+        jobs, raw, version = await list_raw(client, JOB, namespace=namespace)
+        shown = sorted(
+            (j for j in jobs if job_selected(j, args)),
+            key=lambda j: (j.metadata.namespace, j.metadata.name),
+        )
+        if args.output in ("json", "yaml"):
+            sys.stdout.write(
+                output.dump(output.as_list([raw[j.metadata.uid] for j in shown]), args.output)
+            )
+            return 0
+        now = dt.datetime.now(dt.UTC)
+        headers = output.job_headers(all_namespaces=args.all_namespaces, wide=wide)
+        rows = [
+            output.job_row(j, all_namespaces=args.all_namespaces, wide=wide, now=now) for j in shown
+        ]
+        if not args.watch:
+            sys.stdout.write(
+                output.job_table(shown, all_namespaces=args.all_namespaces, wide=wide, now=now)
+            )
+            return 0
+        table = output.render_table(headers, rows)
+        sys.stdout.write(table)
+        sys.stdout.flush()
+        widths = table_widths(table)
+        last = {j.metadata.uid: r for j, r in zip(shown, rows, strict=True)}
+        await _watch(client, args, namespace, version, widths, last)
+        return 0
+
+    return run(args, go)
+
+
+def table_widths(table: str) -> list[int]:
+    """Column widths of a rendered table, from its header line."""
+    header = table.split("\n", 1)[0]
+    widths, start = [], 0
+    for i, ch in enumerate(header):
+        if i > 0 and ch != " " and header[i - 1] == " ":
+            widths.append(i - start)
+            start = i
+    widths.append(len(header) - start + output.COLUMN_GAP)
+    return widths
+
+
+def aligned_row(row: list[str], widths: list[int]) -> str:
+    """A row padded to `widths`, so watch rows line up with the table printed first."""
+    return "".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+
+
+async def _watch(
+    client: KubeClient,
+    args: argparse.Namespace,
+    namespace: str | None,
+    version: str,
+    widths: list[int],
+    last: dict[str, list[str]],
+) -> None:
+    """Print a row each time a selected job's row changes, until interrupted."""
+    wide = args.output == "wide"
+
+    def show(job: Job) -> None:
+        row = output.job_row(
+            job, all_namespaces=args.all_namespaces, wide=wide, now=dt.datetime.now(dt.UTC)
+        )
+        if last.get(job.metadata.uid) != row:
+            last[job.metadata.uid] = row
+            print(aligned_row(row, widths), flush=True)
+
+    while True:
+        try:
+            async with client.watch(
+                JOB, namespace=namespace, resource_version=version, timeout_seconds=WATCH_SECONDS
+            ) as events:
+                async for event in events:
+                    if event.type == WatchEventType.ERROR:
+                        raise error_from_status(event.object)  # type: ignore[arg-type]
+                    job = event.object
+                    if not isinstance(job, Job):
+                        continue
+                    version = job.metadata.resource_version or version
+                    if event.type == WatchEventType.BOOKMARK or not job_selected(job, args):
+                        continue
+                    if event.type == WatchEventType.DELETED:
+                        last.pop(job.metadata.uid, None)
+                    else:
+                        show(job)
+        except Gone:
+            # History compacted: list again, show what changed meanwhile, watch from there.
+            jobs, _raw, version = await list_raw(client, JOB, namespace=namespace)
+            for job in jobs:
+                if job_selected(job, args):
+                    show(job)
+
+
+# --- view -------------------------------------------------------------------------------------
+
+
+def job_podgroup(job: Job, podgroups: list[PodGroup]) -> PodGroup | None:
+    """The job's PodGroup: the one it controls (``<job>-<uid>``)."""
+    for pg in podgroups:
+        ref = controller_of(pg.metadata)
+        if ref is not None and ref.uid == job.metadata.uid:
+            return pg
+    wanted = f"{job.metadata.name}-{job.metadata.uid}"
+    return next((pg for pg in podgroups if pg.metadata.name == wanted), None)
+
+
+def related_events(events: list[Event], uids: set[str]) -> list[Event]:
+    """Events about the job, its PodGroup or its pods."""
+    return [e for e in events if e.involved_object.uid in uids]
+
+
+@one_line
+def _view(args: argparse.Namespace) -> int:
+    name = _need_name(args)
+
+    async def go(client: KubeClient) -> int:
+        try:
+            job, raw = await get_raw(client, JOB, name, namespace=args.namespace)
+        except NotFound as exc:
+            raise not_found(f"job {args.namespace}/{name}", exc) from None
+        if args.output in ("json", "yaml"):
+            sys.stdout.write(output.dump(raw, args.output))
+            return 0
+        pods_result, pgs_result, events_result = await asyncio.gather(
+            client.list(POD, namespace=args.namespace, label_selector=f"{JOB_NAME_KEY}={name}"),
+            client.list(PODGROUP, namespace=args.namespace),
+            client.list(EVENT, namespace=args.namespace),
+        )
+        pods: list[Pod] = [
+            p
+            for p in pods_result.items
+            if (ref := controller_of(p.metadata)) is None or ref.uid == job.metadata.uid
+        ]
+        podgroup = job_podgroup(job, list(pgs_result.items))
+        uids = {job.metadata.uid, *(p.metadata.uid for p in pods)}
+        if podgroup is not None:
+            uids.add(podgroup.metadata.uid)
+        sys.stdout.write(
+            output.render_job_view(
+                job,
+                podgroup=podgroup,
+                pods=pods,
+                events=related_events(list(events_result.items), uids),
+                now=dt.datetime.now(dt.UTC),
+            )
+        )
+        return 0
+
+    return run(args, go)
+
+
+# --- suspend / resume / delete ----------------------------------------------------------------
+
+
+def _command_handler(action: Action, verb: str) -> Callable[[argparse.Namespace], int]:
+    @one_line
+    def handler(args: argparse.Namespace) -> int:
+        name = _need_name(args)
+
+        async def go(client: KubeClient) -> int:
+            try:
+                job = await client.get(JOB, name, namespace=args.namespace)
+            except NotFound as exc:
+                raise not_found(f"job {args.namespace}/{name}", exc) from None
+            target = OwnerReference(
+                api_version=JOB.api_version,
+                kind=JOB.kind,
+                name=job.metadata.name,
+                uid=job.metadata.uid,
+                controller=True,
+            )
+            command = await create_command(client, args.namespace, action, target)
+            print(f"{verb} job {name}: command {command} ({action}) created")
+            return 0
+
+        return run(args, go)
+
+    return handler
+
+
+@one_line
+def _delete(args: argparse.Namespace) -> int:
+    name = _need_name(args)
+
+    async def go(client: KubeClient) -> int:
+        try:
+            await client.delete(JOB, name, namespace=args.namespace)
+        except NotFound as exc:
+            raise not_found(f"job {args.namespace}/{name}", exc) from None
+        print(f"delete job {name} successfully")
+        return 0
+
+    return run(args, go)

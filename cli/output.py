@@ -1,0 +1,650 @@
+"""Pure rendering for the vcctl-style commands: tables, JSON/YAML, ages, pod status, job views.
+
+Nothing here does I/O: every function takes decoded objects (and `now`, for ages) and returns
+strings or rows, so `unit/test_cli_output.py` checks the output byte for byte.
+
+Tables follow vcctl: its column names (``Name``, ``Creation``, ``Phase``, ...), left-aligned,
+each column as wide as its longest cell plus three spaces, and ``No resources found`` when there
+is nothing to show. Ages follow kubectl's ``HumanDuration`` (``45s``, ``3m12s``, ``5h``, ``3d4h``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import yaml
+
+from caldera.api.core import Event, Pod
+from caldera.api.meta import parse_time
+from caldera.api.volcano import (
+    JOB_NAME_KEY,
+    JOB_TYPE_KEY,
+    QUEUE_NAME_KEY,
+    SCHEDULING_QUEUE_NAME_KEY,
+    TASK_SPEC_KEY,
+    Job,
+    PodGroup,
+    PodGroupConditionType,
+    PodGroupPhase,
+    Queue,
+)
+
+__all__ = [
+    "JOB_COLUMNS",
+    "NO_RESOURCES",
+    "POD_COLUMNS",
+    "QUEUE_COLUMNS",
+    "QueueCounts",
+    "QueueShare",
+    "as_list",
+    "dump",
+    "format_age",
+    "gang_status",
+    "job_row",
+    "job_table",
+    "pod_row",
+    "pod_status",
+    "pod_table",
+    "queue_counts",
+    "queue_row",
+    "queue_table",
+    "render_job_view",
+    "render_table",
+]
+
+NO_RESOURCES: Final = "No resources found"
+COLUMN_GAP: Final = 3
+OUTPUT_FORMATS: Final = ("json", "yaml", "wide")
+
+JOB_COLUMNS: Final = (
+    "Name",
+    "Creation",
+    "Phase",
+    "JobType",
+    "Replicas",
+    "Min",
+    "Pending",
+    "Running",
+    "Succeeded",
+    "Failed",
+    "Unknown",
+    "RetryCount",
+)
+JOB_WIDE_COLUMNS: Final = ("Queue", "Scheduler", "Terminating", "Version", "Age")
+QUEUE_COLUMNS: Final = (
+    "Name",
+    "Weight",
+    "State",
+    "Parent",
+    "Inqueue",
+    "Pending",
+    "Running",
+    "Unknown",
+    "Completed",
+)
+QUEUE_WIDE_COLUMNS: Final = ("Deserved", "Allocated", "Share")
+POD_COLUMNS: Final = ("Name", "Ready", "Status", "Restart", "Age")
+POD_WIDE_COLUMNS: Final = ("Job", "Task", "Queue", "Node", "IP")
+
+
+# --- generic ----------------------------------------------------------------------------------
+
+
+def render_table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    """Left-aligned columns, each as wide as its longest cell plus `COLUMN_GAP` spaces; no
+    trailing spaces; one line per row, ending with a newline."""
+    all_rows = [list(headers), *([str(c) for c in row] for row in rows)]
+    widths = [max(len(row[i]) for row in all_rows) + COLUMN_GAP for i in range(len(headers))]
+    lines = [
+        "".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in all_rows
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def format_age(timestamp: str | None, now: dt.datetime) -> str:
+    """Time since `timestamp` the way kubectl prints ages; `<unknown>` without one."""
+    if not timestamp:
+        return "<unknown>"
+    try:
+        then = parse_time(timestamp)
+    except ValueError:
+        return "<unknown>"
+    return human_duration(now - then)
+
+
+def human_duration(delta: dt.timedelta) -> str:
+    """kubectl's HumanDuration: two significant units for short spans, one for long ones."""
+    seconds = int(delta.total_seconds())
+    if seconds < -1:
+        return "<invalid>"
+    if seconds < 0:
+        return "0s"
+    if seconds < 120:
+        return f"{seconds}s"
+    minutes = seconds // 60
+    if minutes < 10:
+        rest = seconds % 60
+        return f"{minutes}m{rest}s" if rest else f"{minutes}m"
+    if minutes < 180:
+        return f"{minutes}m"
+    hours = minutes // 60
+    if hours < 8:
+        rest = minutes % 60
+        return f"{hours}h{rest}m" if rest else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    if hours < 24 * 8:
+        rest = hours % 24
+        return f"{hours // 24}d{rest}h" if rest else f"{hours // 24}d"
+    if hours < 24 * 365 * 2:
+        return f"{hours // 24}d"
+    if hours < 24 * 365 * 8:
+        years, days = hours // (24 * 365), (hours // 24) % 365
+        return f"{years}y{days}d" if days else f"{years}y"
+    return f"{hours // (24 * 365)}y"
+
+
+def as_list(items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """A kubectl-style ``List`` wrapping several objects for ``-o json|yaml``."""
+    return {"apiVersion": "v1", "kind": "List", "items": list(items), "metadata": {}}
+
+
+def dump(obj: Any, fmt: str) -> str:
+    """`obj` (plain JSON data) as ``json`` (4-space indent, as kubectl) or ``yaml``."""
+    if fmt == "json":
+        return json.dumps(obj, indent=4) + "\n"
+    if fmt == "yaml":
+        text: str = yaml.safe_dump(obj, sort_keys=False, default_flow_style=False)
+        return text
+    raise ValueError(f"unknown output format {fmt!r} (use json or yaml)")
+
+
+def _creation_date(timestamp: str | None) -> str:
+    if not timestamp:
+        return ""
+    try:
+        return parse_time(timestamp).astimezone(dt.UTC).strftime("%Y-%m-%d")
+    except ValueError:
+        return ""
+
+
+# --- jobs -------------------------------------------------------------------------------------
+
+
+def job_row(
+    job: Job, *, all_namespaces: bool = False, wide: bool = False, now: dt.datetime | None = None
+) -> list[str]:
+    """One `caldera job list` row: vcctl's columns (Namespace first with --all-namespaces)."""
+    status = job.status
+    row = [
+        job.metadata.name,
+        _creation_date(job.metadata.creation_timestamp),
+        status.state.phase,
+        job.metadata.labels.get(JOB_TYPE_KEY) or "Batch",
+        str(sum(task.replicas for task in job.spec.tasks)),
+        str(status.min_available),
+        str(status.pending),
+        str(status.running),
+        str(status.succeeded),
+        str(status.failed),
+        str(status.unknown),
+        str(status.retry_count),
+    ]
+    if all_namespaces:
+        row.insert(0, job.metadata.namespace)
+    if wide:
+        row += [
+            job.spec.queue,
+            job.spec.scheduler_name,
+            str(status.terminating),
+            str(status.version),
+            format_age(job.metadata.creation_timestamp, now or dt.datetime.now(dt.UTC)),
+        ]
+    return row
+
+
+def job_headers(*, all_namespaces: bool = False, wide: bool = False) -> list[str]:
+    """The header of `caldera job list`."""
+    headers = list(JOB_COLUMNS)
+    if all_namespaces:
+        headers.insert(0, "Namespace")
+    if wide:
+        headers += JOB_WIDE_COLUMNS
+    return headers
+
+
+def job_table(
+    jobs: Sequence[Job],
+    *,
+    all_namespaces: bool = False,
+    wide: bool = False,
+    now: dt.datetime | None = None,
+) -> str:
+    """The `caldera job list` table, or `No resources found`."""
+    if not jobs:
+        return NO_RESOURCES + "\n"
+    return render_table(
+        job_headers(all_namespaces=all_namespaces, wide=wide),
+        (job_row(j, all_namespaces=all_namespaces, wide=wide, now=now) for j in jobs),
+    )
+
+
+# --- queues -----------------------------------------------------------------------------------
+
+
+@dataclass
+class QueueCounts:
+    """PodGroups of one queue by phase (vcctl computes these by listing PodGroups)."""
+
+    inqueue: int = 0
+    pending: int = 0
+    running: int = 0
+    unknown: int = 0
+    completed: int = 0
+
+
+@dataclass(frozen=True)
+class QueueShare:
+    """What the proportion plugin computes for a queue: deserved and allocated resources (as
+    quantity strings) and the share, the largest allocated/deserved ratio over resources."""
+
+    deserved: Mapping[str, str] = field(default_factory=dict)
+    allocated: Mapping[str, str] = field(default_factory=dict)
+    share: float = 0.0
+
+
+_PHASE_FIELD: Final = {
+    PodGroupPhase.INQUEUE: "inqueue",
+    PodGroupPhase.PENDING: "pending",
+    "": "pending",  # not yet given a phase: waiting like a Pending one
+    PodGroupPhase.RUNNING: "running",
+    PodGroupPhase.UNKNOWN: "unknown",
+    PodGroupPhase.COMPLETED: "completed",
+}
+
+
+def queue_counts(podgroups: Iterable[PodGroup]) -> dict[str, QueueCounts]:
+    """PodGroup counts per queue name and phase; a PodGroup without a phase counts as Pending."""
+    counts: dict[str, QueueCounts] = {}
+    for pg in podgroups:
+        name = _PHASE_FIELD.get(pg.status.phase)
+        if name is None:
+            continue
+        entry = counts.setdefault(pg.spec.queue, QueueCounts())
+        setattr(entry, name, getattr(entry, name) + 1)
+    return counts
+
+
+def _resources_text(resources: Mapping[str, str]) -> str:
+    if not resources:
+        return "<none>"
+    return ",".join(f"{k}={v}" for k, v in sorted(resources.items()))
+
+
+def queue_row(
+    queue: Queue, counts: QueueCounts | None, *, share: QueueShare | None = None, wide: bool = False
+) -> list[str]:
+    """One `caldera queue list` row (vcctl's columns; -o wide adds deserved, allocated, share)."""
+    c = counts or QueueCounts()
+    row = [
+        queue.metadata.name,
+        str(queue.spec.weight),
+        queue.status.state or "Open",
+        queue.spec.parent,
+        str(c.inqueue),
+        str(c.pending),
+        str(c.running),
+        str(c.unknown),
+        str(c.completed),
+    ]
+    if wide:
+        if share is None:
+            allocated = {k: str(v) for k, v in queue.status.allocated.items()}
+            row += ["<unknown>", _resources_text(allocated), "<unknown>"]
+        else:
+            row += [
+                _resources_text(share.deserved),
+                _resources_text(share.allocated),
+                f"{share.share:.2f}",
+            ]
+    return row
+
+
+def queue_table(
+    queues: Sequence[Queue],
+    counts: Mapping[str, QueueCounts],
+    *,
+    shares: Mapping[str, QueueShare] | None = None,
+    wide: bool = False,
+) -> str:
+    """The `caldera queue list` / `get` table, or `No resources found`."""
+    if not queues:
+        return NO_RESOURCES + "\n"
+    headers = list(QUEUE_COLUMNS) + (list(QUEUE_WIDE_COLUMNS) if wide else [])
+    rows = (
+        queue_row(
+            q,
+            counts.get(q.metadata.name),
+            share=(shares or {}).get(q.metadata.name) if shares is not None else None,
+            wide=wide,
+        )
+        for q in queues
+    )
+    return render_table(headers, rows)
+
+
+# --- pods -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PodStatusSummary:
+    """What kubectl shows of a pod: ready containers, status word, restarts."""
+
+    ready: str
+    status: str
+    restarts: str
+
+
+def pod_status(pod: Pod, now: dt.datetime) -> PodStatusSummary:
+    """kubectl's READY / STATUS / RESTARTS for a pod (init containers, waiting and terminated
+    reasons, Terminating, sidecars counted as containers)."""
+    spec, st = pod.spec, pod.status
+    total = len(spec.containers)
+    sidecars = {c.name for c in spec.init_containers if c.restart_policy == "Always"}
+    total += len(sidecars)
+    ready = 0
+    restarts = 0
+    last_restart: str | None = None
+    reason = st.reason or st.phase
+
+    def note_restart(finished: str | None) -> None:
+        nonlocal last_restart
+        if finished and (last_restart is None or finished > last_restart):
+            last_restart = finished
+
+    initializing = False
+    for i, cs in enumerate(st.init_container_statuses):
+        restarts += cs.restart_count
+        if cs.last_state.terminated is not None:
+            note_restart(cs.last_state.terminated.finished_at)
+        term, wait = cs.state.terminated, cs.state.waiting
+        if term is not None and term.exit_code == 0:
+            continue
+        if cs.name in sidecars and cs.state.running is not None:
+            ready += 1 if cs.ready else 0
+            continue
+        if term is not None:
+            if term.reason:
+                reason = f"Init:{term.reason}"
+            elif term.signal:
+                reason = f"Init:Signal:{term.signal}"
+            else:
+                reason = f"Init:ExitCode:{term.exit_code}"
+        elif wait is not None and wait.reason and wait.reason != "PodInitializing":
+            reason = f"Init:{wait.reason}"
+        else:
+            reason = f"Init:{i}/{len(spec.init_containers)}"
+        initializing = True
+        break
+
+    if not initializing:
+        has_running = False
+        for cs in reversed(st.container_statuses):
+            restarts += cs.restart_count
+            if cs.last_state.terminated is not None:
+                note_restart(cs.last_state.terminated.finished_at)
+            term, wait = cs.state.terminated, cs.state.waiting
+            if wait is not None and wait.reason:
+                reason = wait.reason
+            elif term is not None and term.reason:
+                reason = term.reason
+            elif term is not None:
+                reason = f"Signal:{term.signal}" if term.signal else f"ExitCode:{term.exit_code}"
+            elif cs.ready and cs.state.running is not None:
+                has_running = True
+                ready += 1
+        if reason == "Completed" and has_running:
+            pod_ready = any(c.type == "Ready" and c.status == "True" for c in st.conditions)
+            reason = "Running" if pod_ready else "NotReady"
+
+    if pod.metadata.deletion_timestamp and st.reason == "NodeLost":
+        reason = "Unknown"
+    elif pod.metadata.deletion_timestamp and st.phase not in ("Succeeded", "Failed"):
+        reason = "Terminating"
+    if not reason:
+        reason = "Pending"
+    restart_text = str(restarts)
+    if restarts and last_restart:
+        restart_text = f"{restarts} ({format_age(last_restart, now)} ago)"
+    return PodStatusSummary(f"{ready}/{total}", reason, restart_text)
+
+
+def pod_queue(pod: Pod) -> str:
+    """The queue of a pod: Volcano's job label, else the plain-pod annotation."""
+    return pod.metadata.labels.get(QUEUE_NAME_KEY) or pod.metadata.annotations.get(
+        SCHEDULING_QUEUE_NAME_KEY, ""
+    )
+
+
+def pod_row(
+    pod: Pod, now: dt.datetime, *, all_namespaces: bool = False, wide: bool = False
+) -> list[str]:
+    """One `caldera pod list` row: vcctl's Name, Ready, Status, Restart, Age."""
+    summary = pod_status(pod, now)
+    row = [
+        pod.metadata.name,
+        summary.ready,
+        summary.status,
+        summary.restarts,
+        format_age(pod.metadata.creation_timestamp, now),
+    ]
+    if all_namespaces:
+        row.insert(0, pod.metadata.namespace)
+    if wide:
+        labels = pod.metadata.labels
+        row += [
+            labels.get(JOB_NAME_KEY, "") or "<none>",
+            labels.get(TASK_SPEC_KEY, "") or "<none>",
+            pod_queue(pod) or "<none>",
+            pod.spec.node_name or "<none>",
+            pod.status.pod_ip or "<none>",
+        ]
+    return row
+
+
+def pod_table(
+    pods: Sequence[Pod], now: dt.datetime, *, all_namespaces: bool = False, wide: bool = False
+) -> str:
+    """The `caldera pod list` table, or `No resources found`."""
+    if not pods:
+        return NO_RESOURCES + "\n"
+    headers = list(POD_COLUMNS)
+    if all_namespaces:
+        headers.insert(0, "Namespace")
+    if wide:
+        headers += POD_WIDE_COLUMNS
+    return render_table(
+        headers, (pod_row(p, now, all_namespaces=all_namespaces, wide=wide) for p in pods)
+    )
+
+
+# --- job view ---------------------------------------------------------------------------------
+
+
+def gang_status(podgroup: PodGroup | None, events: Sequence[Event] = ()) -> str | None:
+    """Why a job's gang cannot be scheduled, or None when nothing says it is stuck: the
+    PodGroup's Unschedulable condition, else the latest Unschedulable/FailedScheduling event on
+    it."""
+    if podgroup is None:
+        return None
+    if podgroup.status.phase in (PodGroupPhase.RUNNING, PodGroupPhase.COMPLETED):
+        return None
+    for cond in podgroup.status.conditions:
+        if cond.type == PodGroupConditionType.UNSCHEDULABLE and cond.status == "True":
+            text = cond.message or cond.reason or "unschedulable"
+            return f"{cond.reason}: {text}" if cond.reason and cond.message else text
+    uid = podgroup.metadata.uid
+    stuck = [
+        e
+        for e in events
+        if e.involved_object.uid == uid and e.reason in ("Unschedulable", "FailedScheduling")
+    ]
+    if stuck:
+        latest = max(stuck, key=_event_time)
+        return latest.message or latest.reason
+    return None
+
+
+def _event_time(event: Event) -> str:
+    return (
+        event.last_timestamp
+        or event.event_time
+        or event.first_timestamp
+        or event.metadata.creation_timestamp
+        or ""
+    )
+
+
+def _indent(text: str, prefix: str = "  ") -> list[str]:
+    return [prefix + line for line in text.rstrip("\n").split("\n")]
+
+
+def render_job_view(
+    job: Job,
+    *,
+    podgroup: PodGroup | None,
+    pods: Sequence[Pod],
+    events: Sequence[Event],
+    now: dt.datetime,
+) -> str:
+    """`caldera job view`: the job's spec and status, its tasks, pods, PodGroup, why the gang
+    waits (if it does), and the events of the job, its PodGroup and its pods, oldest first."""
+    meta, spec, status = job.metadata, job.spec, job.status
+    state = status.state
+    age = format_age(meta.creation_timestamp, now)
+    phase = state.phase or "<none>"
+    if state.reason or state.message:
+        phase += f" ({': '.join(x for x in (state.reason, state.message) if x)})"
+    fields = [
+        ("Name", meta.name),
+        ("Namespace", meta.namespace),
+        ("Creation", f"{meta.creation_timestamp or '<unknown>'} ({age} ago)"),
+        ("Queue", spec.queue),
+        ("Scheduler", spec.scheduler_name or "<none>"),
+        ("Job Type", meta.labels.get(JOB_TYPE_KEY) or "Batch"),
+        ("Phase", phase),
+        ("Min Available", str(spec.min_available)),
+        ("Max Retry", str(spec.max_retry)),
+        ("Retry Count", str(status.retry_count)),
+        ("Version", str(status.version)),
+        (
+            "Pods",
+            f"Pending {status.pending}, Running {status.running}, Succeeded {status.succeeded},"
+            f" Failed {status.failed}, Terminating {status.terminating}, Unknown {status.unknown}",
+        ),
+    ]
+    if spec.plugins:
+        fields.append(("Plugins", ", ".join(sorted(spec.plugins))))
+    if spec.policies:
+        fields.append(
+            (
+                "Policies",
+                ", ".join(
+                    f"{p.event or ','.join(p.events) or p.exit_code}->{p.action}"
+                    for p in spec.policies
+                ),
+            )
+        )
+    width = max(len(k) for k, _ in fields) + 2
+    lines = [f"{(k + ':').ljust(width)}{v}" for k, v in fields]
+
+    lines.append("Tasks:")
+    task_rows = []
+    for task in spec.tasks:
+        counts = status.task_status_count.get(task.name)
+        by_phase = counts.phase if counts is not None else {}
+        image = ",".join(
+            str(c.get("image", "")) for c in task.template.get("spec", {}).get("containers", [])
+        )
+        task_rows.append(
+            [
+                task.name or "<none>",
+                str(task.replicas),
+                str(task.min_available if task.min_available is not None else task.replicas),
+                str(by_phase.get("Pending", 0)),
+                str(by_phase.get("Running", 0)),
+                str(by_phase.get("Succeeded", 0)),
+                str(by_phase.get("Failed", 0)),
+                image or "<none>",
+            ]
+        )
+    lines += _indent(
+        render_table(
+            ["Name", "Replicas", "Min", "Pending", "Running", "Succeeded", "Failed", "Image"],
+            task_rows,
+        )
+    )
+
+    lines.append("PodGroup:")
+    if podgroup is None:
+        lines.append("  <none>")
+    else:
+        pg = podgroup
+        lines.append(
+            f"  {pg.metadata.name}: phase {pg.status.phase or 'Pending'}, minMember "
+            f"{pg.spec.min_member}, running {pg.status.running}, queue {pg.spec.queue}"
+        )
+        for cond in pg.status.conditions:
+            text = f"  Condition {cond.type}={cond.status}"
+            if cond.reason:
+                text += f" reason {cond.reason}"
+            if cond.message:
+                text += f": {cond.message}"
+            lines.append(text)
+    why = gang_status(podgroup, events)
+    if why:
+        lines.append(f"Unschedulable: {why}")
+
+    lines.append("Pods:")
+    if pods:
+        rows = []
+        for pod in sorted(pods, key=lambda p: p.metadata.name):
+            s = pod_status(pod, now)
+            rows.append(
+                [
+                    pod.metadata.name,
+                    s.ready,
+                    s.status,
+                    s.restarts,
+                    pod.spec.node_name or "<none>",
+                    format_age(pod.metadata.creation_timestamp, now),
+                ]
+            )
+        lines += _indent(render_table(["Name", "Ready", "Status", "Restart", "Node", "Age"], rows))
+    else:
+        lines.append("  <none>")
+
+    lines.append("Events:")
+    if events:
+        rows = []
+        for e in sorted(events, key=_event_time):
+            obj = e.involved_object
+            source = e.source.component or e.reporting_component or ""
+            rows.append(
+                [
+                    e.type or "Normal",
+                    e.reason,
+                    format_age(_event_time(e) or None, now),
+                    f"{obj.kind.lower()}/{obj.name}",
+                    source or "<none>",
+                    " ".join(e.message.split()),
+                ]
+            )
+        lines += _indent(render_table(["Type", "Reason", "Age", "Object", "From", "Message"], rows))
+    else:
+        lines.append("  <none>")
+    return "\n".join(lines) + "\n"
