@@ -168,6 +168,11 @@ async def test_exit_code_policy_matches_only_its_code(kube: KubeClient, namespac
     await _running(kube, namespace, "ec", 3)
     await finish_pod(kube, namespace, "ec-w-1", 1)
     await eventually(lambda: _pod_phase(kube, namespace, "ec-w-1", "Failed"), timeout=30)
+
+    async def counted() -> bool:
+        return (await get_job(kube, namespace, "ec")).status.failed == 1
+
+    await eventually(counted, timeout=30, what="the failed pod counted")
     kept = await _stays(kube, namespace, "ec", 4)
     assert kept.status.state.phase == "Running"
     assert kept.status.failed == 1
@@ -308,6 +313,15 @@ async def test_restart_job_until_max_retry_then_failed(kube: KubeClient, namespa
     # phase change comes back as a Job update (Volcano's killJob always does Version++).
     assert failed.status.version >= 2
     assert failed.status.state.reason == "MaxRetryReached"
+
+    # Every event of a finished Job runs its KillJob(Soft), which bumps the version (as
+    # Volcano's killJob does): the version settles once the last pod events are in.
+    async def quiet() -> bool:
+        st = (await get_job(kube, namespace, "mr")).status
+        return (st.pending, st.running, st.terminating) == (0, 0, 0)
+
+    await eventually(quiet, timeout=60, what="no live pods")
+    await asyncio.sleep(1)
     await _stays(kube, namespace, "mr", 2)
 
 
