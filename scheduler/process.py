@@ -36,7 +36,13 @@ from caldera.api.core import Pod
 from caldera.api.kinds import NODE, POD, PODGROUP, PRIORITY_CLASS, QUEUE
 from caldera.api.meta import ObjectMeta, ObjectReference, find_condition
 from caldera.api.resources import Resources
-from caldera.api.volcano import SCHEDULING_API_VERSION, PodGroup, Queue, QueueSpec
+from caldera.api.volcano import (
+    SCHEDULING_API_VERSION,
+    PodGroup,
+    PodGroupStatus,
+    Queue,
+    QueueSpec,
+)
 from caldera.kube.client import KubeClient, PatchType
 from caldera.kube.errors import AlreadyExists, ApiConnectionError, ApiError, Conflict, NotFound
 from caldera.kube.events import EventRecorder
@@ -50,6 +56,7 @@ from scheduler.snapshot import CachedRequests, build_cluster
 
 log = structlog.get_logger("scheduler")
 LATENCY_BUCKETS_MS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)
+STATUS_WRITES_IN_FLIGHT = 32  # PodGroup status writes at once
 
 
 class SchedulerMetrics:
@@ -289,19 +296,31 @@ class SchedulerLoop:
             log.warning("eviction failed", pod=f"{namespace}/{name}", error=str(exc))
 
     async def _write_podgroups(self, result: SessionResult) -> None:
+        """Write the changed PodGroup statuses, ``STATUS_WRITES_IN_FLIGHT`` at a time: one at a
+        time, a session that enqueues hundreds of jobs would hold the next session (and the
+        job controller, which waits for Inqueue) back for seconds."""
         not_ready = 0
+        gate = asyncio.Semaphore(STATUS_WRITES_IN_FLIGHT)
+
+        async def write(key: str, current: PodGroup, status: PodGroupStatus) -> None:
+            async with gate:
+                try:
+                    await self.client.replace(
+                        PODGROUP, msgspec.structs.replace(current, status=status)
+                    )
+                except (Conflict, NotFound):
+                    pass  # changed meanwhile: the next session recomputes it
+                except (ApiError, ApiConnectionError) as exc:
+                    log.warning("podgroup status write failed", podgroup=key, error=str(exc))
+
+        writes = []
         for key, status in result.podgroup_status.items():
             if status.phase in ("Pending", "Inqueue", "Unknown"):
                 not_ready += 1
             current: PodGroup | None = self.podgroups.store.get(key)
-            if current is None:
-                continue
-            try:
-                await self.client.replace(PODGROUP, msgspec.structs.replace(current, status=status))
-            except (Conflict, NotFound):
-                pass  # changed meanwhile: the next session recomputes it
-            except (ApiError, ApiConnectionError) as exc:
-                log.warning("podgroup status write failed", podgroup=key, error=str(exc))
+            if current is not None:
+                writes.append(write(key, current, status))
+        await asyncio.gather(*writes)
         self.metrics.unschedulable_jobs.set(not_ready)
 
     async def _write_queues(self, result: SessionResult) -> None:
