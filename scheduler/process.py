@@ -96,6 +96,85 @@ class SchedulerMetrics:
             "Pods not placed in the last session",
             registry=registry,
         )
+        self.action_latency = Histogram(
+            "caldera_action_scheduling_latency_milliseconds",
+            "Time of one action in a session",
+            ["action"],
+            buckets=LATENCY_BUCKETS_MS,
+            registry=registry,
+        )
+        self.plugin_latency = Histogram(
+            "caldera_plugin_scheduling_latency_milliseconds",
+            "Time of a plugin's session open or close",
+            ["plugin", "OnSession"],
+            buckets=LATENCY_BUCKETS_MS,
+            registry=registry,
+        )
+        queue = ["queue_name"]
+        self.queue_allocated_cpu = Gauge(
+            "caldera_queue_allocated_milli_cpu",
+            "CPU held by a queue's pods",
+            queue,
+            registry=registry,
+        )
+        self.queue_allocated_memory = Gauge(
+            "caldera_queue_allocated_memory_bytes",
+            "Memory held by a queue's pods",
+            queue,
+            registry=registry,
+        )
+        self.queue_deserved_cpu = Gauge(
+            "caldera_queue_deserved_milli_cpu",
+            "CPU a queue deserves (proportion)",
+            queue,
+            registry=registry,
+        )
+        self.queue_deserved_memory = Gauge(
+            "caldera_queue_deserved_memory_bytes",
+            "Memory a queue deserves (proportion)",
+            queue,
+            registry=registry,
+        )
+        self.queue_share = Gauge(
+            "caldera_queue_share",
+            "Largest allocated/deserved ratio of a queue",
+            queue,
+            registry=registry,
+        )
+        self.job_share = Gauge(
+            "caldera_job_share",
+            "Dominant resource share of a job (drf)",
+            ["job_ns", "job_id"],
+            registry=registry,
+        )
+
+    def observe(self, result: SessionResult) -> None:
+        """Export a session's timings and its queue and job shares; the share gauges are rebuilt
+        each session, so queues and jobs that are gone lose their series."""
+        for action, seconds in result.action_seconds.items():
+            self.action_latency.labels(action=action).observe(seconds * 1000)
+        for (plugin, phase), seconds in result.plugin_seconds.items():
+            self.plugin_latency.labels(plugin=plugin, OnSession=phase).observe(seconds * 1000)
+        for gauge in (
+            self.queue_allocated_cpu,
+            self.queue_allocated_memory,
+            self.queue_deserved_cpu,
+            self.queue_deserved_memory,
+            self.queue_share,
+            self.job_share,
+        ):
+            gauge.clear()
+        for name, allocated in result.queue_allocated.items():
+            self.queue_allocated_cpu.labels(queue_name=name).set(allocated.get("cpu"))
+            self.queue_allocated_memory.labels(queue_name=name).set(allocated.get("memory") // 1000)
+        for name, deserved in result.queue_deserved.items():
+            self.queue_deserved_cpu.labels(queue_name=name).set(deserved.get("cpu"))
+            self.queue_deserved_memory.labels(queue_name=name).set(deserved.get("memory") // 1000)
+        for name, share in result.queue_share.items():
+            self.queue_share.labels(queue_name=name).set(share)
+        for key, share in result.job_share.items():
+            namespace, _, name = key.partition("/")
+            self.job_share.labels(job_ns=namespace, job_id=name).set(share)
 
 
 class ConfSource:
@@ -239,6 +318,7 @@ class SchedulerLoop:
         core_started = time.monotonic()
         result = await self._run(run_session, session, conf, self.registry)
         self.metrics.session_latency.observe((time.monotonic() - core_started) * 1000)
+        self.metrics.observe(result)
         await self.apply(result)
         self.metrics.e2e_latency.observe((time.monotonic() - started) * 1000)
         self._requests.forget(self._pod_by_uid)

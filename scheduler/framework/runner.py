@@ -11,6 +11,7 @@ drives the same function in virtual time.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -44,12 +45,19 @@ def run_session(session: Session, conf: SchedulerConf, registry: Registry) -> Se
         for option in tier
     ]
     session.configured_actions = tuple(conf.actions)
+    timings = session.result
     for plugin in plugins:
+        started = time.perf_counter()
         plugin.on_session_open(session)
+        timings.plugin_seconds[(plugin.name, "OnSessionOpen")] = time.perf_counter() - started
     for name in conf.actions:
+        started = time.perf_counter()
         registry.actions[name](conf.action_arguments.get(name, {})).execute(session)
+        timings.action_seconds[name] = time.perf_counter() - started
     for plugin in plugins:
+        started = time.perf_counter()
         plugin.on_session_close(session)
+        timings.plugin_seconds[(plugin.name, "OnSessionClose")] = time.perf_counter() - started
     for job in session.jobs.values():
         status = podgroup_status(job, session.job_conditions.get(job.key))
         current = job.podgroup.status if job.podgroup is not None else PodGroupStatus()

@@ -85,6 +85,12 @@ class SessionResult:
     queue_allocated: dict[str, Resources] = field(default_factory=dict)
     unschedulable: dict[str, str] = field(default_factory=dict)  # task key -> fit message
     events: list[EventRecord] = field(default_factory=list)
+    # Figures for the process's metrics (plugins fill theirs when the session closes).
+    action_seconds: dict[str, float] = field(default_factory=dict)
+    plugin_seconds: dict[tuple[str, str], float] = field(default_factory=dict)  # (plugin, phase)
+    queue_deserved: dict[str, Resources] = field(default_factory=dict)
+    queue_share: dict[str, float] = field(default_factory=dict)
+    job_share: dict[str, float] = field(default_factory=dict)
 
     def bind(self, task: TaskInfo, node: str) -> None:
         self.binds.append(Bind(task, node))

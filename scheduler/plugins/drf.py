@@ -124,7 +124,8 @@ class DrfPlugin:
         ssn.add_allocate_handler(self.name, self._on_allocate, self._on_deallocate)
 
     def on_session_close(self, ssn: Session) -> None:
-        """Nothing to write: the shares stay on the plugin for the process's metrics."""
+        """Report each job's dominant share, for the metrics."""
+        ssn.result.job_share.update(self.job_shares)
 
     # ---- callbacks ----------------------------------------------------------------------------
 

@@ -273,7 +273,10 @@ class ProportionPlugin:
             attr.deserved = Resources(deserved[attr.name])
 
     def on_session_close(self, ssn: Session) -> None:
-        """Nothing to write; ``queue_attrs`` stays readable for the process's metrics."""
+        """Report each queue's deserved share and how much of it is used, for the metrics."""
+        for name, attr in self.queue_attrs.items():
+            ssn.result.queue_deserved[name] = attr.deserved
+            ssn.result.queue_share[name] = queue_share(attr.allocated, attr.deserved)
         self._ssn = None
 
     # ---- allocation tracking ------------------------------------------------------------------
