@@ -595,20 +595,17 @@ async def _counts(exp: Experiment, groups: list[str]) -> dict[str, int]:
 
 
 async def test_drf_gives_competing_jobs_equal_pods(exp: Experiment) -> None:
-    """Two jobs (PodGroups of minMember 1) of 60 and 12 one-cpu pods on room for 24 get 12
-    pods each, although the big one is older (first come, first served would give it all 24).
-
-    The issue's experiment is 300 and 60 pods; it is scaled down by 5 (room 120 -> 24) to fit
-    a shared 2-core test machine: drf's outcome (equal dominant shares while both want more,
-    so equal pods of equal size) does not depend on the scale."""
-    exp.make_nodes(3, 8)
+    """The seed's experiment: two jobs (PodGroups of minMember 1) of 300 and 60 one-cpu pods on
+    room for 120 get 60 pods each, although the big one is older (first come, first served
+    would give it all 120)."""
+    exp.make_nodes(15, 8)
     await exp.podgroup("big", 1)
-    await exp.pods([f"big-{i}" for i in range(60)], "big")
+    await exp.pods([f"big-{i}" for i in range(300)], "big")
     await exp.podgroup("small", 1)
-    await exp.pods([f"small-{i}" for i in range(12)], "small")
+    await exp.pods([f"small-{i}" for i in range(60)], "small")
     exp.scheduler()
-    counts = await _filled(exp, ["big", "small"], 24)
-    assert counts == {"big": 12, "small": 12}
+    counts = await _filled(exp, ["big", "small"], 120)
+    assert counts == {"big": 60, "small": 60}
 
 
 # ---- 6. binpack -----------------------------------------------------------------------------
