@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, TypeVar
 
@@ -260,3 +261,9 @@ async def create_command(
         COMMAND, command_body(namespace, action, target), namespace=namespace
     )
     return created.metadata.name
+
+
+def usage(parser: argparse.ArgumentParser) -> int:
+    """A command group given no subcommand: its help on stderr, exit code 2."""
+    parser.print_help(sys.stderr)
+    return 2

@@ -42,6 +42,7 @@ from cli.cluster import (
     not_found,
     one_line,
     run,
+    usage,
 )
 
 DEFAULT_NAMESPACE = "default"
@@ -57,7 +58,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="run, list, view, suspend, resume and delete Volcano jobs (vcctl job)",
         description="Volcano jobs, with vcctl's commands, flags and columns.",
     )
-    job.set_defaults(handler=lambda _args: _usage(job))
+    job.set_defaults(handler=lambda _args: usage(job))
     cmds = job.add_subparsers(dest="job_command", metavar="COMMAND")
 
     p = cmds.add_parser("run", help="run a job", description="Create a job from flags or a file.")
@@ -121,11 +122,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     _name_arg(p)
     add_connection_args(p)
     p.set_defaults(handler=_delete)
-
-
-def _usage(parser: argparse.ArgumentParser) -> int:
-    parser.print_help(sys.stderr)
-    return 2
 
 
 def _namespace_arg(p: argparse.ArgumentParser) -> None:

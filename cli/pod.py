@@ -19,7 +19,15 @@ from caldera.api.kinds import POD
 from caldera.api.volcano import JOB_NAME_KEY, QUEUE_NAME_KEY
 from caldera.kube.client import KubeClient
 from cli import output
-from cli.cluster import CliError, add_connection_args, add_output_arg, list_raw, one_line, run
+from cli.cluster import (
+    CliError,
+    add_connection_args,
+    add_output_arg,
+    list_raw,
+    one_line,
+    run,
+    usage,
+)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -29,7 +37,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="list the pods of Volcano jobs and queues (vcctl pod)",
         description="Pods of Volcano jobs and queues.",
     )
-    pod.set_defaults(handler=lambda _args: _usage(pod))
+    pod.set_defaults(handler=lambda _args: usage(pod))
     cmds = pod.add_subparsers(dest="pod_command", metavar="COMMAND")
     p = cmds.add_parser(
         "list", help="list pods", description="List the pods of jobs (all jobs, one job, a queue)."
@@ -41,11 +49,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_output_arg(p)
     add_connection_args(p)
     p.set_defaults(handler=_list)
-
-
-def _usage(parser: argparse.ArgumentParser) -> int:
-    parser.print_help(sys.stderr)
-    return 2
 
 
 def label_selector(job: str) -> str:

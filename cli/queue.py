@@ -34,6 +34,7 @@ from cli.cluster import (
     not_found,
     one_line,
     run,
+    usage,
 )
 
 # Queue Commands are namespaced; vcctl puts them in "default".
@@ -48,7 +49,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="create, delete, open, close, list and get queues (vcctl queue)",
         description="Volcano queues, with vcctl's commands, flags and columns.",
     )
-    queue.set_defaults(handler=lambda _args: _usage(queue))
+    queue.set_defaults(handler=lambda _args: usage(queue))
     cmds = queue.add_subparsers(dest="queue_command", metavar="COMMAND")
 
     p = cmds.add_parser("create", help="create a queue", description="Create a queue.")
@@ -89,11 +90,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_output_arg(p)
     add_connection_args(p)
     p.set_defaults(handler=_get)
-
-
-def _usage(parser: argparse.ArgumentParser) -> int:
-    parser.print_help(sys.stderr)
-    return 2
 
 
 def _name_arg(p: argparse.ArgumentParser) -> None:
