@@ -55,6 +55,7 @@ from e2e.caldera_process import CalderaProcess
 from e2e.cluster.control_plane import ControlPlane, NodeSpec
 from e2e.conftest import CRD_DIR, Cluster
 from e2e.waiting import eventually
+from scheduler.conf import DEFAULT_CONF
 
 pytestmark = pytest.mark.e2e
 
@@ -82,52 +83,14 @@ tiers:
   - name: proportion
   - name: nodeorder
 """
-RECLAIM_CONF = """\
-actions: "enqueue, allocate, backfill, reclaim"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-  - name: conformance
-- plugins:
-  - name: overcommit
-  - name: drf
-  - name: predicates
-  - name: proportion
-  - name: nodeorder
-"""
-BINPACK_CONF = """\
-actions: "enqueue, allocate, backfill"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-  - name: conformance
-- plugins:
-  - name: overcommit
-  - name: drf
-  - name: predicates
-  - name: proportion
-  - name: nodeorder
-  - name: binpack
-    arguments: {binpack.weight: 10}
-"""
-TOPOLOGY_CONF = """\
-actions: "enqueue, allocate, backfill"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-  - name: conformance
-- plugins:
-  - name: overcommit
-  - name: drf
-  - name: predicates
-  - name: proportion
-  - name: nodeorder
-  - name: task-topology
-    arguments: {task-topology.weight: 10}
-"""
+# Volcano's default configuration with one more action or one more last-tier plugin.
+RECLAIM_CONF = DEFAULT_CONF.replace(
+    '"enqueue, allocate, backfill"', '"enqueue, allocate, backfill, reclaim"'
+)
+BINPACK_CONF = DEFAULT_CONF + "  - name: binpack\n    arguments: {binpack.weight: 10}\n"
+TOPOLOGY_CONF = (
+    DEFAULT_CONF + "  - name: task-topology\n    arguments: {task-topology.weight: 10}\n"
+)
 
 
 # ---- fixtures and helpers -------------------------------------------------------------------

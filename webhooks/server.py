@@ -27,7 +27,6 @@ import asyncio
 import contextlib
 import gc
 import os
-import signal
 import ssl
 import time
 from collections.abc import Iterable
@@ -43,7 +42,7 @@ from caldera.api.volcano import Queue
 from caldera.kube.client import KubeClient
 from caldera.obs.metrics import new_registry
 from caldera.obs.server import HealthServer
-from caldera.process import StartupError, connect
+from caldera.process import StartupError, connect, stop_on_signals
 from caldera.settings import WebhookSettings
 from informers.factory import SharedInformerFactory
 from webhooks.admission import Verdict, encode_response
@@ -271,10 +270,7 @@ async def _run_connected(
     client: KubeClient,
     certs: CertificateReloader,
 ) -> int:
-    stopping = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stopping.set)
+    stopping = stop_on_signals()
 
     factory = SharedInformerFactory(client, registry=registry)
     queues = factory.informer(QUEUE)

@@ -23,6 +23,7 @@ from caldera.api.jobspec import pod_name
 from caldera.api.meta import ObjectMeta, OwnerReference, ResourceList
 from caldera.api.resources import Resources, pod_requests
 from caldera.api.volcano import Job, PodGroup, PodGroupSpec, TaskSpec
+from controllers.job.status import task_min_available
 
 DEFAULT_TASK_SPEC = "default"
 _DNS1123_SUBDOMAIN = re.compile(
@@ -212,16 +213,6 @@ def build_template_pvc(
         },
         "spec": copy.deepcopy(template.spec),
     }
-
-
-def task_min_available(task: TaskSpec) -> int:
-    """A task's minAvailable as the PodGroup counts it: the field, else the partitions, else the
-    replicas."""
-    if task.min_available is not None:
-        return task.min_available
-    if task.partition_policy is not None and task.partition_policy.min_partitions:
-        return task.partition_policy.min_partitions * task.partition_policy.partition_size
-    return task.replicas
 
 
 def task_request(task: TaskSpec) -> Resources:
