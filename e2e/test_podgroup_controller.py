@@ -24,7 +24,7 @@ from caldera.settings import ControllersSettings
 from controllers.podgroup.controller import PodGroupController
 from controllers.podgroup.kinds import BATCH_JOB, REPLICASET
 from controllers.runtime import ControllerContext
-from e2e.test_queue_controller import run_controllers
+from e2e.controller_harness import run_controllers
 from e2e.waiting import eventually
 
 pytestmark = pytest.mark.e2e

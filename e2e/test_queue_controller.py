@@ -14,59 +14,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from prometheus_client import CollectorRegistry
 
 from caldera.api.kinds import COMMAND, EVENT, PODGROUP, QUEUE
 from caldera.api.volcano import Queue
 from caldera.kube.client import KubeClient
 from caldera.kube.errors import NotFound
-from caldera.kube.events import EventRecorder
-from caldera.obs.metrics import ControllerMetrics
-from caldera.settings import ControllersSettings
 from controllers.queue.controller import QueueController
-from controllers.runtime import Controller, ControllerContext
+from controllers.runtime import ControllerContext
 from e2e.caldera_process import CalderaProcess
 from e2e.conftest import Cluster
+from e2e.controller_harness import run_controllers
 from e2e.waiting import eventually
-from informers.factory import SharedInformerFactory
-from informers.metrics import WorkQueueMetrics
 
 pytestmark = pytest.mark.e2e
 
 CLOSED_BY_PARENT = "volcano.sh/closed-by-parent"
-
-
-@contextlib.asynccontextmanager
-async def run_controllers(
-    kube: KubeClient, *classes: type[Controller], settings: ControllersSettings | None = None
-) -> AsyncIterator[ControllerContext]:
-    """Controllers on one shared informer cache, started after it synced, as the manager does."""
-    registry = CollectorRegistry()
-    factory = SharedInformerFactory(kube, registry=registry)
-    recorder = EventRecorder(kube, "caldera-e2e", registry=registry)
-    ctx = ControllerContext(
-        client=kube,
-        informers=factory,
-        settings=settings or ControllersSettings(leader_elect=False),
-        registry=registry,
-        metrics=ControllerMetrics(registry),
-        queue_metrics=WorkQueueMetrics(registry),
-        recorder=recorder,
-    )
-    controllers = [cls(ctx) for cls in classes]
-    for controller in controllers:
-        controller.setup()
-    factory.start()
-    try:
-        await factory.wait_for_sync()
-        for controller in controllers:
-            controller.start(2)
-        yield ctx
-    finally:
-        for controller in controllers:
-            await controller.shutdown(5)
-        await factory.stop()
-        await recorder.close()
 
 
 @pytest.fixture

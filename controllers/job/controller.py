@@ -52,6 +52,7 @@ from caldera.api.volcano import (
 )
 from caldera.kube.errors import AlreadyExists, ApiError, Conflict, Invalid, NotFound
 from controllers.job import events
+from controllers.job.created import CreatedPods
 from controllers.job.events import Request
 from controllers.job.plugins import PluginSet, build_plugins
 from controllers.job.plugins.ssh import generate_key_pair, key_pair_from_secret, secret_name
@@ -136,6 +137,7 @@ class JobController(Controller):
         # the cache has seen our own status write, reconcile from what the write returned, not
         # a stale copy that would only earn a 409.
         self._written: dict[str, tuple[set[str], Job]] = {}
+        self._created = CreatedPods()  # pods created, not yet in the cache
         self.pvcs = PvcCreator(
             ctx.client, qps=ctx.settings.pvc_create_qps, burst=ctx.settings.pvc_create_burst
         )
@@ -195,6 +197,7 @@ class JobController(Controller):
             if handle is not None:
                 handle.cancel()
         self._inbox.pop(key, None)
+        self._created.forget(key)
 
     def _task_context(self, pod: Pod) -> tuple[list[Pod], int | None, int | None]:
         keys = job_pod_key(pod)
@@ -211,6 +214,7 @@ class JobController(Controller):
         return siblings, task.max_retry, task.replicas
 
     def _pod_added(self, pod: Pod) -> None:
+        self._seen(pod)
         self._post_request(events.on_pod_add(pod))
 
     def _pod_updated(self, old: Pod, new: Pod) -> None:
@@ -218,7 +222,12 @@ class JobController(Controller):
         self._post_request(events.on_pod_update(old, new, siblings, max_retry, replicas))
 
     def _pod_deleted(self, pod: Pod) -> None:
+        self._seen(pod)
         self._post_request(events.on_pod_delete(pod, in_cache=True))
+
+    def _seen(self, pod: Pod) -> None:
+        for key in job_pod_key(pod):
+            self._created.seen(key, pod)
 
     def _podgroup_updated(self, old: PodGroup, new: PodGroup) -> None:
         self._post_request(events.on_podgroup_update(old, new))
@@ -332,7 +341,8 @@ class JobController(Controller):
         self.ctx.recorder.record(job_reference(job), type_, reason, message)
 
     def _job_pods(self, job: Job) -> list[Pod]:
-        return self.pods.store.by_index(POD_INDEX, f"{job.metadata.namespace}/{job.metadata.name}")
+        key = f"{job.metadata.namespace}/{job.metadata.name}"
+        return self._created.merged(key, self.pods.store.by_index(POD_INDEX, key))
 
     async def _execute(self, job: Job, decision: Decision) -> Job:
         if job.metadata.deletion_timestamp:
@@ -552,7 +562,10 @@ class JobController(Controller):
                     for pvc in planned.pvcs:
                         await self.pvcs.ensure(owner, pvc)
                     pod = plugins.on_pod_create(job, planned.pod, task.name, slot.index)
-                    await self.ctx.client.create(POD, pod, namespace=job.metadata.namespace)
+                    made = await self.ctx.client.create(POD, pod, namespace=job.metadata.namespace)
+                    cached = self.pods.store.get(f"{made.metadata.namespace}/{made.metadata.name}")
+                    if cached is None or cached.metadata.uid != made.metadata.uid:
+                        self._created.remember(owner, made)  # until the watch brings it
                 except AlreadyExists:
                     return slot
                 except ApiError as exc:
