@@ -21,8 +21,12 @@ Method.
    size: aiohttp's default (64 KiB) for Caldera, 2 MiB for kubernetes-asyncio.
 3. Caldera path: the real `informers.reflector.Reflector._watch` loop over the real
    `caldera.kube.client.WatchStream` (which splits chunks into lines and decodes each with
-   `POD.watch_decoder`), applying events to a real `informers.store.Store` through `_apply`. Only
-   the HTTP request is replaced: the client's `watch` opens the stream on the fed reader.
+   `POD.watch_decoder` into the slim `caldera.api.core.Pod`), applying events to a real
+   `informers.store.Store` through `_apply`, with the transform every process's pod informer
+   applies (`informers.factory.default_transforms`: `informers.interning.PodInterner`, which
+   shares the parts equal across pods), a new one for each fill as in a new process. Only the
+   HTTP request is replaced: the client's `watch` opens the stream on the fed reader.
+   `--no-transform` caches the decoded pods as they are.
 4. kubernetes-asyncio path: its real `kubernetes_asyncio.watch.Watch.stream` over the same kind of
    response (it reads line by line, `json.loads` the line, re-serialises the object and
    `ApiClient.deserialize`s it into a `V1Pod`), keeping `event["object"]` in a dict by
@@ -34,10 +38,12 @@ Method.
    objects the cache holds, so it grows with N.
 6. Memory: `tracemalloc` traced memory after the cache is filled minus before, after
    `gc.collect()`, divided by the number of cached pods. The lines are allocated before tracing
-   starts and stay referenced, so only what the cache holds (objects, keys, dict slots) counts.
+   starts and stay referenced, so only what the cache holds (objects, keys, dict slots, and the
+   pod transform's tables, made during the fill) counts.
 7. Also printed, as diagnosis aids: decode-only time per line (the decoder alone on up to the
-   first 2,000 lines, no stream, no cache), and what each large part of a Caldera pod costs in
-   memory (the traced size of 1,000 decoded pods minus that of the same pods without the part).
+   first 2,000 lines, no stream, no cache, no transform), and what each large part of a cached
+   Caldera pod costs in memory (the traced size of 1,000 decoded and transformed pods minus that
+   of the same pods without the part; a shared part costs next to nothing).
 
 kubernetes-asyncio is slow enough that its runs on 50,000 pods would take many minutes on a
 small machine; `--baseline-pods` (default: at most 5,000; 500 in smoke mode) runs it on the
@@ -48,8 +54,8 @@ Caldera is also shown at the baseline's size for the like-for-like ratio.
 
 Run from the repository root: `.venv/bin/python bench/informer.py` (`--smoke` for CI, `--json`
 for machine-readable output, `--pods N`, `--baseline-pods M`, `--runs R`, `--no-managed-fields`
-to see how much the managedFields weigh). Benchmarks are not tests: the exit status is 0 even
-when a goal is missed; the output says MISS.
+to see how much the managedFields weigh, `--no-transform` to see what the sharing saves).
+Benchmarks are not tests: the exit status is 0 even when a goal is missed; the output says MISS.
 """
 
 from __future__ import annotations
@@ -81,6 +87,7 @@ from kubernetes_asyncio.client import Configuration
 from caldera.api import core
 from caldera.api.kinds import POD, KindInfo
 from caldera.kube.client import KubeClient, WatchStream
+from informers.factory import default_transforms
 from informers.reflector import Reflector
 from informers.store import Store
 
@@ -493,13 +500,13 @@ class _WatchOnlyClient:
 
 
 class CalderaPath:
-    """Reflector watch loop + WatchStream + POD.watch_decoder + Store."""
+    """Reflector watch loop + WatchStream + POD.watch_decoder + the pod transform + Store."""
 
-    name = "caldera (msgspec Pod, Store)"
-
-    def __init__(self, lines: Sequence[bytes]) -> None:
+    def __init__(self, lines: Sequence[bytes], *, transform: bool = True) -> None:
         self.lines = lines
         self.cache: Store[core.Pod] | None = None
+        self.transform = transform
+        self.name = "caldera (Pod, PodInterner, Store)" if transform else "caldera (Pod, Store)"
 
     async def fill(self) -> int:
         """Consume the whole stream into a new, empty store; return the number of cached pods."""
@@ -509,6 +516,7 @@ class CalderaPath:
             kind=POD,
             store=store,
             handlers=[],
+            transform=_pod_transform() if self.transform else None,
         )
         await reflector._watch()
         self.cache = store
@@ -671,20 +679,30 @@ async def measure(path: BenchPath, runs: int, decode_sample: int) -> Figures:
     )
 
 
-def caldera_breakdown(lines: Sequence[bytes]) -> dict[str, float]:
-    """Traced bytes of a decoded Caldera pod, and how much each part adds (diagnosis aid).
+def _pod_transform() -> Any:
+    """A new instance of the transform the factory gives every pod informer (None if none)."""
+    make = default_transforms().get(POD)
+    return make() if make is not None else None
+
+
+def caldera_breakdown(lines: Sequence[bytes], *, transform: bool = True) -> dict[str, float]:
+    """Traced bytes of a cached Caldera pod, and how much each part adds (diagnosis aid).
 
     Each part's figure is the whole pod's minus the same pod's without that part, so it counts
-    exactly what dropping the part from the cache would save.
+    exactly what dropping the part from the cache would save. The pods pass through the pod
+    informer's transform, as cached pods do, so a part shared between pods costs little.
     """
     objects = [msgspec.json.decode(line)["object"] for line in lines]
 
     def traced(bodies: list[bytes]) -> float:
+        shared = _pod_transform() if transform else None
         gc.collect()
         tracemalloc.start()
         try:
             before = tracemalloc.get_traced_memory()[0]
             kept = [POD.decoder.decode(body) for body in bodies]
+            if shared is not None:
+                kept = [shared(pod) for pod in kept]
             after = tracemalloc.get_traced_memory()[0]
         finally:
             tracemalloc.stop()
@@ -760,6 +778,7 @@ def report(
     mach: dict[str, Any],
     event_bytes: float,
     managed_fields: bool,
+    transform: bool,
     breakdown: dict[str, float],
 ) -> dict[str, Any]:
     """The figures, ratios and verdicts, as one JSON-able dict."""
@@ -772,6 +791,7 @@ def report(
         "baseline_pods": baseline.pods,
         "mean_event_bytes": round(event_bytes),
         "managed_fields": managed_fields,
+        "transform": transform,
         "paths": [asdict(p) for p in paths],
         "speedup": speedup,
         "speedup_same_n": same_n.events_per_second / baseline.events_per_second,
@@ -805,6 +825,7 @@ def print_table(result: dict[str, Any]) -> None:
         f"data: N = {result['pods']:,} pods (Volcano job pods, Running), "
         f"mean watch event {result['mean_event_bytes']:,} bytes"
         + ("" if result["managed_fields"] else ", managedFields stripped")
+        + ("" if result["transform"] else "; Caldera's pod transform off")
     )
     if result["baseline_pods"] != result["pods"]:
         print(
@@ -853,23 +874,31 @@ def print_table(result: dict[str, Any]) -> None:
         f"{speed['value']:>7.1f}x      {speed['result']}"
     )
     print()
-    print("caldera pod, traced bytes (a part's figure is what the pod saves without it):")
+    print("caldera cached pod, traced bytes (a part's figure is what the pod saves without it):")
     print("  " + ", ".join(f"{k} {v:,.0f}" for k, v in result["caldera_pod_bytes_by_part"].items()))
 
 
 async def run(
-    pods: int, baseline_pods: int, runs: int, *, managed_fields: bool, breakdown_sample: int
+    pods: int,
+    baseline_pods: int,
+    runs: int,
+    *,
+    managed_fields: bool,
+    transform: bool,
+    breakdown_sample: int,
 ) -> dict[str, Any]:
     """Generate the data, measure both paths, and return the report."""
     lines = make_watch_lines(pods, managed_fields=managed_fields)
     event_bytes = sum(len(line) for line in lines) / len(lines)
     decode_sample = min(baseline_pods, 2_000)
-    caldera = await measure(CalderaPath(lines), runs, decode_sample)
+    caldera = await measure(CalderaPath(lines, transform=transform), runs, decode_sample)
     caldera_same_n = None
     if baseline_pods < pods:
-        caldera_same_n = await measure(CalderaPath(lines[:baseline_pods]), runs, decode_sample)
+        caldera_same_n = await measure(
+            CalderaPath(lines[:baseline_pods], transform=transform), runs, decode_sample
+        )
     baseline = await measure(KubernetesAsyncioPath(lines[:baseline_pods]), runs, decode_sample)
-    breakdown = caldera_breakdown(lines[:breakdown_sample])
+    breakdown = caldera_breakdown(lines[:breakdown_sample], transform=transform)
     return report(
         caldera,
         caldera_same_n,
@@ -877,6 +906,7 @@ async def run(
         mach=machine(),
         event_bytes=event_bytes,
         managed_fields=managed_fields,
+        transform=transform,
         breakdown=breakdown,
     )
 
@@ -902,6 +932,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="strip metadata.managedFields from the events (sensitivity check)",
     )
+    parser.add_argument(
+        "--no-transform",
+        action="store_true",
+        help="cache Caldera's decoded pods as they are, without the pod informer's transform",
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
     pods: int = SMOKE_PODS if args.smoke else args.pods
@@ -917,6 +952,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             baseline_pods,
             runs,
             managed_fields=not args.no_managed_fields,
+            transform=not args.no_transform,
             breakdown_sample=200 if args.smoke else 1_000,
         )
     )

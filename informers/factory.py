@@ -7,6 +7,12 @@ synced informer first receives an add for every cached object, so it never misse
 
 A periodic resync re-delivers every cached object to the handlers as an update with old == new
 (local only, no API call): insurance against a lost event or a reconcile bug, as in client-go.
+
+Each informer may transform the objects it caches (client-go's ``SetTransform``, controller-
+runtime's ``ByObject.Transform``). By default the pod informer shares the parts equal across pods
+(`informers.interning`): with the slim pod models, a cached pod of a Volcano job weighs about
+1.8 KB instead of 6.4 KB (docs/benchmarks.md). Every process gets it without asking;
+``transforms={}`` turns it off.
 """
 
 from __future__ import annotations
@@ -14,20 +20,30 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Generic, TypeVar
 
 import structlog
 from prometheus_client import CollectorRegistry
 
-from caldera.api.kinds import KindInfo
+from caldera.api.kinds import POD, KindInfo
 from caldera.kube.client import KubeClient
+from informers.interning import PodInterner
 from informers.metrics import InformerMetrics
 from informers.reflector import Reflector
 from informers.store import KubeObject, ResourceEventHandler, Store
 
 T = TypeVar("T", bound=KubeObject)
 log = structlog.get_logger("informers")
+
+TransformFactory = Callable[[], Callable[[Any], Any]]
+"""Makes the transform of one informer: each informer gets its own, so state such as an
+interner's tables is never shared between caches."""
+
+
+def default_transforms() -> dict[KindInfo[Any], TransformFactory]:
+    """The transforms every factory applies unless told otherwise: pods share equal parts."""
+    return {POD: PodInterner}
 
 
 class SharedInformer(Generic[T]):
@@ -41,6 +57,7 @@ class SharedInformer(Generic[T]):
         namespace: str | None,
         metrics: InformerMetrics | None,
         resync_period: float | None,
+        transform: Callable[[T], T] | None = None,
     ) -> None:
         self.kind = kind
         self.store: Store[T] = Store()
@@ -52,6 +69,7 @@ class SharedInformer(Generic[T]):
             handlers=self._handlers,
             namespace=namespace,
             metrics=metrics,
+            transform=transform,
         )
         self._resync_period = resync_period
         self._tasks: list[asyncio.Task[None]] = []
@@ -110,10 +128,14 @@ class SharedInformerFactory:
         registry: CollectorRegistry | None = None,
         namespace: str | None = None,
         resync_period: float | None = None,
+        transforms: Mapping[KindInfo[Any], TransformFactory] | None = None,
     ) -> None:
+        """`transforms`: per kind, what makes its informer's transform; None means
+        `default_transforms()`."""
         self.client = client
         self.namespace = namespace
         self.resync_period = resync_period
+        self.transforms = dict(default_transforms() if transforms is None else transforms)
         self.metrics = InformerMetrics(registry) if registry is not None else None
         self._informers: dict[tuple[str, str], SharedInformer[Any]] = {}
         self._started = False
@@ -122,12 +144,14 @@ class SharedInformerFactory:
         key = (kind.group, kind.plural)
         existing = self._informers.get(key)
         if existing is None:
+            make_transform = self.transforms.get(kind)
             existing = SharedInformer(
                 self.client,
                 kind,
                 namespace=self.namespace if kind.namespaced else None,
                 metrics=self.metrics,
                 resync_period=self.resync_period,
+                transform=make_transform() if make_transform is not None else None,
             )
             self._informers[key] = existing
             if self._started:

@@ -20,10 +20,11 @@ from caldera.api.core import (
     ContainerStatus,
     Event,
     Pod,
+    PodCondition,
     PodSpec,
     PodStatus,
 )
-from caldera.api.meta import Condition, ObjectMeta, ObjectReference, OwnerReference
+from caldera.api.meta import ObjectMeta, ObjectReference, OwnerReference
 from caldera.api.volcano import (
     Job,
     JobSpec,
@@ -241,12 +242,12 @@ def pod(
             phase=phase,
             container_statuses=statuses,
             init_container_statuses=init,
-            conditions=(Condition(type="Ready", status="True"),),
+            conditions=(PodCondition(type="Ready", status="True"),),
         ),
     )
 
 
-RUNNING = ContainerState(running=ContainerStateRunning(started_at=ago(minutes=4)))
+RUNNING = ContainerState(running=ContainerStateRunning())
 
 
 def test_pod_status_running_ready_with_restarts_ago() -> None:

@@ -5,6 +5,14 @@ pod and node watch events cheap. Objects decoded from these models are therefore
 never be written back with PUT: changes to them are PATCHes (DESIGN.md, "Models and the wire").
 Objects Caldera creates from scratch (Services, ConfigMaps, Secrets, Events, Leases) carry every
 field it sets.
+
+The pod models are the slimmest, because the informer caches hold every pod of the cluster: they
+keep the fields the scheduler, the controllers, the webhook and the CLI read (and the few the
+tests build pods with), and nothing else. A field added here costs memory in every process for
+every pod; `informers.interning` shares the parts equal across pods, so a field whose values
+repeat (a scheduler name, a toleration) costs a pointer, and one unique per pod (an IP, a
+timestamp, a container id) costs its whole value. `docs/benchmarks.md` ("Informer cache: pods")
+lists what is kept and what is dropped.
 """
 
 # msgspec turns an empty `{}` default into a per-instance default_factory, so the shared mutable
@@ -63,7 +71,8 @@ class ContainerPort(Model, frozen=True):
 
 
 class Container(Model, frozen=True):
-    """The slice of a container the scheduler and controllers read."""
+    """The slice of a container the scheduler and controllers read (resources through
+    `caldera.api.resources.pod_requests`); `image` is kept for the pods tests create."""
 
     name: str = ""
     image: str = ""
@@ -131,23 +140,14 @@ class PodSchedulingGate(Model, frozen=True):
     name: str = ""
 
 
-class PersistentVolumeClaimSource(Model, frozen=True):
-    """A pod volume's claim."""
-
-    claim_name: str = ""
-    read_only: bool = False
-
-
-class Volume(Model, frozen=True):
-    """A pod volume: its name and, when it is one, the claim it mounts. Other volume sources
-    are not read by Caldera and are not kept (pods are never written back from this model)."""
-
-    name: str = ""
-    persistent_volume_claim: PersistentVolumeClaimSource | None = None
-
-
 class PodSpec(Model, frozen=True):
-    """The slice of a pod spec Caldera reads."""
+    """The slice of a pod spec Caldera reads.
+
+    Not kept: volumes (the job controller reads a Job's volumes, never a pod's; a pod's
+    service-account token volume alone weighs more than the rest of its spec), hostname and
+    subdomain, terminationGracePeriodSeconds, and everything else no code reads.
+    `restart_policy` is kept for the pods tests create.
+    """
 
     node_name: str = ""
     scheduler_name: str = ""
@@ -159,37 +159,29 @@ class PodSpec(Model, frozen=True):
     node_selector: dict[str, str] = {}
     affinity: Affinity | None = None
     tolerations: tuple[Toleration, ...] = ()
-    volumes: tuple[Volume, ...] = ()
     overhead: ResourceList = {}
     restart_policy: str = ""
-    hostname: str = ""
-    subdomain: str = ""
     scheduling_gates: tuple[PodSchedulingGate, ...] = ()
-    termination_grace_period_seconds: Int64 | None = None
 
 
 class ContainerStateTerminated(Model, frozen=True):
-    """A terminated container."""
+    """A terminated container: policies match its exit code, the CLI shows the rest."""
 
     exit_code: Int32 = 0
     signal: Int32 = 0
     reason: str = ""
-    message: str = ""
-    started_at: Time | None = None
     finished_at: Time | None = None
 
 
 class ContainerStateRunning(Model, frozen=True):
-    """A running container."""
-
-    started_at: Time | None = None
+    """A running container. Only its presence is read: without `startedAt`, the statuses of
+    the running containers of a task's pods are equal, and the informer cache shares them."""
 
 
 class ContainerStateWaiting(Model, frozen=True):
     """A waiting container (ImagePullBackOff, CrashLoopBackOff, ...)."""
 
     reason: str = ""
-    message: str = ""
 
 
 class ContainerState(Model, frozen=True):
@@ -201,30 +193,40 @@ class ContainerState(Model, frozen=True):
 
 
 class ContainerStatus(Model, frozen=True):
-    """A container's status; policies match `state.terminated.exitCode`."""
+    """A container's status; policies match `state.terminated.exitCode`. The container id and
+    image id (unique per pod) are not kept."""
 
     name: str = ""
     ready: bool = False
     restart_count: Int32 = 0
     state: ContainerState = ContainerState()
     last_state: ContainerState = ContainerState()
-    container_id: str = msgspec.field(default="", name="containerID")
+
+
+class PodCondition(Model, frozen=True):
+    """A pod condition: the scheduler reads PodScheduled (its status, message and transition
+    time), the CLI Ready. Its reason and lastProbeTime are not kept."""
+
+    type: str = ""
+    status: str = ""
+    message: str = ""
+    last_transition_time: Time | None = None
 
 
 class PodStatus(Model, frozen=True):
-    """The slice of a pod status Caldera reads."""
+    """The slice of a pod status Caldera reads.
+
+    Not kept: message, hostIP(s), podIPs, nominatedNodeName, qosClass. `start_time` is kept
+    for the tests; `pod_ip` for `caldera pod list -o wide`.
+    """
 
     phase: str = ""  # PodPhase
-    conditions: tuple[Condition, ...] = ()
+    conditions: tuple[PodCondition, ...] = ()
     reason: str = ""
-    message: str = ""
-    host_ip: str = msgspec.field(default="", name="hostIP")
     pod_ip: str = msgspec.field(default="", name="podIP")
-    nominated_node_name: str = ""
     start_time: Time | None = None
     container_statuses: tuple[ContainerStatus, ...] = ()
     init_container_statuses: tuple[ContainerStatus, ...] = ()
-    qos_class: str = ""
 
 
 class Pod(Model, frozen=True):

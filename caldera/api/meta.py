@@ -239,10 +239,10 @@ class LabelSelector(Model, frozen=True):
 
 
 class Condition(Model, frozen=True):
-    """A condition of a core object (Pod, Node, PVC) or a metav1.Condition.
+    """A condition of a core object (Node, PVC) or a metav1.Condition.
 
-    The union of their fields: Pod conditions carry lastProbeTime, Node conditions
-    lastHeartbeatTime, metav1.Condition observedGeneration.
+    The union of their fields: Node conditions carry lastHeartbeatTime, metav1.Condition
+    observedGeneration. Pods have their own, slimmer `caldera.api.core.PodCondition`.
     """
 
     type: str = ""
@@ -476,6 +476,11 @@ class _HasType(Protocol):
     def type(self) -> str: ...
 
 
+class _HasTypeAndStatus(_HasType, Protocol):
+    @property
+    def status(self) -> str: ...
+
+
 C = TypeVar("C", bound=_HasType)
 
 
@@ -487,7 +492,7 @@ def find_condition(conditions: Sequence[C], type_: str) -> C | None:
     return None
 
 
-def condition_is_true(conditions: Sequence[Condition], type_: str) -> bool:
+def condition_is_true(conditions: Sequence[_HasTypeAndStatus], type_: str) -> bool:
     """Whether the condition of the given type exists and has status "True"."""
     cond = find_condition(conditions, type_)
     return cond is not None and cond.status == "True"
