@@ -359,7 +359,7 @@ async def run(smoke: bool, workers: int | None, write_cost_count: int) -> bool:
                 bare = pods / wall
                 bare_used = cpu_used(cpu, cpu_seconds(pids))
                 print(f"  bare client create loop ({INFLIGHT} in flight): {bare:,.0f} pods/s")
-                print(f"    writes: {request_summary(counted, await request_counts(kube))}")
+                print(f"    requests: {request_summary(counted, await request_counts(kube))}")
                 print(f"    CPU seconds: {cpu_summary(bare_used, wall)}")
 
                 await make_namespace(kube, "jobs")
@@ -380,14 +380,14 @@ async def run(smoke: bool, workers: int | None, write_cost_count: int) -> bool:
                 jobs_wall = time.monotonic() - began
                 jobs_used = cpu_used(cpu, cpu_seconds(pids))
                 await asyncio.sleep(2)  # the controller's last status writes
-                writes = request_summary(counted, await request_counts(kube))
+                requests = request_summary(counted, await request_counts(kube))
                 print(
                     f"  job controller: all {pods} pods exist {elapsed:.1f}s after the first "
                     f"job create: {rate:,.0f} pods/s (jobs created by {created:.1f}s, "
                     f"every PodGroup created by {exist:.1f}s and Inqueue by {inqueue:.1f}s)"
                 )
                 print(f"    {timeline.stages()}")
-                print(f"    writes: {writes}")
+                print(f"    requests: {requests}")
                 print(f"    CPU seconds: {cpu_summary(jobs_used, jobs_wall)}")
                 server = "kube-apiserver"
                 bare_ms = bare_used.get(server, 0.0) / pods * 1000
