@@ -249,8 +249,41 @@ def test_overused_when_deserved_is_reached_in_every_resource() -> None:
     assert ssn.overused(ssn.queues["b"]) is False
 
 
+def test_allocatable_and_preemptive_stop_at_the_deserved_share() -> None:
+    """Competing queues take tasks only while they stay within their deserved share
+    (Volcano's queueAllocatable), for allocate and for reclaim alike."""
+    cluster = new_cluster("4")
+    cluster.queues = {"a": QueueInfo("a"), "b": QueueInfo("b")}
+    ja = add_job(cluster, "ja", "a", running=2, pending=2)
+    jb = add_job(cluster, "jb", "b", running=1, pending=3)
+    ssn, plugin = open_session(cluster)
+    assert plugin.queue_attrs["a"].deserved == cpu("2")
+    task_a = next(iter(ja.tasks_in(TaskStatus.PENDING)))
+    task_b = next(iter(jb.tasks_in(TaskStatus.PENDING)))
+    assert ssn.allocatable(ssn.queues["a"], task_a) is False
+    assert ssn.preemptive(ssn.queues["a"], [task_a]) is False
+    assert ssn.allocatable(ssn.queues["b"], task_b) is True
+    assert ssn.preemptive(ssn.queues["b"], [task_b]) is True
+    assert ssn.preemptive(ssn.queues["b"], list(jb.tasks_in(TaskStatus.PENDING))[:2]) is False
+
+
+def test_reclaimable_counts_only_what_the_victim_requests() -> None:
+    """A queue at its deserved memory but below its deserved cpu keeps its cpu pods: losing
+    one would put it below its share of what it lost, and it would reclaim it back."""
+    cluster = new_cluster("4")
+    cluster.queues = {"a": QueueInfo("a"), "b": QueueInfo("b")}
+    victim = add_job(cluster, "v", "a", running=1, pending=2)
+    add_job(cluster, "other", "b", running=3)
+    ssn, plugin = open_session(cluster)
+    attr = plugin.queue_attrs["a"]
+    attr.deserved = Resources.from_list({"cpu": "2", "memory": "0"})  # held memory 0 >= 0
+    reclaimer = next(iter(ssn.jobs["ns/other"].tasks.values()))
+    assert ssn.reclaimable(reclaimer, list(victim.tasks_in(TaskStatus.RUNNING))) == []
+
+
 def test_allocatable_checks_real_capability() -> None:
-    """A task is allocatable while allocated + request stays within the real capability."""
+    """A task is allocatable while allocated + request stays within the real capability
+    (deserved never exceeds it)."""
     cluster = new_cluster("10")
     cluster.queues = {
         "capped": QueueInfo("capped", capability=cpu("3")),

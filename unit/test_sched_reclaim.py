@@ -144,3 +144,18 @@ def test_full_cycle_with_the_real_plugins() -> None:
     result = run_session(Session(cluster, conf.tiers), conf, REGISTRY)
     assert sorted(e.task.name for e in result.evictions) == ["hog-0", "hog-1"]
     assert poor.count(TaskStatus.PIPELINED) == 2
+
+
+def test_every_tier_must_allow_a_victim() -> None:
+    """Gang in the first tier would give up a pod of queue a; proportion in the second tier
+    refuses, since a would drop below its deserved share, so nothing is reclaimed (Volcano lets
+    the first tier decide, and two such queues then reclaim from each other forever)."""
+    cluster = new_cluster(
+        {"n0": "4"}, [QueueInfo("a"), QueueInfo("b"), QueueInfo("c", reclaimable=False)]
+    )
+    add_job(cluster, "ja", queue="a", running=["n0"] * 2)
+    add_job(cluster, "jc", queue="c", running=["n0"] * 2)
+    poor = add_job(cluster, "jb", queue="b", pending=2)
+    ssn = run(cluster, [[StandInGang()], [ProportionPlugin(Arguments("proportion", {}))]])
+    assert ssn.result.evictions == []
+    assert poor.count(TaskStatus.PENDING) == 2

@@ -13,8 +13,8 @@ Pending PodGroup or an invalid job is never a preemptor) in job order:
             victims    = session.preemptable(task, candidates): the plugins' intersection
                          (gang keeps minAvailable, priority, conformance, drf, toleration ...)
             skip the node unless the task fits in its future idle plus all victims; evict
-            victims in victim order until the task fits (and its queue is not overused), then
-            pipeline the task there
+            victims in victim order until the task fits (and its queue is not overused and
+            may take it: ``session.allocatable``), then pipeline the task there
     commit the job's work only if the job is then pipelined (session.job_pipelined), else
     discard it: a gang is never left half preempted for.
 
@@ -74,8 +74,14 @@ def node_without(node: NodeInfo, leaving: Sequence[TaskInfo]) -> NodeInfo:
 
 
 def _fits(ssn: Session, queue: QueueInfo, task: TaskInfo, node: NodeInfo) -> bool:
-    # An overused queue cannot take the task even where it fits (Volcano's preempt rule).
-    return not ssn.overused(queue) and task.init_resreq.less_equal(node.future_idle())
+    # The queue must be able to take the task (not overused, allocatable: Volcano's
+    # preemptorFitsOnNode), or the room made would go unused: allocate would refuse the task
+    # next session, the victim would come back, and preempt would evict it again.
+    return (
+        not ssn.overused(queue)
+        and ssn.allocatable(queue, task)
+        and task.init_resreq.less_equal(node.future_idle())
+    )
 
 
 class Attempt:

@@ -3,13 +3,15 @@
 Jobs with pending tasks (admitted, valid, in a known queue) are served one job per turn: each
 turn asks the session's queue order afresh and takes the first queue that is not overused, and
 in it the first job in job order. For each pending task of that job, in task order, while the
-queue is not overused and the task is allocatable in it (``session.allocatable``):
+queue is not overused, the task is allocatable in it (``session.allocatable``) and the queue may
+reclaim for it (``session.preemptive``: proportion allows it only while the queue stays within
+its deserved share with the task, so a queue never reclaims beyond what it deserves):
 
     candidates = Running tasks of jobs in OTHER queues that are reclaimable
                  (``spec.reclaimable`` not false), request something and are preemptable
-    victims    = session.reclaimable(task, candidates): the plugins' intersection (proportion
-                 keeps each queue at or above its deserved share, gang keeps minAvailable,
-                 conformance, preemption-toleration ...)
+    victims    = session.reclaimable(task, candidates): what every tier's plugins allow
+                 (proportion keeps each queue at or above its deserved share, gang keeps
+                 minAvailable, conformance, preemption-toleration ...)
 
 and the same node walk as preempt (``preempt.make_room``): evict victims in victim order on one
 node until the task fits, then pipeline it there. The job's statement is committed only if the
@@ -67,7 +69,7 @@ class ReclaimAction:
         for task in pending_in_order(ssn, job):
             if ssn.overused(queue):
                 break
-            if not ssn.allocatable(queue, task):
+            if not ssn.allocatable(queue, task) or not ssn.preemptive(queue, [task]):
                 continue
             stmt = make_room(
                 ssn,

@@ -9,8 +9,13 @@ Plugins register callbacks in tier order; the session combines them the way Volc
 - job ready / allocatable: every plugin must agree; overused: any plugin may say so;
 - pipelined / enqueueable / starving: votes (+1 permit, 0 abstain, -1 reject) — a reject wins, a
   permit in a tier decides that tier, abstentions fall through to the next tier;
-- preemptable / reclaimable: within a tier, the intersection of the victims every plugin
-  allows; the first tier that registered any such function decides.
+- preemptable: within a tier, the intersection of the victims every plugin allows; the first
+  tier that registered any such function decides;
+- reclaimable: the intersection over every tier. Volcano lets the first tier decide here too,
+  so with gang in the first tier proportion is never asked whether a victim's queue may lose
+  the task, and two queues below their deserved shares can reclaim from each other forever;
+  requiring every tier's consent is what makes reclaim settle (docs/compatibility.md);
+- preemptive (may a queue take from others for these tasks at all): every plugin must agree.
 
 Everything a session decides lands in ``result`` (binds, evictions, PodGroup status, queue
 allocation, events); the process around the session performs the I/O.
@@ -39,6 +44,7 @@ VoteFn = Callable[[JobInfo], int]  # +1 permit, 0 abstain, -1 reject
 VictimsFn = Callable[[TaskInfo, Sequence[TaskInfo]], list[TaskInfo]]
 QueuePredicate = Callable[[QueueInfo], bool]
 AllocatableFn = Callable[[QueueInfo, TaskInfo], bool]
+PreemptiveFn = Callable[[QueueInfo, Sequence[TaskInfo]], bool]
 JobValidFn = Callable[[JobInfo], "ValidateResult | None"]
 EventFn = Callable[[TaskInfo], None]
 
@@ -175,6 +181,9 @@ class Session:
     def add_reclaimable_fn(self, plugin: str, fn: VictimsFn) -> None:
         self._add("reclaimable", "enableReclaimable", plugin, fn)
 
+    def add_preemptive_fn(self, plugin: str, fn: PreemptiveFn) -> None:
+        self._add("preemptive", "enablePreemptive", plugin, fn)
+
     def add_overused_fn(self, plugin: str, fn: QueuePredicate) -> None:
         self._add("overused", "enabledOverused", plugin, fn)
 
@@ -287,30 +296,50 @@ class Session:
         for reg in self._registered("job_enqueued"):
             reg.fn(job)
 
-    def _victims(
-        self, kind: str, preemptor: TaskInfo, candidates: Sequence[TaskInfo]
+    @staticmethod
+    def _intersect(
+        registered: Iterable[_Registered],
+        preemptor: TaskInfo,
+        candidates: Sequence[TaskInfo],
+        *,
+        narrowing: bool,
     ) -> list[TaskInfo]:
-        by_tier: dict[int, list[_Registered]] = {}
-        for reg in self._registered(kind):
-            by_tier.setdefault(reg.tier, []).append(reg)
-        for tier in sorted(by_tier):
-            chosen: list[TaskInfo] | None = None
-            for reg in by_tier[tier]:
-                allowed: list[TaskInfo] = reg.fn(preemptor, candidates)
-                if chosen is None:
-                    chosen = list(allowed)
-                else:
-                    keep = {t.uid for t in allowed}
-                    chosen = [t for t in chosen if t.uid in keep]
-            if chosen is not None:
-                return chosen
-        return []
+        """The candidates every function allows. Each function is asked about all the
+        candidates (Volcano's), or with ``narrowing`` only about those still allowed, so that
+        plugins judging cumulatively (gang's spare pods, proportion's queue totals) count
+        only tasks that may really go."""
+        chosen = list(candidates)
+        for reg in registered:
+            if not chosen:
+                break
+            allowed: list[TaskInfo] = reg.fn(preemptor, chosen if narrowing else candidates)
+            keep = {t.uid for t in allowed}
+            chosen = [t for t in chosen if t.uid in keep]
+        return chosen
 
     def preemptable(self, preemptor: TaskInfo, candidates: Sequence[TaskInfo]) -> list[TaskInfo]:
-        return self._victims("preemptable", preemptor, candidates)
+        """The victims the first tier with a preemptable function allows (Volcano's)."""
+        registered = self._registered("preemptable")
+        if not registered:
+            return []
+        first = min(reg.tier for reg in registered)
+        return self._intersect(
+            (reg for reg in registered if reg.tier == first),
+            preemptor,
+            candidates,
+            narrowing=False,
+        )
 
     def reclaimable(self, preemptor: TaskInfo, candidates: Sequence[TaskInfo]) -> list[TaskInfo]:
-        return self._victims("reclaimable", preemptor, candidates)
+        """The victims every tier's reclaimable functions allow (see the module docstring)."""
+        registered = self._registered("reclaimable")
+        if not registered:
+            return []
+        return self._intersect(registered, preemptor, candidates, narrowing=True)
+
+    def preemptive(self, queue: QueueInfo, tasks: Sequence[TaskInfo]) -> bool:
+        """Whether ``queue`` may take resources from other queues for ``tasks``."""
+        return all(reg.fn(queue, tasks) for reg in self._registered("preemptive"))
 
     def overused(self, queue: QueueInfo) -> bool:
         return any(reg.fn(queue) for reg in self._registered("overused"))

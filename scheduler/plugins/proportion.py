@@ -33,14 +33,24 @@ Callbacks, following ``VOLCANO_API.md`` section 6.3:
 - queue order: higher ``spec.priority`` first, then the lower share (the largest
   ``allocated / deserved`` over the resources);
 - overused: ``deserved <= allocated`` in every resource (Volcano's ``LessEqual``);
-- allocatable: ``allocated + task request <= realcap`` in every resource the task requests;
+- allocatable: ``allocated + task request <= deserved`` in every resource the task requests
+  (Volcano's ``queueAllocatable`` in pkg/scheduler/plugins/proportion/proportion.go). Since
+  deserved is capped by what a queue asks for and fills the cluster, this limits a queue only
+  where another queue asks for the same resources; it is what keeps the room reclaim frees for
+  one queue from being handed back to the queue it was taken from;
 - job enqueueable: the queue must be open, and a job with minResources needs
   ``minResources + allocated + inqueue - elastic <= realcap`` (resources realcap does not list
   are unbounded), otherwise the PodGroup gets the Normal event ``Unschedulable`` "queue resource
   quota insufficient"; an enqueued job's minResources count as inqueue for the rest of the
   session;
-- reclaimable: a victim only while its queue stays at or above what it deserves after losing it
-  (its share stays >= 1; see ``reclaimable``).
+- preemptive: a queue may reclaim for tasks only while it stays within its deserved share once
+  it has them (``allocated + request <= deserved`` in every resource they request; Volcano's
+  preemptive function);
+- reclaimable: a victim only while its queue stays at or above what it deserves, after losing
+  it, of some resource the victim requests (see ``reclaimable``).
+
+Together the last two make reclaim settle: a queue that reclaims ends at or below its deserved
+share and one that loses a task stays at or above it, so neither can undo the other's gain.
 
 Allocated amounts follow the session's allocations, pipelinings and evictions through the
 allocate handlers, so the order and the checks see every decision as it is taken.
@@ -140,16 +150,6 @@ def queue_share(allocated: Resources, deserved: Resources) -> float:
     return share
 
 
-def _at_or_above(allocated: Resources, deserved: Resources) -> bool:
-    """Whether some resource is held at or beyond what is deserved of it (anything held of a
-    resource deserved 0 is beyond it)."""
-    for name in set(allocated.names()) | set(deserved.names()):
-        used, limit = allocated.get(name), deserved.get(name)
-        if (limit > 0 and used >= limit) or (limit <= 0 < used):
-            return True
-    return False
-
-
 def _capability(queue: QueueInfo) -> Resources | None:
     if queue.capability is None:
         return None
@@ -227,6 +227,7 @@ class ProportionPlugin:
         ssn.add_job_enqueueable_fn(self.name, self.job_enqueueable)
         ssn.add_job_enqueued_fn(self.name, self.job_enqueued)
         ssn.add_reclaimable_fn(self.name, self.reclaimable)
+        ssn.add_preemptive_fn(self.name, self.preemptive)
         ssn.add_allocate_handler(self.name, self._on_allocate, self._on_deallocate)
 
     @staticmethod
@@ -318,15 +319,23 @@ class ProportionPlugin:
         return attr is not None and attr.deserved.less_equal(attr.allocated)
 
     def allocatable(self, queue: QueueInfo, task: TaskInfo) -> bool:
-        """The task fits under the queue's real capability in every resource it requests."""
+        """The queue stays within its deserved share with the task, in every resource the task
+        requests (Volcano's ``queueAllocatable``)."""
+        return self.preemptive(queue, (task,))
+
+    def preemptive(self, queue: QueueInfo, tasks: Sequence[TaskInfo]) -> bool:
+        """The queue stays within its deserved share with ``tasks`` added, in every resource
+        they request."""
         attr = self.queue_attrs.get(queue.name)
         if attr is None:
             return True
-        future = attr.allocated + task.resreq
-        for name, amount in task.resreq.without(*UNTRACKED).items():
-            if amount > 0 and future.get(name) > attr.real_capability.get(name):
-                return False
-        return True
+        request = Resources.sum(t.resreq for t in tasks).without(*UNTRACKED)
+        future = attr.allocated + request
+        return all(
+            future.get(name) <= attr.deserved.get(name)
+            for name, amount in request.items()
+            if amount > 0
+        )
 
     def job_enqueueable(self, job: JobInfo) -> int:
         """Reject jobs of a closed queue or beyond the queue's quota; permit the others."""
@@ -353,13 +362,14 @@ class ProportionPlugin:
             attr.inqueue = attr.inqueue + job.min_resources.without(*UNTRACKED)
 
     def reclaimable(self, reclaimer: TaskInfo, candidates: Sequence[TaskInfo]) -> list[TaskInfo]:
-        """Victims whose queue still holds at least what it deserves after losing them: some
-        resource stays at or above its deserved amount (the queue's share stays >= 1). Judged
-        cumulatively per queue, in the candidates' order.
+        """Victims whose queue still holds at least what it deserves, after losing them, of
+        some resource the victim requests. Judged cumulatively per queue, in the candidates'
+        order.
 
-        Volcano tests the queue *before* the loss, which can push a queue below its deserved
-        share and invite it to reclaim back; requiring every resource to stay at or above
-        deserved would instead block reclaiming cpu from a queue that holds little memory.
+        Counting only the victim's own resources is what keeps reclaim from going in circles:
+        a queue that loses a cpu pod while it sits exactly at its deserved memory is below
+        its share of what it lost, and would reclaim the pod back next session. Volcano tests
+        the queue *before* the loss, in any resource, which has the same hole.
         """
         if self._ssn is None:
             return []
@@ -370,8 +380,13 @@ class ProportionPlugin:
             attr = self.queue_attrs.get(job.queue) if job is not None else None
             if attr is None:
                 continue
-            after = remaining.get(attr.name, attr.allocated) - task.resreq.without(*UNTRACKED)
-            if _at_or_above(after, attr.deserved):
+            released = task.resreq.without(*UNTRACKED)
+            after = remaining.get(attr.name, attr.allocated) - released
+            if any(
+                after.get(name) >= attr.deserved.get(name)
+                for name, amount in released.items()
+                if amount > 0
+            ):
                 remaining[attr.name] = after
                 victims.append(task)
         return victims
