@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from scheduler.actions.allocate import discard, evaluate, fit_error_message, skip_invalid
+from scheduler.actions.allocate import discard, skip_invalid
 from scheduler.actions.enqueue import PENDING_PHASES
+from scheduler.actions.placer import evaluate, fit_error_message
 from scheduler.api.types import JobInfo, TaskStatus
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ its deserved share with the task, so a queue never reclaims beyond what it deser
                  (proportion keeps each queue at or above its deserved share, gang keeps
                  minAvailable, conformance, preemption-toleration ...)
 
-and the same node walk as preempt (``preempt.make_room``): evict victims in victim order on one
+and the same node walk as preempt (``scheduler.actions.room``): evict victims in victim order on one
 node until the task fits, then pipeline it there. The job's statement is committed only if the
 job is then pipelined, else discarded, so a gang is never half reclaimed for; Volcano evicts
 task by task without a statement.
@@ -21,12 +21,23 @@ task by task without a statement.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
-from scheduler.actions.preempt import Attempt, eligible, make_room, pending_in_order, pop_first
+from scheduler.actions.room import (
+    Attempt,
+    JobLine,
+    RoomFinder,
+    Shapes,
+    eligible,
+    pending_in_order,
+    wants_room,
+)
 from scheduler.api.types import JobInfo, QueueInfo, TaskInfo, TaskStatus
 from scheduler.framework.session import Session
+
+RECLAIMABLE_STATUSES = (TaskStatus.RUNNING,)
 
 
 class ReclaimAction:
@@ -38,10 +49,12 @@ class ReclaimAction:
         self.arguments = dict(arguments or {})
 
     def execute(self, ssn: Session) -> None:
-        waiting: dict[str, list[JobInfo]] = {}
+        by_queue: dict[str, list[JobInfo]] = {}
         for job in ssn.jobs.values():
-            if eligible(ssn, job) and pending_in_order(ssn, job):
-                waiting.setdefault(job.queue, []).append(job)
+            if any(wants_room(t) for t in job.tasks_in(TaskStatus.PENDING)) and eligible(ssn, job):
+                by_queue.setdefault(job.queue, []).append(job)
+        waiting = {name: JobLine(ssn, jobs) for name, jobs in by_queue.items()}
+        finder: RoomFinder | None = None
         while True:
             queues = sorted(
                 (ssn.queues[name] for name, jobs in waiting.items() if jobs),
@@ -50,10 +63,11 @@ class ReclaimAction:
             queue = next((q for q in queues if not ssn.overused(q)), None)
             if queue is None:
                 return
-            self._reclaim_for(ssn, queue, pop_first(ssn, waiting[queue.name]))
+            finder = finder or RoomFinder(ssn, "reclaimable", "reclaim", RECLAIMABLE_STATUSES)
+            self._reclaim_for(ssn, finder, queue, waiting[queue.name].pop())
 
     @staticmethod
-    def _reclaim_for(ssn: Session, queue: QueueInfo, job: JobInfo) -> None:
+    def _reclaim_for(ssn: Session, finder: RoomFinder, queue: QueueInfo, job: JobInfo) -> None:
         def candidate(task: TaskInfo) -> bool:
             if task.status != TaskStatus.RUNNING or task.resreq.is_empty():
                 return False
@@ -65,23 +79,22 @@ class ReclaimAction:
             owner_queue = ssn.queues.get(owner.queue)
             return owner_queue is not None and owner_queue.reclaimable
 
+        others = [name for name, q in ssn.queues.items() if name != queue.name and q.reclaimable]
+        owners = finder.jobs_of(others)
+
+        find = functools.partial(finder.make_room, queue=queue, owners=owners, candidate=candidate)
+
+        shapes = Shapes(ssn)
         attempt = Attempt()
         for task in pending_in_order(ssn, job):
             if ssn.overused(queue):
                 break
-            if not ssn.allocatable(queue, task) or not ssn.preemptive(queue, [task]):
+            if shapes.known_to_fail(task):
                 continue
-            stmt = make_room(
-                ssn,
-                task,
-                queue=queue,
-                candidate=candidate,
-                choose=ssn.reclaimable,
-                reason="reclaim",
-            )
+            if not ssn.allocatable(queue, task) or not ssn.preemptive(queue, [task]):
+                shapes.failed_now(task)  # a task of the same shape is refused alike
+                continue
+            stmt = shapes.try_room(task, find)
             if stmt is not None:
                 attempt.statements.append(stmt)
-        if ssn.job_pipelined(job):
-            attempt.commit()
-        else:
-            attempt.discard()
+        attempt.finish(ssn, job)

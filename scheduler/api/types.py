@@ -15,6 +15,8 @@ import enum
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
+import msgspec
+
 from caldera.api.core import Node, Pod, PriorityClass
 from caldera.api.resources import Resources
 from caldera.api.volcano import PodGroup, Queue
@@ -34,6 +36,10 @@ class TaskStatus(enum.Enum):
     FAILED = "Failed"
     UNKNOWN = "Unknown"
 
+    # Members are singletons compared by identity: hash them by identity too (C speed;
+    # Enum's own __hash__ is Python code, and sessions look statuses up millions of times).
+    __hash__ = object.__hash__
+
 
 # Statuses in which a task holds resources on its node.
 ALLOCATED_STATUSES = frozenset(
@@ -51,6 +57,23 @@ SCHEDULED_STATUSES = frozenset(
         TaskStatus.FAILED,
     }
 )
+
+
+def scheduling_signature(pod: Pod | None) -> bytes:
+    """What the node filters and scorers read of a pod (selector, affinity, tolerations,
+    ports), as bytes: pods with equal signatures are filtered and scored alike."""
+    if pod is None:
+        return b""
+    spec = pod.spec
+    return msgspec.json.encode(
+        (
+            spec.node_selector,
+            spec.affinity,
+            spec.tolerations,
+            [c.ports for c in spec.containers if c.ports],
+            [c.ports for c in spec.init_containers if c.ports],
+        )
+    )
 
 
 @dataclass(slots=True, eq=False)
@@ -74,15 +97,24 @@ class TaskInfo:
     # (status, node) of this task's last placement in the session that a statement discarded,
     # as Volcano's LastTransaction: it tells "could be placed, once the gang is" from "no room".
     last_transaction: tuple[TaskStatus, str] | None = None
+    _signature: bytes | None = None
+    # Derived once (sessions ask for them all the time; namespace, name and requests of a
+    # task never change): "<namespace>/<name>", and whether the pod requests nothing
+    # (backfill places these).
+    key: str = field(init=False)
+    best_effort: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.key = f"{self.namespace}/{self.name}"
+        self.best_effort = self.init_resreq.is_empty()
 
     @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-    @property
-    def best_effort(self) -> bool:
-        """A pod that requests nothing (backfill places these)."""
-        return self.init_resreq.is_empty()
+    def signature(self) -> bytes:
+        """``scheduling_signature`` of the pod, computed once (the pod does not change within
+        a session)."""
+        if self._signature is None:
+            self._signature = scheduling_signature(self.pod)
+        return self._signature
 
 
 @dataclass(slots=True, eq=False)
@@ -129,7 +161,13 @@ class JobInfo:
         self.by_status.setdefault(status, {})[task.uid] = task
 
     def count(self, *statuses: TaskStatus) -> int:
-        return sum(len(self.by_status.get(s, {})) for s in statuses)
+        total = 0
+        by_status = self.by_status
+        for status in statuses:
+            bucket = by_status.get(status)
+            if bucket:
+                total += len(bucket)
+        return total
 
     def tasks_in(self, *statuses: TaskStatus) -> Iterator[TaskInfo]:
         for status in statuses:
@@ -187,6 +225,16 @@ class NodeInfo:
     ready: bool = True
     unschedulable: bool = False
     max_pods: int = 110
+    # Bumped on every change of the tasks placed here, and the node's name appended to
+    # ``changes`` (the session's log) when one is attached: cached verdicts about this node
+    # (``scheduler.actions.placer``) know from them when to look again.
+    generation: int = 0
+    changes: list[str] | None = None
+
+    def _changed(self) -> None:
+        self.generation += 1
+        if self.changes is not None:
+            self.changes.append(self.name)
 
     @property
     def idle(self) -> Resources:
@@ -201,6 +249,7 @@ class NodeInfo:
         if task.key in self.tasks:
             return
         self.tasks[task.key] = task
+        self._changed()
         if task.status == TaskStatus.PIPELINED:
             self.pipelined = self.pipelined + task.resreq
             return
@@ -212,6 +261,7 @@ class NodeInfo:
         """Undo ``add_task`` for the task as it is now."""
         if self.tasks.pop(task.key, None) is None:
             return
+        self._changed()
         if task.status == TaskStatus.PIPELINED:
             self.pipelined = self.pipelined - task.resreq
             return

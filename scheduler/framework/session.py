@@ -42,6 +42,10 @@ NodeOrderFn = Callable[[TaskInfo, NodeInfo], float]
 JobPredicate = Callable[[JobInfo], bool]
 VoteFn = Callable[[JobInfo], int]  # +1 permit, 0 abstain, -1 reject
 VictimsFn = Callable[[TaskInfo, Sequence[TaskInfo]], list[TaskInfo]]
+# A victim function's promise about whole jobs: False means the function never returns a task
+# of that job for this preemptor, whatever the candidates (so preempt and reclaim may skip the
+# job's nodes without asking); True promises nothing.
+JobScreenFn = Callable[[TaskInfo, JobInfo], bool]
 QueuePredicate = Callable[[QueueInfo], bool]
 AllocatableFn = Callable[[QueueInfo, TaskInfo], bool]
 PreemptiveFn = Callable[[QueueInfo, Sequence[TaskInfo]], bool]
@@ -110,6 +114,7 @@ class _Registered:
     tier: int
     plugin: str
     fn: Any
+    screen: JobScreenFn | None = None  # victim functions only
 
 
 class Session:
@@ -131,13 +136,19 @@ class Session:
         # The actions of this session's configuration (allocate enqueues by itself when
         # "enqueue" is not among them).
         self.configured_actions: tuple[str, ...] = ()
+        # Every node whose tasks change in this session, in order (see NodeInfo.changes).
+        self.node_changes: list[str] = []
+        for node in cluster.nodes.values():
+            node.changes = self.node_changes
 
     # ---- registration -----------------------------------------------------------------------
 
-    def _add(self, kind: str, switch: str, plugin: str, fn: Any) -> None:
+    def _add(
+        self, kind: str, switch: str, plugin: str, fn: Any, screen: JobScreenFn | None = None
+    ) -> None:
         tier, option = self._options.get(plugin, (len(self.tiers), PluginOption(plugin)))
         if option.enabled(switch):
-            self._fns.setdefault(kind, []).append(_Registered(tier, plugin, fn))
+            self._fns.setdefault(kind, []).append(_Registered(tier, plugin, fn, screen))
 
     def add_job_order_fn(self, plugin: str, fn: OrderFn[JobInfo]) -> None:
         self._add("job_order", "enableJobOrder", plugin, fn)
@@ -175,11 +186,16 @@ class Session:
     def add_job_starving_fn(self, plugin: str, fn: VoteFn) -> None:
         self._add("job_starving", "enableJobStarving", plugin, fn)
 
-    def add_preemptable_fn(self, plugin: str, fn: VictimsFn) -> None:
-        self._add("preemptable", "enablePreemptable", plugin, fn)
+    def add_preemptable_fn(
+        self, plugin: str, fn: VictimsFn, screen: JobScreenFn | None = None
+    ) -> None:
+        """``screen``, when given, must keep its promise (see ``JobScreenFn``)."""
+        self._add("preemptable", "enablePreemptable", plugin, fn, screen)
 
-    def add_reclaimable_fn(self, plugin: str, fn: VictimsFn) -> None:
-        self._add("reclaimable", "enableReclaimable", plugin, fn)
+    def add_reclaimable_fn(
+        self, plugin: str, fn: VictimsFn, screen: JobScreenFn | None = None
+    ) -> None:
+        self._add("reclaimable", "enableReclaimable", plugin, fn, screen)
 
     def add_preemptive_fn(self, plugin: str, fn: PreemptiveFn) -> None:
         self._add("preemptive", "enablePreemptive", plugin, fn)
@@ -317,25 +333,43 @@ class Session:
             chosen = [t for t in chosen if t.uid in keep]
         return chosen
 
+    def _deciding(self, kind: str) -> list[_Registered]:
+        """The victim functions whose answers are intersected: for preemptable the first tier
+        that registered any (Volcano's), for reclaimable every tier."""
+        registered = self._registered(kind)
+        if kind != "preemptable" or not registered:
+            return registered
+        first = min(reg.tier for reg in registered)
+        return [reg for reg in registered if reg.tier == first]
+
     def preemptable(self, preemptor: TaskInfo, candidates: Sequence[TaskInfo]) -> list[TaskInfo]:
         """The victims the first tier with a preemptable function allows (Volcano's)."""
-        registered = self._registered("preemptable")
-        if not registered:
+        deciding = self._deciding("preemptable")
+        if not deciding:
             return []
-        first = min(reg.tier for reg in registered)
-        return self._intersect(
-            (reg for reg in registered if reg.tier == first),
-            preemptor,
-            candidates,
-            narrowing=False,
-        )
+        return self._intersect(deciding, preemptor, candidates, narrowing=False)
+
+    def victim_jobs(self, kind: str, preemptor: TaskInfo) -> Callable[[JobInfo], bool]:
+        """For ``kind`` "preemptable" or "reclaimable": a test that is False for a job none
+        of whose tasks can be a victim of ``preemptor``, because a deciding function's screen
+        rules the job out (the intersection then cannot hold its tasks). With no deciding
+        function there are no victims at all."""
+        deciding = self._deciding(kind)
+        if not deciding:
+            return lambda job: False
+        screens = [reg.screen for reg in deciding if reg.screen is not None]
+
+        def may_give(job: JobInfo) -> bool:
+            return all(screen(preemptor, job) for screen in screens)
+
+        return may_give
 
     def reclaimable(self, preemptor: TaskInfo, candidates: Sequence[TaskInfo]) -> list[TaskInfo]:
         """The victims every tier's reclaimable functions allow (see the module docstring)."""
-        registered = self._registered("reclaimable")
-        if not registered:
+        deciding = self._deciding("reclaimable")
+        if not deciding:
             return []
-        return self._intersect(registered, preemptor, candidates, narrowing=True)
+        return self._intersect(deciding, preemptor, candidates, narrowing=True)
 
     def preemptive(self, queue: QueueInfo, tasks: Sequence[TaskInfo]) -> bool:
         """Whether ``queue`` may take resources from other queues for ``tasks``."""

@@ -207,6 +207,10 @@ class GangPlugin:
                     chosen.append(victim)
             return chosen
 
+        def has_spare(preemptor: TaskInfo, job: JobInfo) -> bool:
+            # A job at or below minAvailable gives no victim, whatever the candidates.
+            return job.ready_task_num() > job.min_available
+
         def starving(job: JobInfo) -> int:
             return 1 if job.is_starving() else -1
 
@@ -215,8 +219,8 @@ class GangPlugin:
         ssn.add_job_pipelined_fn(self.name, job_pipelined)
         ssn.add_job_order_fn(self.name, job_order)
         ssn.add_job_starving_fn(self.name, starving)
-        ssn.add_preemptable_fn(self.name, victims)
-        ssn.add_reclaimable_fn(self.name, victims)
+        ssn.add_preemptable_fn(self.name, victims, has_spare)
+        ssn.add_reclaimable_fn(self.name, victims, has_spare)
 
     def on_session_close(self, ssn: Session) -> None:
         now = format_time(ssn.now)

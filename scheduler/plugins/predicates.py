@@ -24,8 +24,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-import msgspec
-
 from caldera.api.core import (
     NodeSelectorRequirement,
     NodeSelectorTerm,
@@ -190,23 +188,6 @@ def ports_conflict(wanted: Iterable[_Port], used: Iterable[_Port]) -> bool:
     return False
 
 
-def scheduling_signature(pod: Pod | None) -> bytes:
-    """What the node filters and scorers read of a pod (selector, affinity, tolerations,
-    ports), as bytes: pods with equal signatures are filtered and scored alike."""
-    if pod is None:
-        return b""
-    spec = pod.spec
-    return msgspec.json.encode(
-        (
-            spec.node_selector,
-            spec.affinity,
-            spec.tolerations,
-            [c.ports for c in spec.containers if c.ports],
-            [c.ports for c in spec.init_containers if c.ports],
-        )
-    )
-
-
 class PredicatesPlugin:
     """Registers one predicate: readiness, unschedulable, taints, affinity, pod count, ports."""
 
@@ -218,30 +199,21 @@ class PredicatesPlugin:
         self.affinity = args.boolean("predicate.NodeAffinityEnable", True)
         self.ports = args.boolean("predicate.NodePortsEnable", True)
         self.taints = args.boolean("predicate.TaintTolerationEnable", True)
-        self._signatures: dict[str, bytes] = {}  # task uid -> signature
         self._static: dict[tuple[bytes, str], str | None] = {}
         self._ports: dict[bytes, list[_Port]] = {}  # signature -> host ports
 
     def on_session_open(self, ssn: Session) -> None:
-        self._signatures.clear()
         self._static.clear()
         self._ports.clear()
         ssn.add_predicate_fn(self.name, self.predicate)
 
     def on_session_close(self, ssn: Session) -> None:
-        self._signatures.clear()
         self._static.clear()
         self._ports.clear()
 
-    def _signature(self, task: TaskInfo) -> bytes:
-        sig = self._signatures.get(task.uid)
-        if sig is None:
-            sig = self._signatures[task.uid] = scheduling_signature(task.pod)
-        return sig
-
     def predicate(self, task: TaskInfo, node: NodeInfo) -> str | None:
         """None when ``task`` may run on ``node``, else the first reason it may not."""
-        sig = self._signature(task)
+        sig = task.signature
         key = (sig, node.name)
         try:
             reason = self._static[key]

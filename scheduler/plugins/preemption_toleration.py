@@ -41,7 +41,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from caldera.api.core import PriorityClass
-from scheduler.api.types import TaskInfo
+from scheduler.api.types import JobInfo, TaskInfo
 from scheduler.framework.plugin import Arguments
 from scheduler.framework.session import Session
 
@@ -132,8 +132,11 @@ class PreemptionTolerationPlugin:
         def victims(preemptor: TaskInfo, candidates: Sequence[TaskInfo]) -> list[TaskInfo]:
             return self.victims(ssn, preemptor, candidates)
 
-        ssn.add_preemptable_fn(self.name, victims)
-        ssn.add_reclaimable_fn(self.name, victims)
+        def may_give(preemptor: TaskInfo, job: JobInfo) -> bool:
+            return not self._never_preempts(ssn, preemptor)
+
+        ssn.add_preemptable_fn(self.name, victims, may_give)
+        ssn.add_reclaimable_fn(self.name, victims, may_give)
 
     def on_session_close(self, ssn: Session) -> None:
         """Nothing to write."""

@@ -56,12 +56,19 @@ class PriorityPlugin:
                     victims.append(victim)
             return victims
 
+        def may_give(preemptor: TaskInfo, job: JobInfo) -> bool:
+            # Another job's tasks are victims only when that job's priority is lower.
+            if job.key == preemptor.job:
+                return True
+            preemptor_job = jobs.get(preemptor.job)
+            return job.priority < (preemptor_job.priority if preemptor_job is not None else 0)
+
         def starving(job: JobInfo) -> int:
             return 1 if job.is_starving() else -1
 
         ssn.add_job_order_fn(self.name, job_order)
         ssn.add_task_order_fn(self.name, task_order)
-        ssn.add_preemptable_fn(self.name, preemptable)
+        ssn.add_preemptable_fn(self.name, preemptable, may_give)
         ssn.add_job_starving_fn(self.name, starving)
 
     def on_session_close(self, ssn: Session) -> None:

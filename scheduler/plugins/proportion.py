@@ -226,7 +226,7 @@ class ProportionPlugin:
         ssn.add_allocatable_fn(self.name, self.allocatable)
         ssn.add_job_enqueueable_fn(self.name, self.job_enqueueable)
         ssn.add_job_enqueued_fn(self.name, self.job_enqueued)
-        ssn.add_reclaimable_fn(self.name, self.reclaimable)
+        ssn.add_reclaimable_fn(self.name, self.reclaimable, self.may_give)
         ssn.add_preemptive_fn(self.name, self.preemptive)
         ssn.add_allocate_handler(self.name, self._on_allocate, self._on_deallocate)
 
@@ -329,12 +329,12 @@ class ProportionPlugin:
         attr = self.queue_attrs.get(queue.name)
         if attr is None:
             return True
-        request = Resources.sum(t.resreq for t in tasks).without(*UNTRACKED)
-        future = attr.allocated + request
+        request = tasks[0].resreq if len(tasks) == 1 else Resources.sum(t.resreq for t in tasks)
+        allocated, deserved = attr.allocated, attr.deserved
         return all(
-            future.get(name) <= attr.deserved.get(name)
+            allocated.get(name) + amount <= deserved.get(name)
             for name, amount in request.items()
-            if amount > 0
+            if amount > 0 and name not in UNTRACKED
         )
 
     def job_enqueueable(self, job: JobInfo) -> int:
@@ -360,6 +360,19 @@ class ProportionPlugin:
         attr = self.queue_attrs.get(job.queue)
         if attr is not None:
             attr.inqueue = attr.inqueue + job.min_resources.without(*UNTRACKED)
+
+    def may_give(self, reclaimer: TaskInfo, job: JobInfo) -> bool:
+        """Whether ``reclaimable`` could take any task of ``job``: its queue must hold more
+        than it deserves of some tracked resource (a victim keeps it at or above its share
+        of a resource it requests, after losing a positive amount of it)."""
+        attr = self.queue_attrs.get(job.queue)
+        if attr is None:
+            return False
+        return any(
+            amount > attr.deserved.get(name)
+            for name, amount in attr.allocated.items()
+            if name not in UNTRACKED
+        )
 
     def reclaimable(self, reclaimer: TaskInfo, candidates: Sequence[TaskInfo]) -> list[TaskInfo]:
         """Victims whose queue still holds at least what it deserves, after losing them, of

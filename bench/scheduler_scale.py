@@ -1,0 +1,356 @@
+"""Scheduler cost against size: backlogs with preempt and reclaim on, idle and busy clusters.
+
+    .venv/bin/python bench/scheduler_scale.py            # every case at full size (~2 min)
+    .venv/bin/python bench/scheduler_scale.py --smoke    # CI: every case, small
+    .venv/bin/python bench/scheduler_scale.py --reference-at-full   # + the plain walk at 30,000
+
+One table, cost against size, each case beside its goal (issue 14; goals are for this 2-core
+machine). Every case runs the scheduler's pure core as the process runs it: a snapshot
+(``scheduler.snapshot.build_cluster`` from cached objects, with the process's warm request
+cache) and one session (``run_session``), timed apart. Nothing here is a test: a missed goal
+prints MISS and the reason measured, and the exit code is 1 only when something broke.
+
+Cases (1-cpu / 2Gi pods, nodes of 16 cpu / 64Gi, gangs whose minAvailable is their size):
+
+- backlog: N pending pods in gangs of 20, 3x what the nodes hold, 10 queues of weight 1,
+  actions ``enqueue, allocate, backfill, reclaim, preempt`` and plugins priority, gang,
+  conformance | overcommit, drf, predicates, proportion, nodeorder, binpack; the jobs are
+  already Inqueue (the backlog admitted by earlier sessions), so allocate fills the nodes and
+  preempt and reclaim look at every starving gang. The baseline is the plain node walk
+  (``unit/sched_reference.py``, the algorithm before issue 14) at the 6,000-pod size, in the
+  same run;
+- idle: 5,000 nodes, 50,000 running pods in 2,500 PodGroups, nothing pending, default
+  configuration: snapshot + session;
+- mixed: the idle cluster plus 10,000 pending pods in 500 gangs that fit;
+- fits: 50,000 pending pods in 2,500 gangs on 5,000 empty nodes, default configuration +
+  binpack: placements per second of session time.
+
+The slopes (seconds per 1,000 pending pods, per 1,000 nodes) come from each case at two sizes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import gc
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+REPO: Final = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from caldera.api.core import (  # noqa: E402
+    Container,
+    Node,
+    NodeStatus,
+    Pod,
+    PodSpec,
+    PodStatus,
+    ResourceRequirements,
+)
+from caldera.api.meta import Condition, ObjectMeta, format_time  # noqa: E402
+from caldera.api.volcano import (  # noqa: E402
+    KUBE_GROUP_NAME_KEY,
+    PodGroup,
+    PodGroupSpec,
+    PodGroupStatus,
+    Queue,
+    QueueSpec,
+)
+from scheduler.api.types import TaskStatus  # noqa: E402
+from scheduler.conf import DEFAULT_CONF, SchedulerConf, parse_conf  # noqa: E402
+from scheduler.framework.runner import Registry, run_session  # noqa: E402
+from scheduler.framework.session import Session  # noqa: E402
+from scheduler.registry import REGISTRY  # noqa: E402
+from scheduler.snapshot import CachedRequests, build_cluster  # noqa: E402
+
+FULL = """\
+actions: "enqueue, allocate, backfill, reclaim, preempt"
+tiers:
+- plugins: [{name: priority}, {name: gang}, {name: conformance}]
+- plugins: [{name: overcommit}, {name: drf}, {name: predicates}, {name: proportion},
+            {name: nodeorder}, {name: binpack}]
+"""
+BINPACK = "  - name: binpack\n"
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+REQUESTS: Final[dict[str, str | int | float]] = {"cpu": "1", "memory": "2Gi"}
+GANG = 20
+
+
+def machine() -> str:
+    load = os.getloadavg()[0]
+    return (
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+        f"Python {platform.python_version()}, load {load:.2f}, {dt.date.today()}"
+    )
+
+
+def conf_of(text: str) -> SchedulerConf:
+    return parse_conf(text, actions=REGISTRY.actions, plugins=REGISTRY.plugins)
+
+
+# ---- the cached objects -----------------------------------------------------------------------
+
+
+@dataclass
+class Objects:
+    """What the scheduler's informer cache would hold."""
+
+    nodes: list[Node]
+    pods: list[Pod]
+    podgroups: list[PodGroup]
+    queues: list[Queue]
+
+
+def _node(index: int) -> Node:
+    return Node(
+        metadata=ObjectMeta(name=f"node-{index}"),
+        status=NodeStatus(
+            allocatable={"cpu": "16", "memory": "64Gi", "pods": "110"},
+            conditions=(Condition(type="Ready", status="True"),),
+        ),
+    )
+
+
+def _pod(group: str, index: int, node: str) -> Pod:
+    name = f"{group}-{index}"
+    return Pod(
+        metadata=ObjectMeta(
+            name=name,
+            namespace="bench",
+            uid=f"uid-{name}",
+            resource_version="1",
+            annotations={KUBE_GROUP_NAME_KEY: group},
+        ),
+        spec=PodSpec(
+            node_name=node,
+            scheduler_name="volcano",
+            containers=(Container(name="main", resources=ResourceRequirements(requests=REQUESTS)),),
+        ),
+        status=PodStatus(phase="Running" if node else "Pending"),
+    )
+
+
+def _group(name: str, size: int, queue: str, phase: str, created: int) -> PodGroup:
+    return PodGroup(
+        metadata=ObjectMeta(
+            name=name,
+            namespace="bench",
+            creation_timestamp=format_time(T0 + dt.timedelta(seconds=created)),
+        ),
+        spec=PodGroupSpec(min_member=size, queue=queue),
+        status=PodGroupStatus(phase=phase),
+    )
+
+
+def cluster_objects(
+    *, nodes: int, running: int, pending: int, queues: int, phase: str = "Inqueue"
+) -> Objects:
+    """``running`` pods in gangs of 20 spread over the nodes (16 a node at most), and
+    ``pending`` pods in gangs of 20 with PodGroups in ``phase``; gangs take queues in turn."""
+    objects = Objects([_node(i) for i in range(nodes)], [], [], [])
+    objects.queues = [
+        Queue(metadata=ObjectMeta(name=f"q{q}"), spec=QueueSpec(weight=1)) for q in range(queues)
+    ]
+    slot = 0
+    for kind, count in (("run", running), ("wait", pending)):
+        for g in range(count // GANG):
+            name = f"{kind}-{g}"
+            queue = f"q{g % queues}"
+            objects.podgroups.append(
+                _group(name, GANG, queue, "Running" if kind == "run" else phase, g)
+            )
+            for i in range(GANG):
+                node = ""
+                if kind == "run":
+                    node = f"node-{(slot // 16) % nodes}"
+                    slot += 1
+                objects.pods.append(_pod(name, i, node))
+    return objects
+
+
+# ---- one cycle ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Cycle:
+    snapshot: float
+    session: float
+    binds: int
+    evictions: int
+    pipelined: int
+
+
+def cycle(objects: Objects, conf: SchedulerConf, registry: Registry = REGISTRY) -> Cycle:
+    """A warm cycle, as the process runs it: the request cache has seen every pod once."""
+    requests = CachedRequests()
+    for pod in objects.pods:
+        requests(pod)
+    gc.collect()
+    started = time.perf_counter()
+    cluster, _ = build_cluster(
+        pods=objects.pods,
+        nodes=objects.nodes,
+        podgroups=objects.podgroups,
+        queues=objects.queues,
+        requests=requests,
+        now=T0 + dt.timedelta(hours=1),
+    )
+    built = time.perf_counter()
+    result = run_session(Session(cluster, conf.tiers), conf, registry)
+    done = time.perf_counter()
+    pipelined = sum(job.count(TaskStatus.PIPELINED) for job in cluster.jobs.values())
+    return Cycle(built - started, done - built, len(result.binds), len(result.evictions), pipelined)
+
+
+# ---- the table ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    case: str
+    pending: int
+    nodes: int
+    measured: Cycle
+    figure: float  # what the goal is about
+    unit: str
+    goal: float | None  # None: a size measured for the slope only
+    higher_is_better: bool = False
+
+    def verdict(self, smoke: bool) -> str:
+        if self.goal is None:
+            return ""
+        sign = ">=" if self.higher_is_better else "<="
+        if smoke:
+            return f"(goal {sign} {self.goal:,} {self.unit} at full size)"
+        met = self.figure >= self.goal if self.higher_is_better else self.figure <= self.goal
+        return f"(goal {sign} {self.goal:,} {self.unit}): {'met' if met else 'MISS'}"
+
+
+def print_rows(rows: list[Row], smoke: bool) -> None:
+    head = f"{'case':<34}{'pending':>9}{'nodes':>7}{'snapshot s':>11}{'session s':>11}"
+    print(head + f"{'binds':>8}{'evict':>7}   figure vs goal")
+    for row in rows:
+        c = row.measured
+        print(
+            f"{row.case:<34}{row.pending:>9,}{row.nodes:>7,}{c.snapshot:>11.3f}{c.session:>11.3f}"
+            f"{c.binds:>8,}{c.evictions:>7,}   {row.figure:,.3f} {row.unit} {row.verdict(smoke)}"
+        )
+
+
+def slope(small: Row, large: Row, attribute: Callable[[Row], int]) -> str:
+    """Seconds of session per 1,000 of ``attribute`` between two sizes of one case."""
+    delta = attribute(large) - attribute(small)
+    if delta == 0:
+        return "n/a"
+    per = (large.measured.session - small.measured.session) / delta * 1000
+    return f"{per:.3f} s"
+
+
+def run(smoke: bool, reference_at_full: bool) -> bool:
+    from unit.sched_reference import ReferencePreemptAction, ReferenceReclaimAction
+
+    reference = Registry(
+        plugins=REGISTRY.plugins,
+        actions={
+            **REGISTRY.actions,
+            "preempt": lambda args: ReferencePreemptAction(args),
+            "reclaim": lambda args: ReferenceReclaimAction(args),
+        },
+    )
+    full, default, fits_conf = conf_of(FULL), conf_of(DEFAULT_CONF), conf_of(DEFAULT_CONF + BINPACK)
+    scale = 10 if smoke else 1
+    rows: list[Row] = []
+    ok = True
+
+    def backlog(
+        pending: int, nodes: int, goal: float | None, registry: Registry = REGISTRY, label: str = ""
+    ) -> Row:
+        objects = cluster_objects(nodes=nodes, running=0, pending=pending, queues=10)
+        measured = cycle(objects, full, registry)
+        return Row(f"backlog{label}", pending, nodes, measured, measured.session, "s", goal)
+
+    base_pods, base_nodes = 6000 // scale, 200 // scale
+    plain = backlog(base_pods, base_nodes, None, reference, " (plain walk, before)")
+    fast = backlog(base_pods, base_nodes, None, label=" (now)")
+    rows += [plain, fast]
+    if (plain.measured.binds, plain.measured.evictions) != (
+        fast.measured.binds,
+        fast.measured.evictions,
+    ):
+        print("BROKEN: the fast and plain walks decided differently")
+        ok = False
+    large = backlog(30_000 // scale, 1000 // scale, 1.0)
+    double = backlog(60_000 // scale, 2000 // scale, 2.0, label=" 2x")
+    rows += [large, double]
+    if reference_at_full and not smoke:
+        rows.append(backlog(30_000, 1000, None, reference, " (plain walk, before)"))
+
+    def busy(nodes: int, running: int, pending: int, label: str, goal: float | None) -> Row:
+        objects = cluster_objects(nodes=nodes, running=running, pending=pending, queues=1)
+        measured = cycle(objects, default)
+        total = measured.snapshot + measured.session
+        return Row(label, pending, nodes, measured, total, "s/cycle", goal)
+
+    idle_small = busy(2500 // scale, 25_000 // scale, 0, "idle (half)", None)
+    idle = busy(5000 // scale, 50_000 // scale, 0, "idle", 0.1)
+    mixed_small = busy(5000 // scale, 50_000 // scale, 5000 // scale, "mixed (half pending)", None)
+    mixed = busy(5000 // scale, 50_000 // scale, 10_000 // scale, "mixed", 1.0)
+    rows += [idle_small, idle, mixed_small, mixed]
+
+    def fits(pods: int, nodes: int, label: str, goal: float | None) -> Row:
+        objects = cluster_objects(nodes=nodes, running=0, pending=pods, queues=1)
+        measured = cycle(objects, fits_conf)
+        rate = measured.binds / measured.session if measured.session else 0.0
+        ok_binds = measured.binds == pods
+        if not ok_binds:
+            print(f"BROKEN: {label}: {measured.binds} of {pods} pods placed")
+        return Row(label, pods, nodes, measured, rate, "placements/s", goal, True)
+
+    fits_small = fits(25_000 // scale, 2500 // scale, "fits (half)", None)
+    fits_full = fits(50_000 // scale, 5000 // scale, "fits", 10_000)
+    rows += [fits_small, fits_full]
+    ok = ok and fits_full.measured.binds == 50_000 // scale
+
+    print_rows(rows, smoke)
+    print()
+    print(
+        f"before -> now at {base_pods:,} pending: "
+        f"{plain.measured.session / max(fast.measured.session, 1e-9):,.0f}x faster "
+        "(issue 14 measured the plain walk at 266 s for the 30,000 backlog)"
+    )
+    pending_of: Callable[[Row], int] = lambda r: r.pending  # noqa: E731
+    nodes_of: Callable[[Row], int] = lambda r: r.nodes  # noqa: E731
+    print("slopes (session seconds):")
+    print(
+        f"  backlog   per 1,000 pending {slope(large, double, pending_of)},"
+        f" per 1,000 nodes {slope(large, double, nodes_of)} (both grow together)"
+    )
+    print(f"  idle      per 1,000 nodes {slope(idle_small, idle, nodes_of)}")
+    print(f"  mixed     per 1,000 pending {slope(mixed_small, mixed, pending_of)}")
+    print(f"  fits      per 1,000 pending {slope(fits_small, fits_full, pending_of)}")
+    return ok
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true", help="every case at a tenth (CI)")
+    parser.add_argument(
+        "--reference-at-full",
+        action="store_true",
+        help="also time the plain walk on the 30,000 backlog (minutes)",
+    )
+    args = parser.parse_args()
+    print(machine())
+    return 0 if run(args.smoke, args.reference_at_full) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,160 @@
+"""The best node for a pending pod, found without looking at every node for every pod.
+
+Pods with the same requests and scheduling constraints form a class; each class keeps its
+nodes' verdicts (a score, or why the pod does not fit) in a heap, stamped with the node's
+``generation``. The session logs every node whose tasks change (``Session.node_changes``), so
+the next pod of a class looks again only at the nodes changed since the class last looked:
+allocate, preempt and reclaim all place pods through a placer, and whatever the statements of
+those actions do (allocate, pipeline, evict, discard) is seen by every class.
+
+This is exact as long as the configured plugins filter and score a node by the pod and that
+node alone, which holds for the plugins in ``NODE_LOCAL_PLUGINS``; with a plugin of
+``JOB_LOCAL_PLUGINS`` (task-topology) a class is further limited to one task of one job for
+jobs that describe a topology; any other configured plugin makes the placer evaluate every
+node for every pod.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from scheduler.api.types import NodeInfo, TaskInfo
+from scheduler.plugins.predicates import shortfall
+from scheduler.plugins.task_topology import Topology
+
+if TYPE_CHECKING:
+    from scheduler.framework.session import Session
+
+# Plugins whose predicates and node scores depend only on the pod and the node (or register
+# none): with only these configured, verdicts of unchanged nodes are reused.
+NODE_LOCAL_PLUGINS = frozenset(
+    {
+        "priority",
+        "gang",
+        "conformance",
+        "overcommit",
+        "drf",
+        "predicates",
+        "proportion",
+        "nodeorder",
+        "binpack",
+        "preemption-toleration",
+    }
+)
+# Plugins whose node scores also depend on the pod's job and task (task-topology reads where
+# the job's other pods are on the node): with these, pods are equivalent only within one task
+# of one job.
+JOB_LOCAL_PLUGINS = frozenset({"task-topology"})
+NO_NODES = "no nodes available to schedule pods"
+
+
+def fit_error_message(total_nodes: int, reasons: Iterable[list[str]]) -> str:
+    """Kubernetes' "0/N nodes are available: <count> <reason>, ...." (sorted)."""
+    if total_nodes == 0:
+        return NO_NODES
+    counts: dict[str, int] = {}
+    for node_reasons in reasons:
+        for reason in node_reasons:
+            counts[reason] = counts.get(reason, 0) + 1
+    histogram = ", ".join(sorted(f"{n} {reason}" for reason, n in counts.items()))
+    return f"0/{total_nodes} nodes are available: {histogram}."
+
+
+def evaluate(ssn: Session, task: TaskInfo, node: NodeInfo) -> float | list[str]:
+    """The node's score for the task, or why the task does not fit there (its init request
+    must fit the node's future idle resources, then every predicate must pass)."""
+    reasons = shortfall(task.init_resreq, node)
+    if reasons:
+        return reasons
+    reason = ssn.predicate(task, node)
+    if reason:
+        return [reason]
+    return ssn.node_score(task, node)
+
+
+class Candidates:
+    """One class of equivalent pods: the verdict of each node as of its generation."""
+
+    __slots__ = ("heap", "position", "reasons", "seen")
+
+    def __init__(self) -> None:
+        self.heap: list[tuple[float, str, int]] = []  # (-score, node, node generation)
+        self.reasons: dict[str, list[str]] = {}  # nodes that do not fit, and why
+        self.seen: dict[str, int] = {}  # node -> generation evaluated
+        self.position = -1  # how much of the change log this class has seen; -1: nothing
+
+
+class Placer:
+    """Finds the best node for a pod, reusing what is still valid from earlier pods."""
+
+    def __init__(self, ssn: Session) -> None:
+        self.ssn = ssn
+        self.nodes = ssn.nodes
+        self.log = ssn.node_changes
+        configured = {opt.name for tier in ssn.tiers for opt in tier}
+        self.reuse = configured <= NODE_LOCAL_PLUGINS | JOB_LOCAL_PLUGINS
+        self.per_task = bool(configured & JOB_LOCAL_PLUGINS)
+        self._job_local: dict[str, bool] = {}  # job key -> its pods score per job and task
+        self.classes: dict[tuple[object, ...], Candidates] = {}
+
+    def _is_job_local(self, key: str) -> bool:
+        """Whether task-topology scores this job's pods (its PodGroup describes a topology)."""
+        local = self._job_local.get(key)
+        if local is None:
+            job = self.ssn.jobs.get(key)
+            pg = job.podgroup if job is not None else None
+            local = (
+                pg is not None and Topology.from_annotations(pg.metadata.annotations) is not None
+            )
+            self._job_local[key] = local
+        return local
+
+    def _evaluate(self, cand: Candidates, task: TaskInfo, node: NodeInfo) -> None:
+        cand.seen[node.name] = node.generation
+        verdict = evaluate(self.ssn, task, node)
+        if isinstance(verdict, list):
+            cand.reasons[node.name] = verdict
+        else:
+            cand.reasons.pop(node.name, None)
+            heapq.heappush(cand.heap, (-verdict, node.name, node.generation))
+
+    def candidates(self, task: TaskInfo) -> Candidates:
+        """The verdicts of every node for ``task``, brought up to date."""
+        if not self.reuse:
+            fresh = Candidates()
+            for node in self.nodes.values():
+                self._evaluate(fresh, task, node)
+            return fresh
+        local = self.per_task and self._is_job_local(task.job)
+        key = (
+            task.init_resreq,
+            task.resreq,
+            task.signature,
+            task.job if local else "",
+            task.role if local else "",
+        )
+        cand = self.classes.get(key) or self.classes.setdefault(key, Candidates())
+        if cand.position < 0:
+            for node in self.nodes.values():
+                self._evaluate(cand, task, node)
+        else:
+            seen, nodes = cand.seen, self.nodes
+            for name in self.log[cand.position :]:
+                node = nodes[name]
+                if seen.get(name) != node.generation:
+                    self._evaluate(cand, task, node)
+        cand.position = len(self.log)
+        return cand
+
+    def best(self, task: TaskInfo) -> tuple[str | None, Candidates]:
+        """The best node for ``task`` (highest score, then name), or None when none fits."""
+        cand = self.candidates(task)
+        heap, nodes = cand.heap, self.nodes
+        while heap:
+            _, name, seen = heap[0]
+            if nodes[name].generation == seen:
+                return name, cand
+            heapq.heappop(heap)
+        return None, cand

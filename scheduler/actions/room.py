@@ -1,0 +1,334 @@
+"""Making room for a pending task by evicting others: the node walk preempt and reclaim share.
+
+For one preemptor (Volcano's preempt and reclaim):
+
+    nodes: those whose predicates pass once every candidate victim on them is gone
+           (predicates never check resources), ordered: nodes where the task already fits
+           first, then by node score, then name
+    on the first node where it works:
+        if the task fits there and its queue may take it, and free room may be used:
+            pipeline it there, evicting nobody
+        else victims = the plugins' choice among the node's candidates; evict them in victim
+            order until the task fits and its queue may take it, then pipeline it there
+    a node where even every victim would not make room is skipped, and evictions tried on a
+    node where the task still does not fit are undone at once
+
+``RoomFinder`` gives exactly the answer of that walk (``unit/sched_reference.py`` keeps the
+walk as it is written above, and a differential test holds the two to the same decisions)
+while looking only where something can happen:
+
+- free room comes from a ``Placer``, which re-evaluates only the nodes that changed since a pod
+  of the same class last looked (the first node of the walk that takes the task without
+  eviction is the placer's best node);
+- victims are looked for only on the nodes of jobs that can give one: each deciding victim
+  function may screen a whole job out (``Session.victim_jobs``: priority rules out jobs of
+  equal or higher priority, gang jobs at minAvailable, proportion queues at or below their
+  share), and a node none of whose candidates belongs to a screened-in job cannot yield a
+  victim, so it is not scored or asked about;
+- ``Shapes`` remembers the task shapes that found no room in a state nothing has changed
+  since, so a gang's other tasks of the same shape are not tried again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Literal
+
+from caldera.api.resources import Resources
+from scheduler.actions.placer import Placer
+from scheduler.api.types import JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus
+from scheduler.framework.session import Session
+from scheduler.framework.statement import Statement
+
+VictimKind = Literal["preemptable", "reclaimable"]
+
+
+def wants_room(task: TaskInfo) -> bool:
+    """A pending task that needs resources and is not held by a scheduling gate."""
+    if task.best_effort:
+        return False
+    return task.pod is None or not task.pod.spec.scheduling_gates
+
+
+def node_without(node: NodeInfo, leaving: Sequence[TaskInfo]) -> NodeInfo:
+    """A copy of ``node`` as it would be without ``leaving`` (for predicates only)."""
+    gone = {t.uid for t in leaving}
+    copy = NodeInfo(
+        name=node.name,
+        allocatable=node.allocatable,
+        node=node.node,
+        ready=node.ready,
+        unschedulable=node.unschedulable,
+        max_pods=node.max_pods,
+    )
+    for task in node.tasks.values():
+        if task.uid not in gone:
+            copy.add_task(task)
+    return copy
+
+
+def queue_takes(ssn: Session, queue: QueueInfo, task: TaskInfo) -> bool:
+    """The queue may take the task: not overused and allocatable (Volcano's
+    preemptorFitsOnNode). Without it the room made would go unused: allocate would refuse the
+    task next session, the victim would come back, and the eviction would happen again."""
+    return not ssn.overused(queue) and ssn.allocatable(queue, task)
+
+
+def fits(ssn: Session, queue: QueueInfo, task: TaskInfo, node: NodeInfo) -> bool:
+    """The task fits the node's future idle resources and its queue may take it."""
+    return queue_takes(ssn, queue, task) and task.init_resreq.less_equal(node.future_idle())
+
+
+class Attempt:
+    """The statements of one job's attempt, one per placed task, committed or discarded
+    together (each statement holds only work that succeeded on its node)."""
+
+    def __init__(self) -> None:
+        self.statements: list[Statement] = []
+
+    def commit(self) -> None:
+        for stmt in self.statements:
+            stmt.commit()
+        self.statements.clear()
+
+    def discard(self) -> None:
+        for stmt in reversed(self.statements):
+            stmt.discard()
+        self.statements.clear()
+
+    def finish(self, ssn: Session, job: JobInfo) -> None:
+        """Commit if the job is now pipelined, else discard: a gang is never left half
+        evicted for."""
+        if ssn.job_pipelined(job):
+            self.commit()
+        else:
+            self.discard()
+
+
+def pending_in_order(ssn: Session, job: JobInfo) -> list[TaskInfo]:
+    """The job's pending tasks that need room, in task order."""
+    tasks = [t for t in job.tasks_in(TaskStatus.PENDING) if wants_room(t)]
+    return sorted(tasks, key=ssn.task_order_key())
+
+
+def eligible(ssn: Session, job: JobInfo) -> bool:
+    """A job that may take others' resources: admitted, in a known queue, valid."""
+    return job.phase != "Pending" and job.queue in ssn.queues and ssn.job_valid(job) is None
+
+
+class JobLine:
+    """Jobs waiting for a turn, handed out first in the session's current job order.
+
+    The order moves only when the session's state does (shares, readiness), and every such
+    change goes through a statement that touches a node; so the line is sorted again only when
+    the session's node log has grown since, and otherwise the next job is the next in line.
+    The job order is total (ties fall back to creation time and key), so this hands out the
+    jobs that taking the first in order afresh each time would, in the same order."""
+
+    def __init__(self, ssn: Session, jobs: Iterable[JobInfo]) -> None:
+        self.ssn = ssn
+        self.waiting = list(jobs)
+        self.sorted_at = -1  # the log length when ``waiting`` was sorted; -1: never
+
+    def __bool__(self) -> bool:
+        return bool(self.waiting)
+
+    def pop(self) -> JobInfo:
+        changes = len(self.ssn.node_changes)
+        if changes != self.sorted_at:
+            self.waiting.sort(key=self.ssn.job_order_key(), reverse=True)
+            self.sorted_at = changes
+        return self.waiting.pop()
+
+
+def shape(task: TaskInfo) -> tuple[object, ...]:
+    """What the node walk reads of a preemptor besides its job: two tasks of one job with the
+    same shape find room, or fail to, alike."""
+    pod = task.pod
+    return (
+        task.role,
+        task.priority,
+        task.init_resreq,
+        task.resreq,
+        task.signature,
+        (pod.spec.priority_class_name, pod.spec.preemption_policy) if pod is not None else None,
+    )
+
+
+class Shapes:
+    """The shapes that found no room, each with the session's change count at that moment:
+    while no node has changed since, the same shape finds none again."""
+
+    def __init__(self, ssn: Session) -> None:
+        self.log = ssn.node_changes
+        self.failed: dict[tuple[object, ...], int] = {}
+
+    def known_to_fail(self, task: TaskInfo) -> bool:
+        return self.failed.get(shape(task)) == len(self.log)
+
+    def failed_now(self, task: TaskInfo) -> None:
+        """Remember that ``task`` found no room (or its queue refused it) in the current
+        state, which it did not change."""
+        self.failed[shape(task)] = len(self.log)
+
+    def try_room(
+        self, task: TaskInfo, find: Callable[[TaskInfo], Statement | None]
+    ) -> Statement | None:
+        """``find(task)`` unless the shape is known to fail; a failure is remembered only when
+        the walk changed nothing on its way (an undone eviction reorders a node's tasks)."""
+        if self.known_to_fail(task):
+            return None
+        before = len(self.log)
+        stmt = find(task)
+        if stmt is None and len(self.log) == before:
+            self.failed[shape(task)] = before
+        return stmt
+
+
+class RoomFinder:
+    """The node walk of one action (preempt or reclaim); see the module docstring."""
+
+    def __init__(
+        self, ssn: Session, kind: VictimKind, reason: str, statuses: Iterable[TaskStatus]
+    ) -> None:
+        self.ssn = ssn
+        self.kind = kind
+        self.reason = reason
+        self.statuses = tuple(statuses)  # of candidate victims
+        self.placer = Placer(ssn)
+        self.victim_key = ssn.victim_order_key()
+        self.choose = ssn.preemptable if kind == "preemptable" else ssn.reclaimable
+        self._by_queue: dict[str, list[JobInfo]] | None = None
+
+    def jobs_of(self, queues: Iterable[str]) -> list[JobInfo]:
+        """The jobs of the given queues that have a task in the victim statuses, indexed once
+        per action: preempt and reclaim only evict and pipeline, so no task enters those
+        statuses while they run (an undone eviction only returns a task to them)."""
+        if self._by_queue is None:
+            self._by_queue = {}
+            for job in self.ssn.jobs.values():
+                if job.count(*self.statuses):
+                    self._by_queue.setdefault(job.queue, []).append(job)
+        return [job for name in queues for job in self._by_queue.get(name, ())]
+
+    def make_room(
+        self,
+        preemptor: TaskInfo,
+        *,
+        queue: QueueInfo,
+        owners: Iterable[JobInfo],
+        candidate: Callable[[TaskInfo], bool],
+        use_free: bool = True,
+    ) -> Statement | None:
+        """Evict victims on one node so that ``preemptor`` fits, and pipeline it there; with
+        ``use_free`` a node where it fits already is taken without evicting anything.
+        Candidates are the tasks of ``owners`` in the finder's statuses that ``candidate``
+        accepts.
+
+        Returns the statement holding those evictions and the pipelining (not committed), or
+        None when no node works, in which case nothing changed.
+        """
+        ssn = self.ssn
+        takes = queue_takes(ssn, queue, preemptor)
+        if takes and use_free:
+            stmt = self._free_room(preemptor)
+            if stmt is not None:
+                return stmt
+        # Where the task fits and the queue takes it, the walk evicts nobody: such nodes
+        # either gave the free room above or are passed over.
+        options = []
+        for node, candidates in self._victim_nodes(preemptor, owners, candidate):
+            fits_now = preemptor.init_resreq.less_equal(node.future_idle())
+            if takes and fits_now:
+                continue
+            if ssn.predicate(preemptor, node) is not None and (
+                ssn.predicate(preemptor, node_without(node, candidates)) is not None
+            ):
+                continue
+            options.append(
+                (not fits_now, -ssn.node_score(preemptor, node), node.name, node, candidates)
+            )
+        options.sort(key=lambda o: o[:3])
+        for _, _, _, node, candidates in options:
+            stmt = self._evict_for(preemptor, queue, node, candidates)
+            if stmt is not None:
+                return stmt
+        return None
+
+    def _victim_nodes(
+        self,
+        preemptor: TaskInfo,
+        owners: Iterable[JobInfo],
+        candidate: Callable[[TaskInfo], bool],
+    ) -> list[tuple[NodeInfo, list[TaskInfo]]]:
+        """Ready nodes holding a candidate of a job the deciding plugins do not screen out,
+        each with all its candidates in the node's order (the plugins' answers depend on it)."""
+        may_give = self.ssn.victim_jobs(self.kind, preemptor)
+        wanted = self.statuses
+        names: dict[str, None] = {}  # ordered, without repeats
+        for job in owners:
+            if not may_give(job):
+                continue
+            for task in job.tasks_in(*wanted):
+                if task.node_name and candidate(task):
+                    names[task.node_name] = None
+        found = []
+        for name in names:
+            node = self.ssn.nodes.get(name)
+            if node is None or not node.ready:
+                continue
+            found.append((node, [t for t in node.tasks.values() if candidate(t)]))
+        return found
+
+    def _free_room(self, preemptor: TaskInfo) -> Statement | None:
+        """Pipeline the task on the best ready node where it fits now and every predicate
+        passes, if there is one."""
+        name, _ = self.placer.best(preemptor)
+        if name is None:
+            return None  # the placer's nodes include every such node
+        node = self.ssn.nodes[name]
+        if not (node.ready and preemptor.init_resreq.less_equal(node.future_idle())):
+            # The placer's best fails a test the walk adds (a node not ready, or overdrawn in
+            # a resource the task does not request): ask every node, as the walk does.
+            name = self._free_room_scan(preemptor)
+            if name is None:
+                return None
+        stmt = self.ssn.statement()
+        stmt.pipeline(preemptor, name)
+        return stmt
+
+    def _free_room_scan(self, preemptor: TaskInfo) -> str | None:
+        ssn = self.ssn
+        best: tuple[float, str] | None = None
+        for node in ssn.nodes.values():
+            if not node.ready or not preemptor.init_resreq.less_equal(node.future_idle()):
+                continue
+            if ssn.predicate(preemptor, node) is not None:
+                continue
+            key = (-ssn.node_score(preemptor, node), node.name)
+            if best is None or key < best:
+                best = key
+        return None if best is None else best[1]
+
+    def _evict_for(
+        self, preemptor: TaskInfo, queue: QueueInfo, node: NodeInfo, candidates: list[TaskInfo]
+    ) -> Statement | None:
+        """Evict the plugins' victims on ``node`` in victim order until the task fits, then
+        pipeline it there; None (and nothing changed) when that does not work."""
+        ssn = self.ssn
+        victims = self.choose(preemptor, candidates)
+        if not victims:
+            return None
+        freed = Resources.sum(v.resreq for v in victims)
+        if not preemptor.init_resreq.less_equal(node.future_idle() + freed):
+            return None  # even every victim would not make room here
+        stmt = ssn.statement()
+        for victim in sorted(victims, key=self.victim_key):
+            if fits(ssn, queue, preemptor, node):
+                break
+            stmt.evict(victim, self.reason)
+        if fits(ssn, queue, preemptor, node):
+            stmt.pipeline(preemptor, node.name)
+            return stmt
+        stmt.discard()
+        return None
