@@ -1,7 +1,8 @@
 """``caldera scheduler``: the session loop around the pure scheduling core, and its I/O.
 
-Every ``--schedule-period`` (or early, when pods, PodGroups, nodes or queues change): build a
-snapshot from the informer cache, run one session (actions and plugins, in a worker thread so the
+Every ``--schedule-period`` (or early, when pods, PodGroups, nodes or queues change): bring the
+snapshot up to date with what changed in the informer cache (``scheduler.live_snapshot``), run
+one session (actions and plugins, in a worker thread so the
 event loop keeps serving watches and probes), then carry out its decisions:
 
 - binds through the pods/binding subresource, concurrently; a pod is *assumed* on its node from
@@ -26,7 +27,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 import msgspec
 import structlog
@@ -47,14 +48,16 @@ from caldera.kube.client import KubeClient, PatchType
 from caldera.kube.errors import AlreadyExists, ApiConnectionError, ApiError, Conflict, NotFound
 from caldera.kube.events import EventRecorder
 from caldera.settings import SchedulerSettings
-from informers.factory import SharedInformerFactory
-from informers.store import HandlerFuncs
+from informers.factory import SharedInformer, SharedInformerFactory
+from informers.store import HandlerFuncs, KubeObject
 from scheduler.conf import DEFAULT_CONF, ConfError, SchedulerConf, parse_conf
 from scheduler.framework.runner import Registry, run_session
 from scheduler.framework.session import Session, SessionResult
-from scheduler.snapshot import CachedRequests, build_cluster
+from scheduler.live_snapshot import CachedObjects, LiveSnapshot
+from scheduler.snapshot import CachedRequests
 
 log = structlog.get_logger("scheduler")
+K = TypeVar("K", bound=KubeObject)
 LATENCY_BUCKETS_MS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)
 STATUS_WRITES_IN_FLIGHT = 32  # PodGroup status writes at once
 
@@ -220,6 +223,18 @@ class ConfSource:
         return self.current
 
 
+def _note(
+    informer: SharedInformer[K],
+    changed: Callable[[K], None],
+    gone: Callable[[K], None] | None = None,
+) -> None:
+    """Tell ``changed`` of every add, update (the new object) and delete of ``informer``'s
+    objects (``gone`` for deletes, when given)."""
+    informer.add_handler(
+        HandlerFuncs(add=changed, update=lambda _old, new: changed(new), delete=gone or changed)
+    )
+
+
 @dataclass
 class _Applied:
     bound: int = 0
@@ -250,15 +265,37 @@ class SchedulerLoop:
         self.priority_classes = factory.informer(PRIORITY_CLASS)
         self.factory = factory
         self._wake = asyncio.Event()
-        wake: HandlerFuncs[Any] = HandlerFuncs(
-            add=lambda _o: self._wake.set(),
-            update=lambda _a, _b: self._wake.set(),
-            delete=lambda _o: self._wake.set(),
-        )
-        for informer in (self.pods, self.nodes, self.podgroups, self.queues):
-            informer.add_handler(wake)
+
+        def wake(_obj: KubeObject) -> None:
+            self._wake.set()
+
+        _note(self.pods, wake)
+        _note(self.nodes, wake)
+        _note(self.podgroups, wake)
+        _note(self.queues, wake)
         self.assumed: dict[str, str] = {}  # pod uid -> node, until the cache sees the bind
+        self._assumed_keys: dict[str, str] = {}  # pod uid -> its store key, while assumed
         self._requests = CachedRequests()
+        # The snapshot, kept up to date: the handlers only note what changed.
+        self.live = LiveSnapshot(scheduler_names=settings.scheduler_names, requests=self._requests)
+        live = self.live
+
+        def pod_gone(pod: Pod) -> None:
+            live.pod_changed(pod)
+            self._requests.discard(pod.metadata.uid)
+
+        _note(self.pods, live.pod_changed, gone=pod_gone)
+        _note(self.nodes, live.node_changed)
+        _note(self.podgroups, live.podgroup_changed)
+        _note(self.queues, live.queue_changed)
+        _note(self.priority_classes, live.priority_class_changed)
+        self.cached = CachedObjects(
+            pods=self.pods.store,
+            nodes=self.nodes.store,
+            podgroups=self.podgroups.store,
+            queues=self.queues.store,
+            priority_classes=self.priority_classes.store,
+        )
         self._bind_gate = asyncio.Semaphore(settings.bind_workers)
         self._run = run_in_thread or asyncio.to_thread
         self._unschedulable_seen: dict[str, str] = {}  # pod uid -> last message written
@@ -291,37 +328,31 @@ class SchedulerLoop:
                 await asyncio.sleep(0.05)  # let a burst of events land in one session
 
     def _forget_seen_assumptions(self) -> None:
+        """Drop assumed binds the cache now shows (bound, or the pod gone or replaced)."""
         for uid in list(self.assumed):
-            pod = self._pod_by_uid.get(uid)
-            if pod is None or pod.spec.node_name:
+            pod = self.pods.store.get(self._assumed_keys.get(uid, ""))
+            if pod is None or pod.metadata.uid != uid or pod.spec.node_name:
                 del self.assumed[uid]
+                self._assumed_keys.pop(uid, None)
 
     async def cycle(self) -> SessionResult:
         started = time.monotonic()
-        pods: list[Pod] = self.pods.store.list()
-        self._pod_by_uid = {p.metadata.uid: p for p in pods}
         self._forget_seen_assumptions()
         conf = self.conf.refresh()
-        cluster, report = build_cluster(
-            pods=pods,
-            nodes=self.nodes.store.list(),
-            podgroups=self.podgroups.store.list(),
-            queues=self.queues.store.list(),
-            priority_classes=self.priority_classes.store.list(),
-            scheduler_names=self.settings.scheduler_names,
-            assumed=self.assumed,
-            requests=self._requests,
-        )
+        cluster, report = self.live.update(self.cached, assumed=self.assumed)
         for key, queue in report.missing_queue.items():
             log.debug("queue of job does not exist, ignoring it", job=key, queue=queue)
         session = Session(cluster, conf.tiers)
         core_started = time.monotonic()
-        result = await self._run(run_session, session, conf, self.registry)
+        try:
+            result = await self._run(run_session, session, conf, self.registry)
+        finally:
+            # What the session planned in the snapshot is derived again from the cache.
+            self.live.after_session(session)
         self.metrics.session_latency.observe((time.monotonic() - core_started) * 1000)
         self.metrics.observe(result)
         await self.apply(result)
         self.metrics.e2e_latency.observe((time.monotonic() - started) * 1000)
-        self._requests.forget(self._pod_by_uid)
         return result
 
     # ---- decisions -> API calls ---------------------------------------------------------------
@@ -329,6 +360,7 @@ class SchedulerLoop:
     async def apply(self, result: SessionResult) -> None:
         for bind in result.binds:
             self.assumed[bind.task.uid] = bind.node
+            self._assumed_keys[bind.task.uid] = bind.task.key
         outcome = _Applied()
         await asyncio.gather(
             *(
@@ -361,6 +393,7 @@ class SchedulerLoop:
             except (ApiError, ApiConnectionError, TimeoutError) as exc:
                 outcome.failed += 1
                 self.assumed.pop(uid, None)  # not bound: the room is free again
+                self._assumed_keys.pop(uid, None)
                 if not isinstance(exc, NotFound | Conflict):
                     log.warning("bind failed", pod=f"{namespace}/{name}", node=node, error=str(exc))
 

@@ -57,6 +57,10 @@ class CachedRequests:
         for uid in [u for u in self._cache if u not in keep]:
             del self._cache[uid]
 
+    def discard(self, uid: str) -> None:
+        """Forget one pod (it was deleted)."""
+        self._cache.pop(uid, None)
+
 
 def task_status(pod: Pod) -> TaskStatus:
     """The scheduler's status of a pod."""
@@ -92,6 +96,129 @@ def _resources(listed: Mapping[str, object]) -> Resources:
     return Resources.from_list(listed)  # type: ignore[arg-type]
 
 
+@dataclass(frozen=True)
+class Derivation:
+    """What turning one cached object into the scheduler's view needs besides the object."""
+
+    scheduler_names: frozenset[str]
+    priorities: Mapping[str, int]  # PriorityClass name -> value
+    default_priority: int  # of the globalDefault class, else 0
+    requests: RequestsFn
+
+    @classmethod
+    def of(
+        cls,
+        priority_classes: Iterable[PriorityClass],
+        scheduler_names: Iterable[str],
+        requests: RequestsFn,
+    ) -> Derivation:
+        classes = list(priority_classes)
+        return cls(
+            scheduler_names=frozenset(scheduler_names),
+            priorities={pc.metadata.name: pc.value for pc in classes},
+            default_priority=next((pc.value for pc in classes if pc.global_default), 0),
+            requests=requests,
+        )
+
+
+def queue_info(q: Queue) -> QueueInfo:
+    capability = _resources(q.spec.capability) if q.spec.capability else None
+    return QueueInfo(
+        name=q.metadata.name,
+        weight=q.spec.weight or 1,
+        capability=capability,
+        guarantee=_resources(q.spec.guarantee.resource),
+        reclaimable=q.spec.reclaimable is not False,
+        state=q.status.state or "Open",
+        parent=q.spec.parent,
+        priority=q.spec.priority,
+        queue=q,
+    )
+
+
+def node_info(n: Node) -> NodeInfo:
+    """A node with no tasks yet."""
+    allocatable = _resources(n.status.allocatable)
+    return NodeInfo(
+        name=n.metadata.name,
+        allocatable=allocatable,
+        node=n,
+        ready=condition_is_true(n.status.conditions, "Ready"),
+        unschedulable=n.spec.unschedulable,
+        max_pods=allocatable.get("pods") // 1000 if "pods" in allocatable else 110,
+    )
+
+
+def job_info(pg: PodGroup, how: Derivation) -> JobInfo:
+    """A PodGroup's job with no tasks yet (the caller checks that its queue exists)."""
+    created = pg.metadata.creation_timestamp
+    return JobInfo(
+        key=f"{pg.metadata.namespace}/{pg.metadata.name}",
+        namespace=pg.metadata.namespace,
+        name=pg.metadata.name,
+        queue=pg.spec.queue,
+        priority=how.priorities.get(pg.spec.priority_class_name, how.default_priority),
+        min_available=pg.spec.min_member,
+        min_task_member=dict(pg.spec.min_task_member),
+        min_resources=_resources(pg.spec.min_resources or {}),
+        creation=parse_time(created) if created else EPOCH,
+        podgroup=pg,
+        phase=pg.status.phase or "Pending",
+    )
+
+
+def group_key(pod: Pod) -> str:
+    """The key of the PodGroup a pod belongs to, "" when it names none."""
+    group = pod.metadata.annotations.get(KUBE_GROUP_NAME_KEY, "")
+    return f"{pod.metadata.namespace}/{group}" if group else ""
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a pod's task goes in the snapshot: its job (or none) and its node (or none)."""
+
+    task: TaskInfo
+    in_job: bool  # counted among its job's tasks
+    on_node: bool  # holds resources on its node (if that node is in the snapshot)
+
+
+def task_placement(
+    pod: Pod, job: JobInfo | None, assumed_node: str | None, how: Derivation
+) -> Placement | None:
+    """The pod's task and where it counts, or None when the snapshot leaves the pod out."""
+    status = task_status(pod)
+    node_name = pod.spec.node_name
+    if not node_name and assumed_node is not None:
+        node_name, status = assumed_node, TaskStatus.BINDING
+    if job is None and not node_name:
+        return None  # not ours to schedule (yet): another scheduler's, or no PodGroup
+    if status in (TaskStatus.SUCCEEDED, TaskStatus.FAILED) and job is None:
+        return None  # finished pods of others hold nothing
+    resreq, init_resreq = how.requests(pod)
+    priority = pod.spec.priority if pod.spec.priority is not None else how.default_priority
+    task = TaskInfo(
+        uid=pod.metadata.uid,
+        namespace=pod.metadata.namespace,
+        name=pod.metadata.name,
+        job=job.key if job is not None else "",
+        role=pod.metadata.annotations.get(TASK_SPEC_KEY, ""),
+        resreq=resreq,
+        init_resreq=init_resreq,
+        priority=priority,
+        status=status,
+        node_name=node_name,
+        pod=pod,
+        preemptable=pod.metadata.annotations.get("volcano.sh/preemptable", "true") != "false",
+        scheduled_at=_scheduled_at(pod),
+    )
+    ours = pod.spec.scheduler_name in how.scheduler_names
+    return Placement(
+        task=task,
+        in_job=job is not None and bool(ours or node_name),
+        on_node=bool(node_name) and status not in (TaskStatus.SUCCEEDED, TaskStatus.FAILED),
+    )
+
+
 def build_cluster(
     *,
     pods: Iterable[Pod],
@@ -104,92 +231,32 @@ def build_cluster(
     requests: RequestsFn = pod_resources,
     now: dt.datetime | None = None,
 ) -> tuple[ClusterInfo, SnapshotReport]:
-    """The session's view; see the module docstring."""
+    """The session's view, built from every cached object; see the module docstring."""
+    classes = list(priority_classes)
     cluster = ClusterInfo(now=now or dt.datetime.now(dt.UTC))
-    cluster.priority_classes = {pc.metadata.name: pc for pc in priority_classes}
+    cluster.priority_classes = {pc.metadata.name: pc for pc in classes}
     report = SnapshotReport()
-    names = set(scheduler_names)
+    how = Derivation.of(classes, scheduler_names, requests)
     assumed = assumed or {}
-    priorities = {pc.metadata.name: pc.value for pc in priority_classes}
-    default_priority = next((pc.value for pc in priority_classes if pc.global_default), 0)
-
     for q in queues:
-        capability = _resources(q.spec.capability) if q.spec.capability else None
-        cluster.queues[q.metadata.name] = QueueInfo(
-            name=q.metadata.name,
-            weight=q.spec.weight or 1,
-            capability=capability,
-            guarantee=_resources(q.spec.guarantee.resource),
-            reclaimable=q.spec.reclaimable is not False,
-            state=q.status.state or "Open",
-            parent=q.spec.parent,
-            priority=q.spec.priority,
-            queue=q,
-        )
-
+        cluster.queues[q.metadata.name] = queue_info(q)
     for n in nodes:
-        allocatable = _resources(n.status.allocatable)
-        cluster.nodes[n.metadata.name] = NodeInfo(
-            name=n.metadata.name,
-            allocatable=allocatable,
-            node=n,
-            ready=condition_is_true(n.status.conditions, "Ready"),
-            unschedulable=n.spec.unschedulable,
-            max_pods=allocatable.get("pods") // 1000 if "pods" in allocatable else 110,
-        )
-
+        cluster.nodes[n.metadata.name] = node_info(n)
     for pg in podgroups:
-        key = f"{pg.metadata.namespace}/{pg.metadata.name}"
         if pg.spec.queue not in cluster.queues:
-            report.missing_queue[key] = pg.spec.queue
+            report.missing_queue[f"{pg.metadata.namespace}/{pg.metadata.name}"] = pg.spec.queue
             continue
-        created = pg.metadata.creation_timestamp
-        cluster.jobs[key] = JobInfo(
-            key=key,
-            namespace=pg.metadata.namespace,
-            name=pg.metadata.name,
-            queue=pg.spec.queue,
-            priority=priorities.get(pg.spec.priority_class_name, default_priority),
-            min_available=pg.spec.min_member,
-            min_task_member=dict(pg.spec.min_task_member),
-            min_resources=_resources(pg.spec.min_resources or {}),
-            creation=parse_time(created) if created else EPOCH,
-            podgroup=pg,
-            phase=pg.status.phase or "Pending",
-        )
-
+        created = job_info(pg, how)
+        cluster.jobs[created.key] = created
     for pod in pods:
-        status = task_status(pod)
-        node_name = pod.spec.node_name
-        if not node_name and pod.metadata.uid in assumed:
-            node_name, status = assumed[pod.metadata.uid], TaskStatus.BINDING
-        group = pod.metadata.annotations.get(KUBE_GROUP_NAME_KEY, "")
-        job = cluster.jobs.get(f"{pod.metadata.namespace}/{group}") if group else None
-        ours = pod.spec.scheduler_name in names
-        if job is None and not node_name:
-            continue  # not ours to schedule (yet): another scheduler's, or no PodGroup
-        if status in (TaskStatus.SUCCEEDED, TaskStatus.FAILED) and job is None:
-            continue  # finished pods of others hold nothing
-        resreq, init_resreq = requests(pod)
-        priority = pod.spec.priority if pod.spec.priority is not None else default_priority
-        task = TaskInfo(
-            uid=pod.metadata.uid,
-            namespace=pod.metadata.namespace,
-            name=pod.metadata.name,
-            job=job.key if job is not None else "",
-            role=pod.metadata.annotations.get(TASK_SPEC_KEY, ""),
-            resreq=resreq,
-            init_resreq=init_resreq,
-            priority=priority,
-            status=status,
-            node_name=node_name,
-            pod=pod,
-            preemptable=pod.metadata.annotations.get("volcano.sh/preemptable", "true") != "false",
-            scheduled_at=_scheduled_at(pod),
-        )
-        if job is not None and (ours or node_name):
-            job.add_task(task)
-        node = cluster.nodes.get(node_name) if node_name else None
-        if node is not None and status not in (TaskStatus.SUCCEEDED, TaskStatus.FAILED):
-            node.add_task(task)
+        group = group_key(pod)
+        job = cluster.jobs.get(group) if group else None
+        placed = task_placement(pod, job, assumed.get(pod.metadata.uid), how)
+        if placed is None:
+            continue
+        if placed.in_job and job is not None:
+            job.add_task(placed.task)
+        node = cluster.nodes.get(placed.task.node_name) if placed.on_node else None
+        if node is not None:
+            node.add_task(placed.task)
     return cluster, report

@@ -64,8 +64,9 @@ class Resources:
     with ``Resources({"cpu": 500})`` from milli amounts.
     """
 
-    __slots__ = ("_amounts",)
+    __slots__ = ("_amounts", "_hash")
     _amounts: dict[str, int]
+    _hash: int  # set on first use (schedulers hash the same vectors over and over)
 
     def __init__(self, amounts: Mapping[str, int] | None = None) -> None:
         copied = {} if amounts is None else dict(amounts)
@@ -245,10 +246,17 @@ class Resources:
         if not isinstance(other, Resources):
             return NotImplemented
         mine, theirs = self._amounts, other._amounts
+        if mine == theirs:  # the usual case, compared in C
+            return True
         return all(mine.get(n, 0) == theirs.get(n, 0) for n in mine.keys() | theirs.keys())
 
     def __hash__(self) -> int:
-        return hash(frozenset((n, a) for n, a in self._amounts.items() if a != 0))
+        try:
+            return self._hash
+        except AttributeError:
+            value = hash(frozenset((n, a) for n, a in self._amounts.items() if a != 0))
+            object.__setattr__(self, "_hash", value)
+            return value
 
     def __repr__(self) -> str:
         listed = ", ".join(f"{name}={text}" for name, text in self.to_list().items())

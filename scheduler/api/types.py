@@ -137,12 +137,25 @@ class JobInfo:
     fit_errors: dict[str, str] = field(default_factory=dict)  # task uid -> why it did not fit
     preemptable: bool = True
     phase: str = ""  # the PodGroup's phase; enqueue moves Pending to Inqueue in the session
+    # The session's set of jobs whose tasks changed status, when one is attached (a snapshot
+    # kept across sessions learns from it what to derive again).
+    changes: set[str] | None = None
 
     def add_task(self, task: TaskInfo) -> None:
         self.tasks[task.uid] = task
         self.by_status.setdefault(task.status, {})[task.uid] = task
         if task.status in ALLOCATED_STATUSES:
             self.allocated = self.allocated + task.resreq
+
+    def remove_task(self, task: TaskInfo) -> None:
+        """Undo ``add_task`` for the task as it is now."""
+        if self.tasks.pop(task.uid, None) is None:
+            return
+        bucket = self.by_status.get(task.status)
+        if bucket is not None:
+            bucket.pop(task.uid, None)
+        if task.status in ALLOCATED_STATUSES:
+            self.allocated = self.allocated - task.resreq
 
     def set_status(self, task: TaskInfo, status: TaskStatus) -> None:
         """Move a task to ``status``, keeping the per-status index and ``allocated`` right."""
@@ -159,6 +172,8 @@ class JobInfo:
             self.allocated = self.allocated + task.resreq
         task.status = status
         self.by_status.setdefault(status, {})[task.uid] = task
+        if self.changes is not None:
+            self.changes.add(self.key)
 
     def count(self, *statuses: TaskStatus) -> int:
         total = 0

@@ -140,6 +140,10 @@ class Session:
         self.node_changes: list[str] = []
         for node in cluster.nodes.values():
             node.changes = self.node_changes
+        # Every job one of whose tasks changed status in this session (see JobInfo.changes).
+        self.job_changes: set[str] = set()
+        for job in cluster.jobs.values():
+            job.changes = self.job_changes
 
     # ---- registration -----------------------------------------------------------------------
 

@@ -1,0 +1,364 @@
+"""The live snapshot equals a fresh one: after any sequence of cache changes and sessions,
+``LiveSnapshot.update`` gives the ClusterInfo ``build_cluster`` derives from the same objects
+(up to the order of tasks and jobs), and an idle update derives nothing.
+
+Random sequences add, change and delete nodes, queues, PodGroups, pods and PriorityClasses,
+bind pods (first assumed, then seen bound), finish and delete them, and run whole sessions
+(Volcano's configuration with preempt and reclaim) on the live ClusterInfo, which change it
+as they plan. ``CALDERA_LIVE_SNAPSHOT_RUNS`` sets the number of sequences (CI: 150).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import msgspec
+import pytest
+
+from caldera.api.core import (
+    Container,
+    Node,
+    NodeStatus,
+    Pod,
+    PodSpec,
+    PodStatus,
+    PriorityClass,
+    ResourceRequirements,
+)
+from caldera.api.meta import Condition, ObjectMeta, format_time
+from caldera.api.volcano import (
+    KUBE_GROUP_NAME_KEY,
+    PodGroup,
+    PodGroupSpec,
+    PodGroupStatus,
+    Queue,
+    QueueSpec,
+)
+from scheduler.api.types import ClusterInfo, JobInfo, NodeInfo, TaskInfo
+from scheduler.conf import parse_conf
+from scheduler.framework.runner import run_session
+from scheduler.framework.session import Session
+from scheduler.live_snapshot import CachedObjects, KeyedObjects, LiveSnapshot
+from scheduler.registry import ACTIONS, PLUGINS, REGISTRY
+from scheduler.snapshot import build_cluster
+
+RUNS = int(os.environ.get("CALDERA_LIVE_SNAPSHOT_RUNS", "150"))
+STEPS = 40
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+CONF = parse_conf(
+    """\
+actions: "enqueue, allocate, backfill, reclaim, preempt"
+tiers:
+- plugins: [{name: priority}, {name: gang}, {name: conformance}]
+- plugins: [{name: overcommit}, {name: drf}, {name: predicates}, {name: proportion},
+            {name: nodeorder}, {name: binpack}]
+""",
+    actions=ACTIONS.keys(),
+    plugins=PLUGINS.keys(),
+)
+
+
+# ---- canonical form -----------------------------------------------------------------------------
+
+
+def _task(t: TaskInfo) -> tuple[object, ...]:
+    return (
+        t.uid,
+        t.key,
+        t.job,
+        t.role,
+        t.resreq,
+        t.init_resreq,
+        t.priority,
+        t.status,
+        t.node_name,
+        t.preemptable,
+        t.scheduled_at,
+        t.fit_error,
+        t.last_transaction,
+        id(t.pod),
+    )
+
+
+def _job(j: JobInfo) -> tuple[object, ...]:
+    return (
+        j.namespace,
+        j.name,
+        j.queue,
+        j.priority,
+        j.min_available,
+        tuple(sorted(j.min_task_member.items())),
+        j.min_resources,
+        j.creation,
+        j.phase,
+        id(j.podgroup),
+        j.allocated,
+        j.preemptable,
+        frozenset(_task(t) for t in j.tasks.values()),
+        frozenset((s, frozenset(b)) for s, b in j.by_status.items() if b),
+        tuple(sorted(j.fit_errors.items())),
+    )
+
+
+def _node(n: NodeInfo) -> tuple[object, ...]:
+    return (
+        n.allocatable,
+        id(n.node),
+        n.used,
+        n.releasing,
+        n.pipelined,
+        n.ready,
+        n.unschedulable,
+        n.max_pods,
+        frozenset((k, t.uid, t.status, t.node_name) for k, t in n.tasks.items()),
+    )
+
+
+def canonical(c: ClusterInfo) -> dict[str, object]:
+    """Everything a session reads of a ClusterInfo, without the order of its dicts."""
+    return {
+        "nodes": {name: _node(n) for name, n in c.nodes.items()},
+        "jobs": {key: _job(j) for key, j in c.jobs.items()},
+        "queues": {
+            name: (
+                q.weight,
+                q.capability,
+                q.guarantee,
+                q.reclaimable,
+                q.state,
+                q.parent,
+                id(q.queue),
+            )
+            for name, q in c.queues.items()
+        },
+        "classes": {name: id(pc) for name, pc in c.priority_classes.items()},
+        "now": c.now,
+    }
+
+
+# ---- a random cache -----------------------------------------------------------------------------
+
+
+class Cache:
+    """The objects a scheduler's informers would hold, changed at random."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.pods: KeyedObjects[Pod] = KeyedObjects()
+        self.nodes: KeyedObjects[Node] = KeyedObjects()
+        self.podgroups: KeyedObjects[PodGroup] = KeyedObjects()
+        self.queues: KeyedObjects[Queue] = KeyedObjects()
+        self.classes: KeyedObjects[PriorityClass] = KeyedObjects()
+        self.assumed: dict[str, str] = {}
+        self.serial = 0
+        self.live = LiveSnapshot()
+        for q in ("default", "q1"):
+            self.put_queue(q, 1)
+        for i in range(3):
+            self.put_node(f"n{i}", "4", ready=True)
+
+    def next_uid(self) -> str:
+        self.serial += 1
+        return f"uid-{self.serial}"
+
+    # each put notes the change, as the informer handlers do
+    def put_queue(self, name: str, weight: int) -> None:
+        q = Queue(metadata=ObjectMeta(name=name), spec=QueueSpec(weight=weight))
+        self.queues.items[name] = q
+        self.live.queue_changed(q)
+
+    def put_node(self, name: str, cpu: str, *, ready: bool) -> None:
+        node = Node(
+            metadata=ObjectMeta(name=name, resource_version=str(self.serial)),
+            status=NodeStatus(
+                allocatable={"cpu": cpu, "memory": "16Gi", "pods": "110"},
+                conditions=(Condition(type="Ready", status="True" if ready else "False"),),
+            ),
+        )
+        self.serial += 1
+        self.nodes.items[name] = node
+        self.live.node_changed(node)
+
+    def put_group(self, name: str, *, queue: str, min_member: int, phase: str, cls: str) -> None:
+        pg = PodGroup(
+            metadata=ObjectMeta(
+                name=name, namespace="ns", creation_timestamp=format_time(T0), uid=name
+            ),
+            spec=PodGroupSpec(min_member=min_member, queue=queue, priority_class_name=cls),
+            status=PodGroupStatus(phase=phase),
+        )
+        self.podgroups.items[f"ns/{name}"] = pg
+        self.live.podgroup_changed(pg)
+
+    def put_pod(self, pod: Pod) -> None:
+        self.pods.items[f"ns/{pod.metadata.name}"] = pod
+        self.live.pod_changed(pod)
+
+    def new_pod(self, name: str, group: str) -> Pod:
+        cpu = self.rng.choice(["500m", "1", "2"])
+        return Pod(
+            metadata=ObjectMeta(
+                name=name,
+                namespace="ns",
+                uid=self.next_uid(),
+                annotations={KUBE_GROUP_NAME_KEY: group} if group else {},
+            ),
+            spec=PodSpec(
+                scheduler_name=self.rng.choice(["volcano", "volcano", "default-scheduler"]),
+                priority=self.rng.choice([None, 0, 10]),
+                containers=(
+                    Container(name="c", resources=ResourceRequirements(requests={"cpu": cpu})),
+                ),
+            ),
+        )
+
+    def delete(self, store: KeyedObjects[Any], key: str) -> None:
+        obj = store.items.pop(key)
+        if isinstance(obj, Pod):
+            self.live.pod_changed(obj)
+        elif isinstance(obj, Node):
+            self.live.node_changed(obj)
+        elif isinstance(obj, PodGroup):
+            self.live.podgroup_changed(obj)
+        elif isinstance(obj, Queue):
+            self.live.queue_changed(obj)
+
+    # ---- one random change ----------------------------------------------------------------
+
+    def change(self) -> None:
+        rng = self.rng
+        roll = rng.random()
+        pods = list(self.pods.items.values())
+        if roll < 0.08:
+            name = f"n{rng.randint(0, 4)}"
+            if name in self.nodes.items and rng.random() < 0.3:
+                self.delete(self.nodes, name)
+            else:
+                self.put_node(name, rng.choice(["2", "4", "8"]), ready=rng.random() > 0.15)
+        elif roll < 0.12:
+            name = rng.choice(["default", "q1", "q2"])
+            if name != "default" and name in self.queues.items and rng.random() < 0.3:
+                self.delete(self.queues, name)
+            else:
+                self.put_queue(name, rng.randint(1, 3))
+        elif roll < 0.14:
+            name = rng.choice(["low", "high"])
+            pc = PriorityClass(
+                metadata=ObjectMeta(name=name, resource_version=str(self.serial)),
+                value=rng.choice([0, 5, 100]),
+            )
+            self.serial += 1
+            self.classes.items[name] = pc
+            self.live.priority_class_changed(pc)
+        elif roll < 0.30:
+            name = f"g{rng.randint(0, 5)}"
+            if f"ns/{name}" in self.podgroups.items and rng.random() < 0.2:
+                self.delete(self.podgroups, f"ns/{name}")
+            else:
+                self.put_group(
+                    name,
+                    queue=rng.choice(["default", "q1", "q2"]),
+                    min_member=rng.randint(0, 3),
+                    phase=rng.choice(["", "Pending", "Inqueue", "Running"]),
+                    cls=rng.choice(["", "low", "high"]),
+                )
+        elif roll < 0.34 and self.assumed:
+            del self.assumed[rng.choice(sorted(self.assumed))]  # a bind failed: no pod event
+        elif roll < 0.55 or not pods:
+            name = f"p{rng.randint(0, 24)}"
+            group = rng.choice(["", "g0", "g1", "g2", "g3", "g4", "g5"])
+            self.put_pod(self.new_pod(name, group))
+        else:
+            self.change_pod(rng.choice(pods))
+
+    def change_pod(self, pod: Pod) -> None:
+        rng = self.rng
+        roll = rng.random()
+        key = f"ns/{pod.metadata.name}"
+        if roll < 0.2:
+            self.delete(self.pods, key)
+            self.assumed.pop(pod.metadata.uid, None)
+        elif roll < 0.5:
+            node = self.assumed.pop(pod.metadata.uid, None) or rng.choice(["n0", "n1", "n2", "n9"])
+            spec = msgspec.structs.replace(pod.spec, node_name=node)
+            self.put_pod(msgspec.structs.replace(pod, spec=spec))
+        elif roll < 0.8:
+            phase = rng.choice(["Running", "Succeeded", "Failed", "Pending"])
+            self.put_pod(msgspec.structs.replace(pod, status=PodStatus(phase=phase)))
+        else:
+            meta = msgspec.structs.replace(pod.metadata, deletion_timestamp=format_time(T0))
+            self.put_pod(msgspec.structs.replace(pod, metadata=meta))
+
+    # ---- snapshots ----------------------------------------------------------------------------
+
+    def live_cluster(self, now: dt.datetime) -> ClusterInfo:
+        objects = CachedObjects(self.pods, self.nodes, self.podgroups, self.queues, self.classes)
+        cluster, _ = self.live.update(objects, assumed=self.assumed, now=now)
+        return cluster
+
+    def fresh_cluster(self, now: dt.datetime) -> ClusterInfo:
+        cluster, _ = build_cluster(
+            pods=self.pods.list(),
+            nodes=self.nodes.list(),
+            podgroups=self.podgroups.list(),
+            queues=self.queues.list(),
+            priority_classes=self.classes.list(),
+            assumed=self.assumed,
+            now=now,
+        )
+        return cluster
+
+    def session(self, cluster: ClusterInfo) -> None:
+        """A whole session on the live ClusterInfo; its binds become assumed, as in the
+        process (the cache sees them bound later, in ``change_pod``)."""
+        session = Session(cluster, CONF.tiers)
+        try:
+            result = run_session(session, CONF, REGISTRY)
+        finally:
+            self.live.after_session(session)
+        for bind in result.binds:
+            self.assumed[bind.task.uid] = bind.node
+
+
+def sequences() -> Iterator[int]:
+    yield from range(RUNS)
+
+
+@pytest.mark.parametrize("chunk", range(3))
+def test_live_equals_fresh_after_changes_and_sessions(chunk: int) -> None:
+    """At every step the live snapshot equals a fresh build of the same objects, including
+    right after sessions that changed it; a step without changes derives nothing again."""
+    sessions = 0
+    for seed in range(chunk, RUNS, 3):
+        cache = Cache(random.Random(seed))  # noqa: S311 - seeded test data
+        for step in range(STEPS):
+            for _ in range(cache.rng.randint(0, 4)):
+                cache.change()
+            now = T0 + dt.timedelta(seconds=step)
+            live = cache.live_cluster(now)
+            assert canonical(live) == canonical(cache.fresh_cluster(now)), (
+                f"seed {seed} step {step}"
+            )
+            if cache.rng.random() < 0.5:
+                cache.session(live)
+                sessions += 1
+    assert sessions > len(range(chunk, RUNS, 3)) * STEPS // 4
+
+
+def test_idle_update_derives_nothing() -> None:
+    """Nothing changed and no session touched anything: no rebuild, the same objects."""
+    cache = Cache(random.Random(7))  # noqa: S311 - seeded test data
+    for _ in range(30):
+        cache.change()
+    first = cache.live_cluster(T0)
+    jobs, nodes = dict(first.jobs), dict(first.nodes)
+    rebuilds = cache.live.rebuilds
+    again = cache.live_cluster(T0)
+    assert again is first
+    assert cache.live.rebuilds == rebuilds
+    assert all(again.jobs[k] is j for k, j in jobs.items())
+    assert all(again.nodes[k] is n for k, n in nodes.items())
