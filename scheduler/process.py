@@ -5,9 +5,11 @@ snapshot up to date with what changed in the informer cache (``scheduler.live_sn
 one session (actions and plugins, in a worker thread so the
 event loop keeps serving watches and probes), then carry out its decisions:
 
-- binds through the pods/binding subresource, concurrently; a pod is *assumed* on its node from
-  the moment the session decides until the cache sees it bound, so the next session never gives
-  the same room twice; a failed bind drops the assumption and the pod is tried again;
+- binds through the pods/binding subresource, ``--bind-workers`` at a time, in the background: a
+  pod is *assumed* on its node from the moment the session decides until the cache sees it
+  bound, so the next session may start while binds are in flight and never gives the same room
+  twice; a failed bind drops the assumption and the pod is tried again; on shutdown the binds in
+  flight get a few seconds to finish;
 - evictions through the pods/eviction subresource;
 - PodGroup status (phase, conditions, counts) with a plain update, only when it changed (the
   PodGroup CRD has no status subresource, as in Volcano); Queue ``status.allocated`` likewise;
@@ -25,7 +27,6 @@ import contextlib
 import os
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -68,7 +69,7 @@ class SchedulerMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.e2e_latency = Histogram(
             "caldera_e2e_scheduling_latency_milliseconds",
-            "Time of one scheduling session, snapshot to decisions carried out",
+            "Time of one scheduling session, snapshot to decisions sent (binds started)",
             buckets=LATENCY_BUCKETS_MS,
             registry=registry,
         )
@@ -235,12 +236,6 @@ def _note(
     )
 
 
-@dataclass
-class _Applied:
-    bound: int = 0
-    failed: int = 0
-
-
 class SchedulerLoop:
     """The cache, the session loop and the I/O of decisions."""
 
@@ -297,6 +292,7 @@ class SchedulerLoop:
             priority_classes=self.priority_classes.store,
         )
         self._bind_gate = asyncio.Semaphore(settings.bind_workers)
+        self._binding: set[asyncio.Task[None]] = set()  # binds in flight
         self._run = run_in_thread or asyncio.to_thread
         self._unschedulable_seen: dict[str, str] = {}  # pod uid -> last message written
 
@@ -326,6 +322,7 @@ class SchedulerLoop:
                 task.cancel()
             if self._wake.is_set():
                 await asyncio.sleep(0.05)  # let a burst of events land in one session
+        await self.drain_binds(grace=10)
 
     def _forget_seen_assumptions(self) -> None:
         """Drop assumed binds the cache now shows (bound, or the pod gone or replaced)."""
@@ -358,19 +355,22 @@ class SchedulerLoop:
     # ---- decisions -> API calls ---------------------------------------------------------------
 
     async def apply(self, result: SessionResult) -> None:
+        """Carry out a session's decisions. Binds are started, not awaited (Volcano's binder
+        works apart from its sessions too): the pods stay assumed on their nodes until the
+        cache sees them bound, so the next session may run while thousands of binds are in
+        flight, instead of waiting for them and stretching the period."""
         for bind in result.binds:
             self.assumed[bind.task.uid] = bind.node
             self._assumed_keys[bind.task.uid] = bind.task.key
-        outcome = _Applied()
+            task = asyncio.create_task(
+                self._bind(bind.task.namespace, bind.task.name, bind.task.uid, bind.node),
+                name=f"bind {bind.task.key}",
+            )
+            self._binding.add(task)
+            task.add_done_callback(self._bind_done)
         await asyncio.gather(
-            *(
-                self._bind(b.task.namespace, b.task.name, b.task.uid, b.node, outcome)
-                for b in result.binds
-            ),
-            *(self._evict(e.task.namespace, e.task.name, e.reason) for e in result.evictions),
+            *(self._evict(e.task.namespace, e.task.name, e.reason) for e in result.evictions)
         )
-        self.metrics.attempts.labels(result="scheduled").inc(outcome.bound)
-        self.metrics.attempts.labels(result="error").inc(outcome.failed)
         self.metrics.attempts.labels(result="unschedulable").inc(len(result.unschedulable))
         self.metrics.unschedulable_tasks.set(len(result.unschedulable))
         await self._write_podgroups(result)
@@ -383,15 +383,27 @@ class SchedulerLoop:
             )
             self.recorder.record(ref, event.type, event.reason, event.message)
 
-    async def _bind(
-        self, namespace: str, name: str, uid: str, node: str, outcome: _Applied
-    ) -> None:
+    def _bind_done(self, task: asyncio.Task[None]) -> None:
+        self._binding.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("bind task failed", task=task.get_name(), error=repr(task.exception()))
+
+    async def drain_binds(self, grace: float) -> None:
+        """Wait (up to ``grace`` seconds) for the binds in flight, then cancel the rest."""
+        if not self._binding:
+            return
+        _done, left = await asyncio.wait(list(self._binding), timeout=grace)
+        for task in left:
+            task.cancel()
+        await asyncio.gather(*left, return_exceptions=True)
+
+    async def _bind(self, namespace: str, name: str, uid: str, node: str) -> None:
         async with self._bind_gate:
             try:
                 await self.client.bind(namespace, name, node, uid=uid)
-                outcome.bound += 1
+                self.metrics.attempts.labels(result="scheduled").inc()
             except (ApiError, ApiConnectionError, TimeoutError) as exc:
-                outcome.failed += 1
+                self.metrics.attempts.labels(result="error").inc()
                 self.assumed.pop(uid, None)  # not bound: the room is free again
                 self._assumed_keys.pop(uid, None)
                 if not isinstance(exc, NotFound | Conflict):
