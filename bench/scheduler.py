@@ -451,6 +451,24 @@ def histogram(text: str, name: str) -> dict[float, float]:
     return buckets
 
 
+def requests_by_verb(text: str) -> dict[str, float]:
+    """``caldera_rest_client_requests_total`` summed by verb (every code)."""
+    totals: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("caldera_rest_client_requests_total{"):
+            verb = line.split('verb="', 1)[1].split('"', 1)[0]
+            totals[verb] = totals.get(verb, 0.0) + float(line.split()[-1])
+    return totals
+
+
+def sample(text: str, name: str) -> float:
+    """The value of an unlabelled sample in a /metrics text (0 when absent)."""
+    for line in text.splitlines():
+        if line.startswith(f"{name} "):
+            return float(line.split()[-1])
+    return 0.0
+
+
 def percentile(before: dict[float, float], after: dict[float, float], q: float) -> str:
     """The upper bound of the bucket holding quantile ``q`` of the observations in between."""
     total = after.get(float("inf"), 0.0) - before.get(float("inf"), 0.0)
@@ -588,9 +606,30 @@ async def bench_burst(smoke: bool) -> bool:
                     print(proc.log()[-3000:])
                 rate = watch.rate()
                 print(
-                    f"  created {len(pods):,} pods in {created:.1f}s; caldera bound {fit:,} "
-                    f"at {rate:,.0f} binds/s = {rate / ceiling:.2f} of the ceiling "
+                    f"  created {len(pods):,} pods in {created:.1f}s "
+                    f"({len(pods) / created:,.0f}/s; the {fit:,} that fit come first); caldera "
+                    f"bound {fit:,} at {rate:,.0f} binds/s = {rate / ceiling:.2f} of the ceiling "
                     f"(goal >= 0.80: {'met' if rate / ceiling >= 0.8 else 'MISS'})"
+                )
+                print(
+                    f"  first bind {watch.first - burst_started:.1f}s after the burst began, "
+                    f"last bind {watch.last - burst_started:.1f}s, i.e. "
+                    f"{watch.last - burst_started - created:+.1f}s after the last pod was created"
+                )
+                cpu = sample(text_after, "process_cpu_seconds_total") - sample(
+                    text_before, "process_cpu_seconds_total"
+                )
+                span = watch.last - burst_started + 3
+                print(
+                    f"  caldera scheduler used {cpu:.1f} s of CPU in those {span:.0f} s "
+                    f"({cpu / span:.0%} of one core; the machine has 2 for everything)"
+                )
+                calls = requests_by_verb(text_after)
+                for verb, count in requests_by_verb(text_before).items():
+                    calls[verb] -= count
+                print(
+                    "  caldera scheduler's API requests in that time: "
+                    + ", ".join(f"{verb} {n:,.0f}" for verb, n in sorted(calls.items()) if n)
                 )
                 for metric in (
                     "caldera_e2e_scheduling_latency_milliseconds",

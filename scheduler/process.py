@@ -278,6 +278,7 @@ class SchedulerLoop:
         def pod_gone(pod: Pod) -> None:
             live.pod_changed(pod)
             self._requests.discard(pod.metadata.uid)
+            self._unschedulable_seen.pop(pod.metadata.uid, None)
 
         _note(self.pods, live.pod_changed, gone=pod_gone)
         _note(self.nodes, live.node_changed)
@@ -463,15 +464,13 @@ class SchedulerLoop:
                     log.warning("queue status write failed", queue=name, error=str(exc))
 
     async def _mark_unschedulable(self, messages: dict[str, str]) -> None:
-        """PodScheduled=False with the reason, written once per distinct message."""
-        for key, message in messages.items():
+        """PodScheduled=False with the reason, written once per distinct message (also while
+        the cache has not seen the last write yet), ``STATUS_WRITES_IN_FLIGHT`` at a time: a
+        backlog of thousands of pods must not hold the next session back."""
+        gate = asyncio.Semaphore(STATUS_WRITES_IN_FLIGHT)
+
+        async def write(key: str, uid: str, message: str) -> None:
             namespace, _, name = key.partition("/")
-            pod: Pod | None = self.pods.store.get(key)
-            if pod is None or pod.spec.node_name:
-                continue
-            cond = find_condition(pod.status.conditions, "PodScheduled")
-            if cond is not None and cond.status == "False" and cond.message == message:
-                continue
             patch = {
                 "status": {
                     "conditions": [
@@ -484,13 +483,30 @@ class SchedulerLoop:
                     ]
                 }
             }
-            with contextlib.suppress(NotFound, Conflict):
-                try:
-                    await self.client.patch_status(
-                        POD, name, patch, namespace=namespace, patch_type=PatchType.STRATEGIC
-                    )
-                except (ApiError, ApiConnectionError) as exc:
-                    log.debug("pod condition write failed", pod=key, error=str(exc))
+            async with gate:
+                with contextlib.suppress(NotFound, Conflict):
+                    try:
+                        await self.client.patch_status(
+                            POD, name, patch, namespace=namespace, patch_type=PatchType.STRATEGIC
+                        )
+                        self._unschedulable_seen[uid] = message
+                    except (ApiError, ApiConnectionError) as exc:
+                        log.debug("pod condition write failed", pod=key, error=str(exc))
+
+        writes = []
+        for key, message in messages.items():
+            pod: Pod | None = self.pods.store.get(key)
+            if pod is None or pod.spec.node_name:
+                continue
+            uid = pod.metadata.uid
+            cond = find_condition(pod.status.conditions, "PodScheduled")
+            if cond is not None and cond.status == "False" and cond.message == message:
+                self._unschedulable_seen.pop(uid, None)  # the cache has it now
+                continue
+            if self._unschedulable_seen.get(uid) == message:
+                continue  # written; the cache will show it
+            writes.append(write(key, uid, message))
+        await asyncio.gather(*writes)
 
 
 def scheduler_conf_path(settings: SchedulerSettings) -> str:

@@ -1,6 +1,7 @@
-"""The scheduler process writes a session's PodGroup statuses concurrently (bounded), so that a
-session enqueueing hundreds of jobs does not hold the next session back; a write that conflicts
-or finds the PodGroup gone is skipped, and the others still land."""
+"""The scheduler process writes a session's PodGroup statuses and pod conditions concurrently
+(bounded), and binds apart from the cycle, so that a session enqueueing hundreds of jobs or
+leaving thousands of pods unschedulable does not hold the next session back; a write that
+conflicts or finds its object gone is skipped, and the others still land."""
 
 from __future__ import annotations
 
@@ -9,18 +10,21 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from caldera.api.core import Pod
 from caldera.api.meta import ObjectMeta
+from caldera.api.resources import Resources
 from caldera.api.volcano import PodGroup, PodGroupStatus
 from caldera.kube.errors import Conflict
+from scheduler.api.types import TaskInfo, TaskStatus
 from scheduler.framework.session import SessionResult
 from scheduler.process import STATUS_WRITES_IN_FLIGHT, SchedulerLoop, SchedulerMetrics
 
 
 class _Store:
-    def __init__(self, objects: dict[str, PodGroup]) -> None:
+    def __init__(self, objects: dict[str, Any]) -> None:
         self.objects = objects
 
-    def get(self, key: str) -> PodGroup | None:
+    def get(self, key: str) -> Any:
         return self.objects.get(key)
 
 
@@ -83,3 +87,92 @@ async def test_podgroup_status_writes_run_concurrently_and_bounded() -> None:
     assert all(pg.status.phase == "Inqueue" for pg in client.written)
     assert 1 < client.most <= STATUS_WRITES_IN_FLIGHT
     assert elapsed < 100 * 0.01 / 2, "not one write at a time"
+
+
+class _PodClient:
+    """Records pod condition patches and binds, with how many were in flight at most."""
+
+    def __init__(self) -> None:
+        self.patched: list[tuple[str, str]] = []  # (pod, message)
+        self.bound: list[str] = []
+        self.in_flight = 0
+        self.most = 0
+        self.release = asyncio.Event()
+
+    async def patch_status(self, kind: Any, name: str, patch: Any, **_: Any) -> None:
+        self.in_flight += 1
+        self.most = max(self.most, self.in_flight)
+        try:
+            await asyncio.sleep(0.01)
+            message = patch["status"]["conditions"][0]["message"]
+            self.patched.append((name, message))
+        finally:
+            self.in_flight -= 1
+
+    async def bind(self, namespace: str, name: str, node: str, *, uid: str) -> None:
+        await self.release.wait()
+        self.bound.append(name)
+
+
+def _pod_loop(pods: dict[str, Pod], client: _PodClient) -> SchedulerLoop:
+    """A SchedulerLoop with only what the pod writes touch (no informers, no server)."""
+    loop = SchedulerLoop.__new__(SchedulerLoop)
+    loop.pods = _Informer(_Store(pods))  # type: ignore[assignment]
+    loop.client = client  # type: ignore[assignment]
+    loop.metrics = SchedulerMetrics(CollectorRegistry())
+    loop._unschedulable_seen = {}
+    loop.assumed, loop._assumed_keys = {}, {}
+    loop._bind_gate = asyncio.Semaphore(32)
+    loop._binding = set()
+    return loop
+
+
+def _pending(name: str) -> Pod:
+    return Pod(metadata=ObjectMeta(name=name, namespace="ns", uid=f"uid-{name}"))
+
+
+async def test_pod_conditions_written_concurrently_once_per_message() -> None:
+    """200 unschedulable pods: each condition written, several at once within the bound; the
+    next session, before the cache shows those writes, writes none again, and a new message
+    is written."""
+    pods = {f"ns/p-{i}": _pending(f"p-{i}") for i in range(200)}
+    client = _PodClient()
+    loop = _pod_loop(pods, client)
+    messages = dict.fromkeys(pods, "0/3 nodes are available: 3 Insufficient cpu.")
+    await loop._mark_unschedulable(messages)
+    assert len(client.patched) == 200
+    assert 1 < client.most <= STATUS_WRITES_IN_FLIGHT
+    await loop._mark_unschedulable(messages)  # the cache still shows no condition
+    assert len(client.patched) == 200
+    await loop._mark_unschedulable({"ns/p-0": "0/4 nodes are available: 4 Insufficient cpu."})
+    assert client.patched[-1] == ("p-0", "0/4 nodes are available: 4 Insufficient cpu.")
+
+
+async def test_binds_run_apart_from_the_cycle() -> None:
+    """apply returns while the binds are still in flight (the pods stay assumed); draining
+    waits for them."""
+    pods = {"ns/a": _pending("a")}
+    client = _PodClient()
+    loop = _pod_loop(pods, client)
+    loop.recorder = None  # type: ignore[assignment]
+    loop.podgroups = _Informer(_Store({}))  # type: ignore[assignment]
+    loop.queues = _Informer(_Store({}))  # type: ignore[assignment]
+    task = TaskInfo(
+        uid="uid-a",
+        namespace="ns",
+        name="a",
+        job="ns/pg",
+        role="",
+        resreq=Resources(),
+        init_resreq=Resources(),
+        priority=0,
+        status=TaskStatus.BINDING,
+    )
+    result = SessionResult()
+    result.bind(task, "n1")
+    await asyncio.wait_for(loop.apply(result), 1)
+    assert client.bound == []
+    assert loop.assumed == {"uid-a": "n1"}
+    client.release.set()
+    await loop.drain_binds(grace=1)
+    assert client.bound == ["a"]
