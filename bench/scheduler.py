@@ -311,6 +311,26 @@ async def wait_done(watch: PodWatch, limit: float, what: str) -> None:
         ) from None
 
 
+async def measure_ceiling(
+    kube: KubeClient, kubeconfig: Path, bodies: list[dict[str, Any]], nodes: list[str], limit: float
+) -> float:
+    """Binds per second of a bare bind loop (``--bind-loop``, in a process of its own, as the
+    schedulers are) binding ``bodies``, created first in namespace ``bare``, round-robin."""
+    await make_namespace(kube, "bare")
+    await create_all(kube, POD, bodies, "bare")
+    names = [body["metadata"]["name"] for body in bodies]
+    plan = [(n, nodes[i % len(nodes)]) for i, n in enumerate(names)]
+    async with PodWatch(kube, "bare", len(names)) as watch:
+        binder = await asyncio.create_subprocess_exec(
+            sys.executable, __file__, "--bind-loop", str(kubeconfig), stdin=asyncio.subprocess.PIPE
+        )
+        await binder.communicate(json.dumps(plan).encode())
+        await wait_done(watch, limit, "ceiling")
+    ceiling = watch.rate()
+    print(f"  ceiling (bare bind loop, 32 in flight): {ceiling:,.0f} binds/s")
+    return ceiling
+
+
 async def bench_e2e(smoke: bool, count: int | None) -> bool:
     from e2e.caldera_process import CalderaProcess
     from e2e.cluster.control_plane import ControlPlane, NodeSpec, binaries
@@ -339,22 +359,8 @@ async def bench_e2e(smoke: bool, count: int | None) -> bool:
                 names = [f"p-{i}" for i in range(pods)]
 
                 # 1. the ceiling: binds from this process to precomputed nodes
-                await make_namespace(kube, "bare")
-                await create_all(kube, POD, [_pod(n, "nobody") for n in names], "bare")
-                plan = [(n, nodes[i % len(nodes)]) for i, n in enumerate(names)]
-                async with PodWatch(kube, "bare", pods) as watch:
-                    # In a process of its own, as the schedulers are.
-                    binder = await asyncio.create_subprocess_exec(
-                        sys.executable,
-                        __file__,
-                        "--bind-loop",
-                        str(plane.kubeconfig),
-                        stdin=asyncio.subprocess.PIPE,
-                    )
-                    await binder.communicate(json.dumps(plan).encode())
-                    await wait_done(watch, timeout, "ceiling")
-                ceiling = watch.rate()
-                print(f"  ceiling (bare bind loop, 32 in flight): {ceiling:,.0f} binds/s")
+                bare = [_pod(n, "nobody") for n in names]
+                ceiling = await measure_ceiling(kube, plane.kubeconfig, bare, nodes, timeout)
 
                 # 2. kube-scheduler with the same client rate limit
                 await make_namespace(kube, "kube")
@@ -538,23 +544,9 @@ async def bench_burst(smoke: bool) -> bool:
                     f"{backlog_gangs * GANG:,} that do not, on {node_count:,} kwok nodes of "
                     f"{GANG} cpu (set-up {time.monotonic() - started:.0f}s)"
                 )
-                # 1. the ceiling, as in --e2e: pods requesting nothing, bound by a bare loop
-                await make_namespace(kube, "bare")
-                names = [f"b-{i}" for i in range(fit)]
-                await create_all(kube, POD, [_gang_pod(n, "", None) for n in names], "bare")
-                plan = [(n, nodes[i % len(nodes)]) for i, n in enumerate(names)]
-                async with PodWatch(kube, "bare", fit) as watch:
-                    binder = await asyncio.create_subprocess_exec(
-                        sys.executable,
-                        __file__,
-                        "--bind-loop",
-                        str(plane.kubeconfig),
-                        stdin=asyncio.subprocess.PIPE,
-                    )
-                    await binder.communicate(json.dumps(plan).encode())
-                    await wait_done(watch, timeout, "ceiling")
-                ceiling = watch.rate()
-                print(f"  ceiling (bare bind loop, 32 in flight): {ceiling:,.0f} binds/s")
+                # 1. the ceiling, as in --e2e, with pods requesting nothing
+                bare = [_gang_pod(f"b-{i}", "", None) for i in range(fit)]
+                ceiling = await measure_ceiling(kube, plane.kubeconfig, bare, nodes, timeout)
 
                 # 2. caldera, with the PodGroups in place and the pods arriving in a burst
                 await make_namespace(kube, "burst")

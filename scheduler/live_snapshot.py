@@ -48,6 +48,7 @@ from scheduler.snapshot import (
     node_info,
     pod_resources,
     queue_info,
+    skeleton,
     task_placement,
 )
 
@@ -126,7 +127,6 @@ class LiveSnapshot:
         self._classes_changed = False
         # What the snapshot knows, by pod key.
         self._tasks: dict[str, TaskInfo] = {}  # the pod's task, when the snapshot has one
-        self._task_job: dict[str, str] = {}  # the job it is counted in
         self._task_node: dict[str, str] = {}  # the node it holds resources on
         self._on_node: dict[str, dict[str, TaskInfo]] = {}  # node -> pod key -> task
         self._group_pods: dict[str, set[str]] = {}  # group key -> keys of pods naming it
@@ -151,6 +151,10 @@ class LiveSnapshot:
 
     def priority_class_changed(self, _pc: PriorityClass) -> None:
         self._classes_changed = True
+
+    def pod_key(self, uid: str) -> str | None:
+        """The store key of the pod with ``uid``, as of the last update."""
+        return self._uid_key.get(uid)
 
     # ---- the snapshot -------------------------------------------------------------------------
 
@@ -218,22 +222,18 @@ class LiveSnapshot:
         """Derive everything, as ``build_cluster`` does, and index it."""
         classes = objects.priority_classes.list()
         self._how = Derivation.of(classes, self.scheduler_names, self.requests)
-        cluster = self.cluster = ClusterInfo(now=now)
-        cluster.priority_classes = {pc.metadata.name: pc for pc in classes}
-        self.report = SnapshotReport()
+        cluster, self.report = skeleton(
+            nodes=objects.nodes.list(),
+            podgroups=objects.podgroups.list(),
+            queues=objects.queues.list(),
+            priority_classes=classes,
+            how=self._how,
+            now=now,
+        )
+        self.cluster = cluster
         self.rebuilds += 1
-        for q in objects.queues.list():
-            cluster.queues[q.metadata.name] = queue_info(q)
-        for n in objects.nodes.list():
-            cluster.nodes[n.metadata.name] = node_info(n)
-        for pg in objects.podgroups.list():
-            key = f"{pg.metadata.namespace}/{pg.metadata.name}"
-            if pg.spec.queue in cluster.queues:
-                cluster.jobs[key] = job_info(pg, self._how)
-            else:
-                self.report.missing_queue[key] = pg.spec.queue
         self._assumed = dict(assumed)
-        self._tasks, self._task_job, self._task_node, self._on_node = {}, {}, {}, {}
+        self._tasks, self._task_node, self._on_node = {}, {}, {}
         self._group_pods, self._pod_group, self._pod_uid, self._uid_key = {}, {}, {}, {}
         for pod in objects.pods.list():
             self._add_pod(_key(pod), pod, cluster, set())
@@ -287,9 +287,8 @@ class LiveSnapshot:
         rebuilt anyway) and put its new one in."""
         old = self._tasks.pop(key, None)
         if old is not None:
-            job_key = self._task_job.pop(key, None)
-            job = cluster.jobs.get(job_key) if job_key else None
-            if job is not None and job.tasks.get(old.uid) is old:
+            job = cluster.jobs.get(old.job) if old.job else None
+            if job is not None and job.tasks.get(old.uid) is old:  # it counted in this job
                 job.remove_task(old)
             node_name = self._task_node.pop(key, None)
             if node_name is not None:
@@ -314,7 +313,6 @@ class LiveSnapshot:
         task = self._tasks[key] = placed.task
         if placed.in_job and job is not None:
             job.add_task(task)
-            self._task_job[key] = job.key
         if placed.on_node:
             self._task_node[key] = task.node_name
             self._on_node.setdefault(task.node_name, {})[key] = task

@@ -269,7 +269,6 @@ class SchedulerLoop:
         _note(self.podgroups, wake)
         _note(self.queues, wake)
         self.assumed: dict[str, str] = {}  # pod uid -> node, until the cache sees the bind
-        self._assumed_keys: dict[str, str] = {}  # pod uid -> its store key, while assumed
         self._requests = CachedRequests()
         # The snapshot, kept up to date: the handlers only note what changed.
         self.live = LiveSnapshot(scheduler_names=settings.scheduler_names, requests=self._requests)
@@ -328,10 +327,9 @@ class SchedulerLoop:
     def _forget_seen_assumptions(self) -> None:
         """Drop assumed binds the cache now shows (bound, or the pod gone or replaced)."""
         for uid in list(self.assumed):
-            pod = self.pods.store.get(self._assumed_keys.get(uid, ""))
+            pod = self.pods.store.get(self.live.pod_key(uid) or "")
             if pod is None or pod.metadata.uid != uid or pod.spec.node_name:
                 del self.assumed[uid]
-                self._assumed_keys.pop(uid, None)
 
     async def cycle(self) -> SessionResult:
         started = time.monotonic()
@@ -362,7 +360,6 @@ class SchedulerLoop:
         flight, instead of waiting for them and stretching the period."""
         for bind in result.binds:
             self.assumed[bind.task.uid] = bind.node
-            self._assumed_keys[bind.task.uid] = bind.task.key
             task = asyncio.create_task(
                 self._bind(bind.task.namespace, bind.task.name, bind.task.uid, bind.node),
                 name=f"bind {bind.task.key}",
@@ -406,7 +403,6 @@ class SchedulerLoop:
             except (ApiError, ApiConnectionError, TimeoutError) as exc:
                 self.metrics.attempts.labels(result="error").inc()
                 self.assumed.pop(uid, None)  # not bound: the room is free again
-                self._assumed_keys.pop(uid, None)
                 if not isinstance(exc, NotFound | Conflict):
                     log.warning("bind failed", pod=f"{namespace}/{name}", node=node, error=str(exc))
 

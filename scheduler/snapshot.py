@@ -13,7 +13,7 @@ What the snapshot holds (Volcano's rules):
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import msgspec
@@ -219,6 +219,33 @@ def task_placement(
     )
 
 
+def skeleton(
+    *,
+    nodes: Iterable[Node],
+    podgroups: Iterable[PodGroup],
+    queues: Iterable[Queue],
+    priority_classes: Sequence[PriorityClass],
+    how: Derivation,
+    now: dt.datetime,
+) -> tuple[ClusterInfo, SnapshotReport]:
+    """The snapshot without its tasks: queues, nodes, and a job for every PodGroup whose queue
+    exists (the others are reported)."""
+    cluster = ClusterInfo(now=now)
+    cluster.priority_classes = {pc.metadata.name: pc for pc in priority_classes}
+    report = SnapshotReport()
+    for q in queues:
+        cluster.queues[q.metadata.name] = queue_info(q)
+    for n in nodes:
+        cluster.nodes[n.metadata.name] = node_info(n)
+    for pg in podgroups:
+        if pg.spec.queue not in cluster.queues:
+            report.missing_queue[f"{pg.metadata.namespace}/{pg.metadata.name}"] = pg.spec.queue
+            continue
+        job = job_info(pg, how)
+        cluster.jobs[job.key] = job
+    return cluster, report
+
+
 def build_cluster(
     *,
     pods: Iterable[Pod],
@@ -233,21 +260,16 @@ def build_cluster(
 ) -> tuple[ClusterInfo, SnapshotReport]:
     """The session's view, built from every cached object; see the module docstring."""
     classes = list(priority_classes)
-    cluster = ClusterInfo(now=now or dt.datetime.now(dt.UTC))
-    cluster.priority_classes = {pc.metadata.name: pc for pc in classes}
-    report = SnapshotReport()
     how = Derivation.of(classes, scheduler_names, requests)
+    cluster, report = skeleton(
+        nodes=nodes,
+        podgroups=podgroups,
+        queues=queues,
+        priority_classes=classes,
+        how=how,
+        now=now or dt.datetime.now(dt.UTC),
+    )
     assumed = assumed or {}
-    for q in queues:
-        cluster.queues[q.metadata.name] = queue_info(q)
-    for n in nodes:
-        cluster.nodes[n.metadata.name] = node_info(n)
-    for pg in podgroups:
-        if pg.spec.queue not in cluster.queues:
-            report.missing_queue[f"{pg.metadata.namespace}/{pg.metadata.name}"] = pg.spec.queue
-            continue
-        created = job_info(pg, how)
-        cluster.jobs[created.key] = created
     for pod in pods:
         group = group_key(pod)
         job = cluster.jobs.get(group) if group else None

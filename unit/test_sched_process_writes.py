@@ -121,7 +121,7 @@ def _pod_loop(pods: dict[str, Pod], client: _PodClient) -> SchedulerLoop:
     loop.client = client  # type: ignore[assignment]
     loop.metrics = SchedulerMetrics(CollectorRegistry())
     loop._unschedulable_seen = {}
-    loop.assumed, loop._assumed_keys = {}, {}
+    loop.assumed = {}
     loop._bind_gate = asyncio.Semaphore(32)
     loop._binding = set()
     return loop
