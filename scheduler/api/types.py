@@ -1,9 +1,11 @@
 """The scheduler's view of the cluster for one session: tasks (pods), jobs (PodGroups with their
 pods), nodes and queues, with the bookkeeping the actions and plugins share.
 
-A snapshot is built fresh from the informer cache for every session (``scheduler.snapshot``);
-the session mutates its own copy as it plans (a node's idle resources shrink as tasks are
-allocated on it), never the cache. Everything here is pure data and arithmetic.
+The process keeps one snapshot up to date from the informer cache (``scheduler.live_snapshot``;
+``scheduler.snapshot`` derives it); a session mutates it as it plans (a node's idle resources
+shrink as tasks are allocated on it), reports what it touched (``NodeInfo.changes``,
+``JobInfo.changes``), and the next update derives that again from the cache, never from what a
+session planned. Everything here is pure data and arithmetic.
 
 Resources are ``caldera.api.resources.Resources`` (integer milli-units), so comparisons are exact.
 """

@@ -38,7 +38,7 @@ class Registry:
 
 
 def run_session(session: Session, conf: SchedulerConf, registry: Registry) -> SessionResult:
-    """Run one cycle over ``session`` (built on a fresh snapshot) and return its decisions."""
+    """Run one cycle over ``session`` (built on an up-to-date snapshot) and return its decisions."""
     plugins = [
         registry.plugins[option.name](Arguments(option.name, option.arguments))
         for tier in conf.tiers
