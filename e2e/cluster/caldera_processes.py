@@ -73,8 +73,8 @@ def _ready(port: int) -> bool:
 
 def start_caldera(plane: ControlPlane, timeout: float = 60) -> dict[str, int]:
     """Apply the CRDs, start the webhook, the controllers and the scheduler (those not running
-    yet), wait until each is ready, and register the webhook with the API server; returns each
-    process's metrics port."""
+    yet), wait until each is ready and the scheduler has created the default queue, and register
+    the webhook with the API server; returns each process's metrics port."""
     plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_DIR))
     plane.kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(CRD_DIR))
     state_path = plane.dir / "caldera.json"
@@ -112,6 +112,12 @@ def start_caldera(plane: ControlPlane, timeout: float = 60) -> dict[str, int]:
             if time.monotonic() > deadline:
                 raise ClusterError(f"{name} not ready in {timeout:.0f}s:\n{plane.procs.tail(name)}")
             time.sleep(0.2)
+    # The scheduler creates the default queue once it leads, which can be a moment after it is
+    # ready; a job applied before then is refused by the webhook ("unable to find job queue").
+    # Waiting here, before the webhooks are registered, leaves the webhook's cache time to see it.
+    plane.kubectl(
+        "wait", "--for=create", f"--timeout={timeout:.0f}s", "queues.scheduling.volcano.sh/default"
+    )
     ca = plane.pki.ca_crt.read_bytes()
     url = f"https://127.0.0.1:{state['webhook-https']}"
     for doc in webhook_configurations(url, ca):
