@@ -42,6 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+import msgspec
+
 REPO: Final = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
@@ -68,8 +70,9 @@ from caldera.api.volcano import (  # noqa: E402
 from scheduler.api.types import ClusterInfo, TaskStatus  # noqa: E402
 from scheduler.conf import DEFAULT_CONF, SchedulerConf, parse_conf  # noqa: E402
 from scheduler.framework.runner import Registry, run_session  # noqa: E402
-from scheduler.framework.session import Session  # noqa: E402
+from scheduler.framework.session import Session, SessionResult  # noqa: E402
 from scheduler.live_snapshot import CachedObjects, KeyedObjects, LiveSnapshot  # noqa: E402
+from scheduler.quiet import QuietSessions, changed_nothing  # noqa: E402
 from scheduler.registry import REGISTRY  # noqa: E402
 from scheduler.snapshot import CachedRequests, build_cluster  # noqa: E402
 
@@ -220,6 +223,31 @@ class Cache:
         cluster, _ = self.live.update(objects, assumed={}, now=T0 + dt.timedelta(hours=1))
         return cluster
 
+    def timed_cycle(
+        self, conf: SchedulerConf, registry: Registry = REGISTRY
+    ) -> tuple[Cycle, SessionResult]:
+        """Bring the snapshot up to date and run one session, timed apart."""
+        gc.collect()
+        started = time.perf_counter()
+        cluster = self.update()
+        built = time.perf_counter()
+        session = Session(cluster, conf.tiers)
+        result = run_session(session, conf, registry)
+        done = time.perf_counter()
+        self.live.after_session(session)
+        pipelined = sum(job.count(TaskStatus.PIPELINED) for job in cluster.jobs.values())
+        evictions = len(result.evictions)
+        measured = Cycle(built - started, done - built, len(result.binds), evictions, pipelined)
+        return measured, result
+
+
+def warm_requests(pods: list[Pod]) -> CachedRequests:
+    """The request cache as the process's informer handlers leave it: every pod seen."""
+    requests = CachedRequests()
+    for pod in pods:
+        requests(pod)
+    return requests
+
 
 def cycle(
     before: Objects, arriving: Objects, conf: SchedulerConf, registry: Registry = REGISTRY
@@ -228,33 +256,43 @@ def cycle(
     (it derives everything), then ``arriving`` lands in the cache, and the next cycle (bring
     the snapshot up to date, one session) is timed. The request cache is warm, as in the
     process, whose informer handlers have seen every pod."""
-    requests = CachedRequests()
-    for pod in [*before.pods, *arriving.pods]:
-        requests(pod)
-    cache = Cache(requests)
+    cache = Cache(warm_requests([*before.pods, *arriving.pods]))
     cache.add(before)
-    first = cache.update()
-    session = Session(first, conf.tiers)
-    run_session(session, conf, registry)
-    cache.live.after_session(session)
+    cache.timed_cycle(conf, registry)
     cache.add(arriving)
-    gc.collect()
-    started = time.perf_counter()
-    cluster = cache.update()
-    built = time.perf_counter()
-    session = Session(cluster, conf.tiers)
-    result = run_session(session, conf, registry)
-    done = time.perf_counter()
-    cache.live.after_session(session)
-    pipelined = sum(job.count(TaskStatus.PIPELINED) for job in cluster.jobs.values())
-    return Cycle(built - started, done - built, len(result.binds), len(result.evictions), pipelined)
+    return cache.timed_cycle(conf, registry)[0]
+
+
+def settled_cycle(objects: Objects, conf: SchedulerConf) -> tuple[Cycle, bool]:
+    """The backlog once its binds run and its PodGroup statuses are written back: sessions
+    run until one changes nothing; that last one is timed, and the verdict of the process's
+    quiet check (``scheduler.quiet``) on the session after it is returned."""
+    cache = Cache(warm_requests(objects.pods))
+    cache.add(objects)
+    quiet = QuietSessions()
+    measured = Cycle(0.0, 0.0, 0, 0, 0)
+    for _ in range(6):
+        measured, result = cache.timed_cycle(conf)
+        quiet.record(conf, result, 0, now=0.0)
+        if changed_nothing(result, 0):
+            break
+        for bind in result.binds:  # bound and running, as the informer would show
+            pod = cache.pods.items[bind.task.key]
+            spec = msgspec.structs.replace(pod.spec, node_name=bind.node)
+            ran = msgspec.structs.replace(pod, spec=spec, status=PodStatus(phase="Running"))
+            cache.pods.items[bind.task.key] = ran
+            cache.live.pod_changed(ran)
+        for key, status in result.podgroup_status.items():
+            written = msgspec.structs.replace(cache.podgroups.items[key], status=status)
+            cache.podgroups.items[key] = written
+            cache.live.podgroup_changed(written)
+    skips = quiet.may_skip(conf, news=cache.live.has_news({}), now=1.0)
+    return measured, skips
 
 
 def rebuilt_cycle(objects: Objects, conf: SchedulerConf) -> Cycle:
     """The cycle as it was before the live snapshot: every object derived again."""
-    requests = CachedRequests()
-    for pod in objects.pods:
-        requests(pod)
+    requests = warm_requests(objects.pods)
     gc.collect()
     started = time.perf_counter()
     cluster, _ = build_cluster(
@@ -369,6 +407,21 @@ def run(smoke: bool, reference_at_full: bool) -> bool:
     large = backlog(30_000 // scale, 1000 // scale, 1.0)
     double = backlog(60_000 // scale, 2000 // scale, 2.0, label=" 2x")
     rows += [large, double]
+    settled_objects = cluster_objects(
+        nodes=1000 // scale, running=0, pending=30_000 // scale, queues=10
+    )
+    settled, skips = settled_cycle(settled_objects, full)
+    rows.append(
+        Row(
+            "backlog settled, if run",
+            30_000 // scale,
+            1000 // scale,
+            settled,
+            settled.session,
+            "s",
+            None,
+        )
+    )
     if reference_at_full and not smoke:
         rows.append(backlog(30_000, 1000, None, reference, " (plain walk, before)"))
 
@@ -415,6 +468,11 @@ def run(smoke: bool, reference_at_full: bool) -> bool:
 
     print_rows(rows, smoke)
     print()
+    print(
+        "backlog settled: once the binds run and nothing changes, the process "
+        + ("skips that session (scheduler/quiet.py)" if skips else "still RUNS that session")
+    )
+    ok = ok and skips
     print(
         f"before -> now at {base_pods:,} pending: "
         f"{plain.measured.session / max(fast.measured.session, 1e-9):,.0f}x faster "

@@ -68,7 +68,8 @@ async def test_gang_binds_whole_or_nothing(
     kube: KubeClient, namespace: str, cluster: Cluster, scheduler: CalderaProcess
 ) -> None:
     """Six 1-cpu pods of a gang of 6 on a node with room for 5 bind nothing and the PodGroup
-    says why; once room for 6 exists, all six bind in one go."""
+    says why; the sessions that would repeat that are skipped; once room for 6 exists, all
+    six bind in one go."""
     if cluster.plane is None:
         pytest.skip("creates and relabels fake nodes")
     label = namespace
@@ -87,6 +88,11 @@ async def test_gang_binds_whole_or_nothing(
     await eventually(unschedulable, timeout=30, what="an Unschedulable condition")
     await asyncio.sleep(2)  # several sessions
     assert await _bound(kube, namespace) == [], "no pod of an incomplete gang is bound"
+    # Once its writes are in, a session that would change nothing is skipped (until the
+    # cluster changes: the node growing below wakes it).
+    skipped = scheduler.metric("caldera_sessions_skipped_total")
+    assert skipped is not None, scheduler.log()[-2000:]
+    assert skipped > 0, scheduler.log()[-2000:]
     events = (await kube.list(EVENT, namespace=namespace)).items
     messages = [e.message for e in events if e.reason == "Unschedulable"]
     assert any(

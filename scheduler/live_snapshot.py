@@ -125,6 +125,7 @@ class LiveSnapshot:
         self._groups: set[str] = set()
         self._queues_changed = False
         self._classes_changed = False
+        self._news = False  # a handler noted something since the last update
         # What the snapshot knows, by pod key.
         self._tasks: dict[str, TaskInfo] = {}  # the pod's task, when the snapshot has one
         self._task_node: dict[str, str] = {}  # the node it holds resources on
@@ -139,18 +140,29 @@ class LiveSnapshot:
 
     def pod_changed(self, pod: Pod) -> None:
         self._pods.add(_key(pod))
+        self._news = True
 
     def node_changed(self, node: Node) -> None:
         self._nodes.add(node.metadata.name)
+        self._news = True
 
     def podgroup_changed(self, pg: PodGroup) -> None:
         self._groups.add(f"{pg.metadata.namespace}/{pg.metadata.name}")
+        self._news = True
 
     def queue_changed(self, _queue: Queue) -> None:
         self._queues_changed = True
+        self._news = True
 
     def priority_class_changed(self, _pc: PriorityClass) -> None:
         self._classes_changed = True
+        self._news = True
+
+    def has_news(self, assumed: Mapping[str, str]) -> bool:
+        """Whether the next update would see anything new: a noted change, or an assumed
+        bind that came or went (what sessions planned and ``after_session`` undoes is not
+        news: the next update derives it again as it was)."""
+        return self.cluster is None or self._news or assumed != self._assumed
 
     def pod_key(self, uid: str) -> str | None:
         """The store key of the pod with ``uid``, as of the last update."""
@@ -167,6 +179,7 @@ class LiveSnapshot:
     ) -> tuple[ClusterInfo, SnapshotReport]:
         """The ClusterInfo for the next session, with what changed derived again."""
         now = now or dt.datetime.now(dt.UTC)
+        self._news = False
         cluster = self.cluster
         if cluster is None or self._classes_changed or self._queue_set_changed(objects.queues):
             return self._rebuild(objects, assumed, now)

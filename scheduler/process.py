@@ -16,6 +16,9 @@ event loop keeps serving watches and probes), then carry out its decisions:
 - a ``PodScheduled=False`` condition on pods that could not be placed, with the reason;
 - Events on PodGroups and pods.
 
+A session that would only repeat the last one, which changed nothing, is skipped
+(``scheduler.quiet``): a backlog that cannot fit costs nothing until the cluster changes.
+
 The configuration file is re-read when it changes; a bad edit is logged and the last good
 configuration stays. At start the ``root`` and ``default`` queues are created if missing.
 """
@@ -55,6 +58,7 @@ from scheduler.conf import DEFAULT_CONF, ConfError, SchedulerConf, parse_conf
 from scheduler.framework.runner import Registry, run_session
 from scheduler.framework.session import Session, SessionResult
 from scheduler.live_snapshot import CachedObjects, LiveSnapshot
+from scheduler.quiet import QuietSessions
 from scheduler.snapshot import CachedRequests
 
 log = structlog.get_logger("scheduler")
@@ -105,6 +109,11 @@ class SchedulerMetrics:
             "Time of one action in a session",
             ["action"],
             buckets=LATENCY_BUCKETS_MS,
+            registry=registry,
+        )
+        self.skipped = Counter(
+            "caldera_sessions_skipped",
+            "Sessions skipped: nothing changed since one that changed nothing",
             registry=registry,
         )
         self.plugin_latency = Histogram(
@@ -295,6 +304,8 @@ class SchedulerLoop:
         self._binding: set[asyncio.Task[None]] = set()  # binds in flight
         self._run = run_in_thread or asyncio.to_thread
         self._unschedulable_seen: dict[str, str] = {}  # pod uid -> last message written
+        self.quiet = QuietSessions()
+        self._last: SessionResult | None = None
 
     async def ensure_default_queues(self) -> None:
         """Volcano's scheduler creates ``root`` and ``default`` when they are missing."""
@@ -332,9 +343,15 @@ class SchedulerLoop:
                 del self.assumed[uid]
 
     async def cycle(self) -> SessionResult:
+        """One session and its writes; or none, when it would repeat the last one, which
+        changed nothing (``scheduler.quiet``): then the last result is returned."""
         started = time.monotonic()
         self._forget_seen_assumptions()
         conf = self.conf.refresh()
+        news = self.live.has_news(self.assumed)
+        if self._last is not None and self.quiet.may_skip(conf, news=news, now=started):
+            self.metrics.skipped.inc()
+            return self._last
         cluster, report = self.live.update(self.cached, assumed=self.assumed)
         for key, queue in report.missing_queue.items():
             log.debug("queue of job does not exist, ignoring it", job=key, queue=queue)
@@ -347,14 +364,17 @@ class SchedulerLoop:
             self.live.after_session(session)
         self.metrics.session_latency.observe((time.monotonic() - core_started) * 1000)
         self.metrics.observe(result)
-        await self.apply(result)
+        writes = await self.apply(result)
+        self.quiet.record(conf, result, writes, now=started)
+        self._last = result
         self.metrics.e2e_latency.observe((time.monotonic() - started) * 1000)
         return result
 
     # ---- decisions -> API calls ---------------------------------------------------------------
 
-    async def apply(self, result: SessionResult) -> None:
-        """Carry out a session's decisions. Binds are started, not awaited (Volcano's binder
+    async def apply(self, result: SessionResult) -> int:
+        """Carry out a session's decisions; the number of status writes made (PodGroups,
+        Queues, pod conditions) is returned. Binds are started, not awaited (Volcano's binder
         works apart from its sessions too): the pods stay assumed on their nodes until the
         cache sees them bound, so the next session may run while thousands of binds are in
         flight, instead of waiting for them and stretching the period."""
@@ -371,15 +391,16 @@ class SchedulerLoop:
         )
         self.metrics.attempts.labels(result="unschedulable").inc(len(result.unschedulable))
         self.metrics.unschedulable_tasks.set(len(result.unschedulable))
-        await self._write_podgroups(result)
-        await self._write_queues(result)
-        await self._mark_unschedulable(result.unschedulable)
+        writes = await self._write_podgroups(result)
+        writes += await self._write_queues(result)
+        writes += await self._mark_unschedulable(result.unschedulable)
         for event in result.events:
             api_version = SCHEDULING_API_VERSION if event.kind == "PodGroup" else "v1"
             ref = ObjectReference(
                 api_version=api_version, kind=event.kind, namespace=event.namespace, name=event.name
             )
             self.recorder.record(ref, event.type, event.reason, event.message)
+        return writes
 
     def _bind_done(self, task: asyncio.Task[None]) -> None:
         self._binding.discard(task)
@@ -417,7 +438,7 @@ class SchedulerLoop:
         except (ApiError, ApiConnectionError) as exc:
             log.warning("eviction failed", pod=f"{namespace}/{name}", error=str(exc))
 
-    async def _write_podgroups(self, result: SessionResult) -> None:
+    async def _write_podgroups(self, result: SessionResult) -> int:
         """Write the changed PodGroup statuses, ``STATUS_WRITES_IN_FLIGHT`` at a time: one at a
         time, a session that enqueues hundreds of jobs would hold the next session (and the
         job controller, which waits for Inqueue) back for seconds."""
@@ -444,8 +465,10 @@ class SchedulerLoop:
                 writes.append(write(key, current, status))
         await asyncio.gather(*writes)
         self.metrics.unschedulable_jobs.set(not_ready)
+        return len(writes)
 
-    async def _write_queues(self, result: SessionResult) -> None:
+    async def _write_queues(self, result: SessionResult) -> int:
+        writes = 0
         for name, allocated in result.queue_allocated.items():
             queue: Queue | None = self.queues.store.get(name)
             if queue is None:
@@ -453,13 +476,15 @@ class SchedulerLoop:
             if Resources.from_list(queue.status.allocated) == allocated:
                 continue
             patch = {"status": {"allocated": allocated.to_list() or None}}
+            writes += 1
             with contextlib.suppress(NotFound):
                 try:
                     await self.client.patch_status(QUEUE, name, patch)
                 except (ApiError, ApiConnectionError) as exc:
                     log.warning("queue status write failed", queue=name, error=str(exc))
+        return writes
 
-    async def _mark_unschedulable(self, messages: dict[str, str]) -> None:
+    async def _mark_unschedulable(self, messages: dict[str, str]) -> int:
         """PodScheduled=False with the reason, written once per distinct message (also while
         the cache has not seen the last write yet), ``STATUS_WRITES_IN_FLIGHT`` at a time: a
         backlog of thousands of pods must not hold the next session back."""
@@ -503,6 +528,7 @@ class SchedulerLoop:
                 continue  # written; the cache will show it
             writes.append(write(key, uid, message))
         await asyncio.gather(*writes)
+        return len(writes)
 
 
 def scheduler_conf_path(settings: SchedulerSettings) -> str:

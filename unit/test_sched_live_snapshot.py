@@ -41,7 +41,7 @@ from caldera.api.volcano import (
 from scheduler.api.types import ClusterInfo, JobInfo, NodeInfo, TaskInfo
 from scheduler.conf import parse_conf
 from scheduler.framework.runner import run_session
-from scheduler.framework.session import Session
+from scheduler.framework.session import Session, SessionResult
 from scheduler.live_snapshot import CachedObjects, KeyedObjects, LiveSnapshot
 from scheduler.registry import ACTIONS, PLUGINS, REGISTRY
 from scheduler.snapshot import build_cluster
@@ -312,7 +312,7 @@ class Cache:
         )
         return cluster
 
-    def session(self, cluster: ClusterInfo) -> None:
+    def session(self, cluster: ClusterInfo) -> SessionResult:
         """A whole session on the live ClusterInfo; its binds become assumed, as in the
         process (the cache sees them bound later, in ``change_pod``)."""
         session = Session(cluster, CONF.tiers)
@@ -322,6 +322,7 @@ class Cache:
             self.live.after_session(session)
         for bind in result.binds:
             self.assumed[bind.task.uid] = bind.node
+        return result
 
 
 def sequences() -> Iterator[int]:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from caldera.api.resources import Resources
 from caldera.api.volcano import PodGroupCondition
@@ -135,6 +137,43 @@ def test_order_functions_first_opinion_wins_in_tier_order() -> None:
     ssn.add_job_order_fn("b", lambda a, b: 0)  # no opinion
     ssn.add_job_order_fn("c", lambda a, b: -1 if a.name == "y" else 1)
     assert [j.name for j in ssn.sorted_jobs(ssn.jobs.values())] == ["y", "x"]
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(-3, 3), st.integers(0, 2)), min_size=1, max_size=12, unique=False
+    )
+)
+def test_task_order_keys_sort_as_the_order_functions(specs: list[tuple[int, int]]) -> None:
+    """With a sort key for every task order function, tasks sort exactly as the functions
+    order them (first opinion wins, then the task key)."""
+    tasks = []
+    for i, (priority, weight) in enumerate(specs):
+        task = _task("j", i)
+        task.priority, task.role = priority, f"r{weight}"
+        tasks.append(task)
+
+    def by_priority(a: TaskInfo, b: TaskInfo) -> int:
+        return -1 if a.priority > b.priority else (1 if a.priority < b.priority else 0)
+
+    def by_role(a: TaskInfo, b: TaskInfo) -> int:
+        return (a.role > b.role) - (a.role < b.role)
+
+    tiers = [[PluginOption("p")], [PluginOption("r")]]
+    plain, keyed = Session(_cluster(jobs={}), tiers), Session(_cluster(jobs={}), tiers)
+    plain.add_task_order_fn("p", by_priority)
+    plain.add_task_order_fn("r", by_role)
+    keyed.add_task_order_fn("p", by_priority, key=lambda t: -t.priority)
+    keyed.add_task_order_fn("r", by_role, key=lambda t: t.role)
+    expected = [t.key for t in sorted(tasks, key=plain.task_order_key())]
+    assert [t.key for t in sorted(tasks, key=keyed.task_order_key())] == expected
+    one = Session(_cluster(jobs={}), tiers)
+    one.add_task_order_fn("p", by_priority, key=lambda t: -t.priority)
+    alone = Session(_cluster(jobs={}), tiers)
+    alone.add_task_order_fn("p", by_priority)
+    assert [t.key for t in sorted(tasks, key=one.task_order_key())] == [
+        t.key for t in sorted(tasks, key=alone.task_order_key())
+    ]
 
 
 def test_votes_reject_wins_and_permit_decides_a_tier() -> None:

@@ -115,6 +115,7 @@ class _Registered:
     plugin: str
     fn: Any
     screen: JobScreenFn | None = None  # victim functions only
+    key: Callable[[Any], Any] | None = None  # order functions: the same order as a sort key
 
 
 class Session:
@@ -148,11 +149,17 @@ class Session:
     # ---- registration -----------------------------------------------------------------------
 
     def _add(
-        self, kind: str, switch: str, plugin: str, fn: Any, screen: JobScreenFn | None = None
+        self,
+        kind: str,
+        switch: str,
+        plugin: str,
+        fn: Any,
+        screen: JobScreenFn | None = None,
+        key: Callable[[Any], Any] | None = None,
     ) -> None:
         tier, option = self._options.get(plugin, (len(self.tiers), PluginOption(plugin)))
         if option.enabled(switch):
-            self._fns.setdefault(kind, []).append(_Registered(tier, plugin, fn, screen))
+            self._fns.setdefault(kind, []).append(_Registered(tier, plugin, fn, screen, key))
 
     def add_job_order_fn(self, plugin: str, fn: OrderFn[JobInfo]) -> None:
         self._add("job_order", "enableJobOrder", plugin, fn)
@@ -160,8 +167,13 @@ class Session:
     def add_queue_order_fn(self, plugin: str, fn: OrderFn[QueueInfo]) -> None:
         self._add("queue_order", "enableQueueOrder", plugin, fn)
 
-    def add_task_order_fn(self, plugin: str, fn: OrderFn[TaskInfo]) -> None:
-        self._add("task_order", "enableTaskOrder", plugin, fn)
+    def add_task_order_fn(
+        self, plugin: str, fn: OrderFn[TaskInfo], *, key: Callable[[TaskInfo], Any] | None = None
+    ) -> None:
+        """``key``, when given, must sort as ``fn`` orders (``fn(a, b)`` is the sign of
+        ``key(a)`` against ``key(b)``): with keys for every task order function, sorting tasks
+        compares tuples instead of calling each function per comparison."""
+        self._add("task_order", "enableTaskOrder", plugin, fn, key=key)
 
     def add_victim_order_fn(self, plugin: str, fn: OrderFn[TaskInfo]) -> None:
         self._add("victim_order", "enabledVictim", plugin, fn)
@@ -251,6 +263,16 @@ class Session:
         return functools.cmp_to_key(compare)
 
     def task_order_key(self) -> Callable[[TaskInfo], Any]:
+        keys = [reg.key for reg in self._registered("task_order")]
+        if all(key is not None for key in keys):
+            # The first function that tells two tasks apart decides, then the task's key:
+            # exactly the order of tuples.
+            funcs = [key for key in keys if key is not None]
+            if len(funcs) == 1:
+                only = funcs[0]
+                return lambda task: (only(task), task.key)
+            return lambda task: (*[key(task) for key in funcs], task.key)
+
         def compare(a: TaskInfo, b: TaskInfo) -> int:
             return self._order("task_order", a, b) or ((a.key > b.key) - (a.key < b.key))
 

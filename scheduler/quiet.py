@@ -1,0 +1,75 @@
+"""Whether the next session can be skipped: nothing it reads changed since one that did nothing.
+
+A session is a function of its snapshot, its configuration and, for the plugins in
+``CLOCK_PLUGINS``, the time. When the last session changed nothing in the cluster (no bind,
+eviction, enqueue, PodGroup status, queue status or pod condition to write) and since then no
+informer event was noted, no assumed bind came or went and the configuration is the same, the
+next session would decide the same nothing again. Skipping it is exact; it is kube-scheduler's
+unschedulable queue at its coarsest grain: a backlog of gangs that cannot fit is not tried
+again, and their Warning events are not repeated, until something in the cluster changes.
+
+A finer grain (retry a gang only on the events that could help it) is not exact here:
+proportion's deserved shares couple every queue's requests, so a gang arriving in one queue
+can let a gang in another reclaim.
+
+A real session still runs at least every ``MAX_QUIET_SECONDS`` (kube-scheduler flushes its
+unschedulable pods on a timer too): insurance against an event that was never noted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scheduler.conf import SchedulerConf
+from scheduler.framework.session import SessionResult
+
+# Plugins whose decisions move with the clock (preemption-toleration: a victim is protected
+# until its toleration runs out): with one configured, every session runs.
+CLOCK_PLUGINS = frozenset({"preemption-toleration"})
+MAX_QUIET_SECONDS = 60.0
+
+
+def reads_clock(conf: SchedulerConf) -> bool:
+    """Whether a configured plugin decides differently as time passes."""
+    return any(option.name in CLOCK_PLUGINS for tier in conf.tiers for option in tier)
+
+
+def changed_nothing(result: SessionResult, writes: int) -> bool:
+    """Whether a session, and the ``writes`` its process made for it, left the cluster as it
+    was (its Events aside)."""
+    return not (
+        result.binds
+        or result.evictions
+        or result.podgroup_phase_inqueue
+        or result.podgroup_status
+        or writes
+    )
+
+
+@dataclass
+class QuietSessions:
+    """Remembers the last session that changed nothing, and says when the next may be skipped."""
+
+    max_quiet: float = MAX_QUIET_SECONDS
+    _conf: SchedulerConf | None = None
+    _since: float | None = None  # when the last session that changed nothing ran
+    skipped: int = 0  # sessions skipped, for tests and logs
+
+    def record(self, conf: SchedulerConf, result: SessionResult, writes: int, now: float) -> None:
+        """Note a session that ran, with the writes made for it; ``now`` in seconds."""
+        if changed_nothing(result, writes) and not reads_clock(conf):
+            self._conf, self._since = conf, now
+        else:
+            self._conf = self._since = None
+
+    def may_skip(self, conf: SchedulerConf, *, news: bool, now: float) -> bool:
+        """Whether the next session would repeat the last one, which changed nothing."""
+        quiet = (
+            not news
+            and self._since is not None
+            and conf is self._conf
+            and now - self._since < self.max_quiet
+        )
+        if quiet:
+            self.skipped += 1
+        return quiet
