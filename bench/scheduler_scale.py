@@ -72,6 +72,7 @@ from scheduler.conf import DEFAULT_CONF, SchedulerConf, parse_conf  # noqa: E402
 from scheduler.framework.runner import Registry, run_session  # noqa: E402
 from scheduler.framework.session import Session, SessionResult  # noqa: E402
 from scheduler.live_snapshot import CachedObjects, KeyedObjects, LiveSnapshot  # noqa: E402
+from scheduler.process import with_findings  # noqa: E402
 from scheduler.quiet import QuietSessions, changed_nothing  # noqa: E402
 from scheduler.registry import REGISTRY  # noqa: E402
 from scheduler.snapshot import CachedRequests, build_cluster  # noqa: E402
@@ -282,8 +283,12 @@ def settled_cycle(objects: Objects, conf: SchedulerConf) -> tuple[Cycle, bool]:
             ran = msgspec.structs.replace(pod, spec=spec, status=PodStatus(phase="Running"))
             cache.pods.items[bind.task.key] = ran
             cache.live.pod_changed(ran)
-        for key, status in result.podgroup_status.items():
-            written = msgspec.structs.replace(cache.podgroups.items[key], status=status)
+        for key in result.podgroup_status.keys() | result.podgroup_why.keys():
+            written = with_findings(
+                cache.podgroups.items[key],
+                result.podgroup_status.get(key),
+                result.podgroup_why.get(key),
+            )
             cache.podgroups.items[key] = written
             cache.live.podgroup_changed(written)
     skips = quiet.may_skip(conf, news=cache.live.has_news({}), now=1.0)

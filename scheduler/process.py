@@ -12,7 +12,8 @@ event loop keeps serving watches and probes), then carry out its decisions:
   flight get a few seconds to finish;
 - evictions through the pods/eviction subresource;
 - PodGroup status (phase, conditions, counts) with a plain update, only when it changed (the
-  PodGroup CRD has no status subresource, as in Volcano); Queue ``status.allocated`` likewise;
+  PodGroup CRD has no status subresource, as in Volcano), with the same write carrying the
+  record of why the job waits (``scheduler.why``); Queue ``status.allocated`` likewise;
 - a ``PodScheduled=False`` condition on pods that could not be placed, with the reason;
 - Events on PodGroups and pods.
 
@@ -48,6 +49,7 @@ from caldera.api.volcano import (
     Queue,
     QueueSpec,
 )
+from caldera.api.why import WHY_ANNOTATION, WaitRecord, encode_record
 from caldera.kube.client import KubeClient, PatchType
 from caldera.kube.errors import AlreadyExists, ApiConnectionError, ApiError, Conflict, NotFound
 from caldera.kube.events import EventRecorder
@@ -60,6 +62,7 @@ from scheduler.framework.session import Session, SessionResult
 from scheduler.live_snapshot import CachedObjects, LiveSnapshot
 from scheduler.quiet import QuietSessions
 from scheduler.snapshot import CachedRequests
+from scheduler.why import unschedulable_reasons
 
 log = structlog.get_logger("scheduler")
 K = TypeVar("K", bound=KubeObject)
@@ -102,6 +105,13 @@ class SchedulerMetrics:
         self.unschedulable_tasks = Gauge(
             "caldera_unschedule_task_count",
             "Pods not placed in the last session",
+            registry=registry,
+        )
+        self.unschedulable_reasons = Gauge(
+            "caldera_unschedule_task_reason_count",
+            "Pods not placed in the last session, by reason (a pod counts under every reason "
+            "a node gave)",
+            ["reason"],
             registry=registry,
         )
         self.action_latency = Histogram(
@@ -391,6 +401,9 @@ class SchedulerLoop:
         )
         self.metrics.attempts.labels(result="unschedulable").inc(len(result.unschedulable))
         self.metrics.unschedulable_tasks.set(len(result.unschedulable))
+        self.metrics.unschedulable_reasons.clear()
+        for reason, count in unschedulable_reasons(result.unschedulable.values()).items():
+            self.metrics.unschedulable_reasons.labels(reason=reason).set(count)
         writes = await self._write_podgroups(result)
         writes += await self._write_queues(result)
         writes += await self._mark_unschedulable(result.unschedulable)
@@ -445,24 +458,26 @@ class SchedulerLoop:
         not_ready = 0
         gate = asyncio.Semaphore(STATUS_WRITES_IN_FLIGHT)
 
-        async def write(key: str, current: PodGroup, status: PodGroupStatus) -> None:
+        async def write(key: str, updated: PodGroup) -> None:
             async with gate:
                 try:
-                    await self.client.replace(
-                        PODGROUP, msgspec.structs.replace(current, status=status)
-                    )
+                    await self.client.replace(PODGROUP, updated)
                 except (Conflict, NotFound):
                     pass  # changed meanwhile: the next session recomputes it
                 except (ApiError, ApiConnectionError) as exc:
                     log.warning("podgroup status write failed", podgroup=key, error=str(exc))
 
         writes = []
-        for key, status in result.podgroup_status.items():
+        for status in result.podgroup_status.values():
             if status.phase in ("Pending", "Inqueue", "Unknown"):
                 not_ready += 1
+        for key in result.podgroup_status.keys() | result.podgroup_why.keys():
             current: PodGroup | None = self.podgroups.store.get(key)
             if current is not None:
-                writes.append(write(key, current, status))
+                updated = with_findings(
+                    current, result.podgroup_status.get(key), result.podgroup_why.get(key)
+                )
+                writes.append(write(key, updated))
         await asyncio.gather(*writes)
         self.metrics.unschedulable_jobs.set(not_ready)
         return len(writes)
@@ -529,6 +544,21 @@ class SchedulerLoop:
             writes.append(write(key, uid, message))
         await asyncio.gather(*writes)
         return len(writes)
+
+
+def with_findings(
+    pg: PodGroup, status: PodGroupStatus | None, record: WaitRecord | None
+) -> PodGroup:
+    """The PodGroup with a session's status and wait record (one write carries both: the
+    PodGroup CRD has no status subresource)."""
+    if status is not None:
+        pg = msgspec.structs.replace(pg, status=status)
+    if record is not None:
+        annotations = {**pg.metadata.annotations, WHY_ANNOTATION: encode_record(record)}
+        pg = msgspec.structs.replace(
+            pg, metadata=msgspec.structs.replace(pg.metadata, annotations=annotations)
+        )
+    return pg
 
 
 def scheduler_conf_path(settings: SchedulerSettings) -> str:

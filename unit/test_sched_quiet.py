@@ -2,9 +2,9 @@
 skipped, running it anyway decides exactly what the last one did, which changed nothing.
 
 Random sequences (the live snapshot test's random cache) change the cluster now and then and
-run a session each step, as the process does: binds become assumed, PodGroup statuses are
-written back to the cache (their echo is noted, as the informer's would be), evictions delete
-the pod. ``CALDERA_QUIET_RUNS`` sets the number of sequences (CI: 120).
+run a session each step, as the process does: binds become assumed, PodGroup statuses and wait
+records are written back to the cache (their echo is noted, as the informer's would be),
+evictions delete the pod. ``CALDERA_QUIET_RUNS`` sets the number of sequences (CI: 120).
 """
 
 from __future__ import annotations
@@ -13,10 +13,9 @@ import datetime as dt
 import os
 import random
 
-import msgspec
-
 from scheduler.conf import parse_conf
 from scheduler.framework.session import SessionResult
+from scheduler.process import with_findings
 from scheduler.quiet import MAX_QUIET_SECONDS, QuietSessions, changed_nothing, reads_clock
 from scheduler.registry import ACTIONS, PLUGINS
 from unit.test_sched_live_snapshot import CONF, T0, Cache
@@ -47,10 +46,11 @@ def run_and_apply(cache: Cache, now: dt.datetime) -> tuple[SessionResult, int]:
             cache.delete(cache.pods, key)
             cache.assumed.pop(evict.task.uid, None)
     writes = 0
-    for key, status in result.podgroup_status.items():
+    for key in result.podgroup_status.keys() | result.podgroup_why.keys():
         pg = cache.podgroups.items.get(key)
         if pg is not None:
-            cache.podgroups.items[key] = updated = msgspec.structs.replace(pg, status=status)
+            status, record = result.podgroup_status.get(key), result.podgroup_why.get(key)
+            cache.podgroups.items[key] = updated = with_findings(pg, status, record)
             cache.live.podgroup_changed(updated)
             writes += 1
     return result, writes

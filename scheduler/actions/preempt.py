@@ -51,6 +51,7 @@ from scheduler.actions.room import (
 )
 from scheduler.api.types import JobInfo, QueueInfo, TaskInfo, TaskStatus
 from scheduler.framework.session import Session
+from scheduler.why import DETAIL
 
 PREEMPTABLE_STATUSES = frozenset({TaskStatus.BOUND, TaskStatus.RUNNING})  # Volcano's
 
@@ -95,13 +96,20 @@ class PreemptAction:
 
         shapes = Shapes(ssn)
         attempt = Attempt()
+        failed: TaskInfo | None = None
         for task in pending_in_order(ssn, job):
             if not ssn.job_starving(job):
                 break
             stmt = shapes.try_room(task, find)
             if stmt is not None:
                 attempt.statements.append(stmt)
+            elif failed is None:
+                failed = task
         attempt.finish(ssn, job)
+        if failed is not None and not ssn.job_pipelined(job):
+            where = f"in queue {queue.name}"
+            why = finder.why_no_room(failed, queue=queue, where=where, owners=owners)
+            ssn.note_wait(job.key, DETAIL, why)
 
     @staticmethod
     def _within_job(ssn: Session, finder: RoomFinder, queue: QueueInfo, job: JobInfo) -> None:

@@ -36,6 +36,7 @@ from scheduler.actions.room import (
 )
 from scheduler.api.types import JobInfo, QueueInfo, TaskInfo, TaskStatus
 from scheduler.framework.session import Session
+from scheduler.why import DETAIL
 
 RECLAIMABLE_STATUSES = (TaskStatus.RUNNING,)
 
@@ -86,15 +87,23 @@ class ReclaimAction:
 
         shapes = Shapes(ssn)
         attempt = Attempt()
+        failed: TaskInfo | None = None
         for task in pending_in_order(ssn, job):
             if ssn.overused(queue):
                 break
             if shapes.known_to_fail(task):
+                failed = failed or task
                 continue
             if not ssn.allocatable(queue, task) or not ssn.preemptive(queue, [task]):
                 shapes.failed_now(task)  # a task of the same shape is refused alike
+                failed = failed or task
                 continue
             stmt = shapes.try_room(task, find)
             if stmt is not None:
                 attempt.statements.append(stmt)
+            else:
+                failed = failed or task
         attempt.finish(ssn, job)
+        if failed is not None and not ssn.job_pipelined(job):
+            why = finder.why_no_room(failed, queue=queue, where="in other queues", owners=owners)
+            ssn.note_wait(job.key, DETAIL, why)

@@ -41,6 +41,13 @@ from scheduler.framework.session import Session
 from scheduler.framework.statement import Statement
 
 VictimKind = Literal["preemptable", "reclaimable"]
+# Why a plugin's job screen rules a job out, for the wait record (scheduler.why).
+SCREEN_PHRASES = {
+    "priority": "equal or higher priority",
+    "gang": "at minAvailable",
+    "proportion": "queue at or below its deserved share",
+    "preemption-toleration": "tolerating this preemptor",
+}
 
 
 def wants_room(task: TaskInfo) -> bool:
@@ -199,6 +206,7 @@ class RoomFinder:
         self.victim_key = ssn.victim_order_key()
         self.choose = ssn.preemptable if kind == "preemptable" else ssn.reclaimable
         self._by_queue: dict[str, list[JobInfo]] | None = None
+        self._why: dict[tuple[object, ...], str] = {}
 
     def jobs_of(self, queues: Iterable[str]) -> list[JobInfo]:
         """The jobs of the given queues that have a task in the victim statuses, indexed once
@@ -210,6 +218,58 @@ class RoomFinder:
                 if job.count(*self.statuses):
                     self._by_queue.setdefault(job.queue, []).append(job)
         return [job for name in queues for job in self._by_queue.get(name, ())]
+
+    def why_no_room(
+        self, preemptor: TaskInfo, *, queue: QueueInfo, where: str, owners: Sequence[JobInfo]
+    ) -> str:
+        """Why no victim made room for ``preemptor`` (a line of the job's wait record): the
+        jobs that could give one, and which plugin ruled the others out. Worked out once per
+        task shape while no node changes, since every gang of a backlog may ask."""
+        key = (shape(preemptor), queue.name, where, len(self.ssn.node_changes))
+        known = self._why.get(key)
+        if known is not None:
+            return known
+        action = "preemption" if self.kind == "preemptable" else "reclaim"
+        if not queue_takes(self.ssn, queue, preemptor):
+            text = (
+                f"{action} considered: queue {queue.name} may not take more now (overused, or "
+                "beyond its deserved share)"
+            )
+        elif self.kind == "reclaimable" and not self.ssn.preemptive(queue, [preemptor]):
+            text = (
+                f"{action} considered: queue {queue.name} may not reclaim this pod: with it, "
+                "the queue would exceed its deserved share"
+            )
+        elif not owners:
+            text = f"{action} considered: no job {where} has running pods to evict"
+        else:
+            screens = self.ssn.victim_screens(self.kind)
+            ruled: dict[str, int] = {}
+            giving = 0
+            for job in owners:
+                rejecting = next((p for p, screen in screens if not screen(preemptor, job)), None)
+                if rejecting is None:
+                    giving += 1
+                else:
+                    ruled[rejecting] = ruled.get(rejecting, 0) + 1
+            reasons = ", ".join(
+                f"{n} {SCREEN_PHRASES.get(plugin, f'ruled out by {plugin}')}"
+                for plugin, n in sorted(ruled.items())
+            )
+            if giving == 0:
+                text = (
+                    f"{action} considered: none of the {len(owners)} jobs with running pods "
+                    f"{where} may give one ({reasons})"
+                )
+            else:
+                text = (
+                    f"{action} considered: {giving} of {len(owners)} jobs with running pods "
+                    f"{where} may give pods, but evicting them frees no node for a "
+                    f"{preemptor.role or 'pending'} pod"
+                    + (f" (the others: {reasons})" if reasons else "")
+                )
+        self._why[key] = text
+        return text
 
     def make_room(
         self,

@@ -3,7 +3,8 @@
     open session -> plugins register callbacks (tier order)
     -> actions run in the configured order
     -> plugins close (gang writes conditions)
-    -> PodGroup status and queue allocation are derived from the session's final state
+    -> PodGroup status, why each waiting job waits (scheduler.why) and queue allocation are
+       derived from the session's final state
 
 The process around it builds the snapshot from its cache and performs the I/O; the simulator
 drives the same function in virtual time.
@@ -24,6 +25,7 @@ from scheduler.api.types import JobInfo, TaskStatus
 from scheduler.conf import SchedulerConf
 from scheduler.framework.plugin import Action, Arguments, Plugin
 from scheduler.framework.session import Session, SessionResult
+from scheduler.why import publish, wait_record
 
 PluginFactory = Callable[[Arguments], Plugin]
 ActionFactory = Callable[[Mapping[str, Any]], Action]
@@ -63,6 +65,12 @@ def run_session(session: Session, conf: SchedulerConf, registry: Registry) -> Se
         current = job.podgroup.status if job.podgroup is not None else PodGroupStatus()
         if status_changed(current, status):
             session.result.podgroup_status[job.key] = status
+    for job in session.jobs.values():
+        found = wait_record(job, session.wait_notes.get(job.key, ()), session.now)
+        record, held = publish(job, found, session.now)
+        if record is not None:
+            session.result.podgroup_why[job.key] = record
+        session.result.why_deferred += held
     session.result.queue_allocated = queue_allocation(session)
     return session.result
 

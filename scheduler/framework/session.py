@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 
 from caldera.api.resources import Resources
 from caldera.api.volcano import PodGroupCondition, PodGroupStatus
+from caldera.api.why import WaitRecord
 from scheduler.api.types import ClusterInfo, JobInfo, NodeInfo, QueueInfo, TaskInfo
 from scheduler.framework.plugin import PluginOption
 from scheduler.framework.statement import Statement
@@ -94,6 +95,10 @@ class SessionResult:
     podgroup_phase_inqueue: list[str] = field(default_factory=list)  # job keys enqueued
     queue_allocated: dict[str, Resources] = field(default_factory=dict)
     unschedulable: dict[str, str] = field(default_factory=dict)  # task key -> fit message
+    # Why a job waits (caldera.api.why), by job key: written only when the finding changed,
+    # and kept back (counted in why_deferred) while the last one is younger than its refresh.
+    podgroup_why: dict[str, WaitRecord] = field(default_factory=dict)
+    why_deferred: int = 0
     events: list[EventRecord] = field(default_factory=list)
     # Figures for the process's metrics (plugins fill theirs when the session closes).
     action_seconds: dict[str, float] = field(default_factory=dict)
@@ -134,6 +139,9 @@ class Session:
         self.total_resource = cluster.total_allocatable()
         # The PodGroup condition a plugin (gang) set for a job in this session.
         self.job_conditions: dict[str, PodGroupCondition] = {}
+        # What plugins and actions found about why a job waits: (stage, text) by job key,
+        # stage a caldera.api.why.WaitStage or DETAIL (scheduler.why composes the record).
+        self.wait_notes: dict[str, list[tuple[str, str]]] = {}
         # The actions of this session's configuration (allocate enqueues by itself when
         # "enqueue" is not among them).
         self.configured_actions: tuple[str, ...] = ()
@@ -419,6 +427,17 @@ class Session:
     def notify_deallocate(self, task: TaskInfo) -> None:
         for reg in self._registered("allocate_handlers"):
             reg.fn[1](task)
+
+    def note_wait(self, job: str, stage: str, text: str) -> None:
+        """Note why ``job`` waits (see ``scheduler.why``); repeated notes are kept once."""
+        notes = self.wait_notes.setdefault(job, [])
+        if (stage, text) not in notes:
+            notes.append((stage, text))
+
+    def victim_screens(self, kind: str) -> list[tuple[str, JobScreenFn]]:
+        """The job screens of ``kind``'s deciding victim functions, by plugin (to tell a
+        user which plugin rules a job out)."""
+        return [(reg.plugin, reg.screen) for reg in self._deciding(kind) if reg.screen is not None]
 
     def record_event(
         self, kind: str, namespace: str, name: str, type_: str, reason: str, message: str

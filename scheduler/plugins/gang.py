@@ -11,7 +11,8 @@
 - at session close: the PodGroup condition (Unschedulable with NotEnoughResources and
   "X/Y tasks in gang unschedulable: ...", or Scheduled), the PodGroup event of Volcano's job
   updater (Warning Unschedulable while the phase is Pending, Inqueue or Unknown, else Normal
-  Scheduled "pod group is ready" when the status changed), and each waiting pod's message.
+  Scheduled "pod group is ready" when the status changed), each waiting pod's message, and
+  the gang's need for the wait record ("needs 8 pods at once (minAvailable); 5 fit now").
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from caldera.api.meta import format_time
 from caldera.api.volcano import PodGroupCondition
+from caldera.api.why import WaitStage
 from scheduler.api.types import (
     ALLOCATED_STATUSES,
     READY_STATUSES,
@@ -258,6 +260,11 @@ class GangPlugin:
                 job_message = (
                     f"{job.min_available - schedulable}/{len(job.tasks)} tasks in gang "
                     f"unschedulable: {fit_error(job)}"
+                )
+                ssn.note_wait(
+                    job.key,
+                    WaitStage.ALLOCATE,
+                    f"needs {job.min_available} pods at once (minAvailable); {schedulable} fit now",
                 )
                 condition = PodGroupCondition(
                     type="Unschedulable",

@@ -15,8 +15,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from caldera.api.resources import Resources
+from caldera.api.why import WaitStage
 from scheduler.api.types import ALLOCATED_STATUSES, JobInfo, TaskStatus
 from scheduler.framework.plugin import Arguments
+from scheduler.why import gate_text
 
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
@@ -39,12 +41,14 @@ class OvercommitPlugin:
         if self.factor < 1.0:
             # Volcano: a factor below 1 is a mistake and falls back to the default.
             self.factor = DEFAULT_FACTOR
+        self.promised = Resources()  # allocatable x factor
         self.idle = Resources()
         self.inqueue = Resources()
 
     def on_session_open(self, ssn: Session) -> None:
         used = Resources.sum(n.used for n in ssn.nodes.values())
-        self.idle = ssn.total_resource.scale(self.factor) - used
+        self.promised = ssn.total_resource.scale(self.factor)
+        self.idle = self.promised - used
         inqueue: list[Resources] = []
         for job in ssn.jobs.values():
             if job.min_resources.is_empty():
@@ -68,6 +72,25 @@ class OvercommitPlugin:
                 return 1
             ssn.record_event(
                 "PodGroup", job.namespace, job.name, "Normal", "Unschedulable", OVERUSED_MESSAGE
+            )
+            promised = self.promised
+            ssn.note_wait(
+                job.key,
+                WaitStage.ENQUEUE,
+                gate_text(
+                    holder=f"the cluster (allocatable x {self.factor:g}, overcommit)",
+                    limit=promised,
+                    allocated=promised - idle,
+                    reserved=inqueue,
+                    need=need,
+                    freed_by=Resources(
+                        {
+                            n: inqueue.get(n) + amount - idle.get(n)
+                            for n, amount in need.items()
+                            if inqueue.get(n) + amount > idle.get(n)
+                        }
+                    ),
+                ),
             )
             return -1
 

@@ -64,9 +64,11 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from caldera.api.resources import Resources
+from caldera.api.why import WaitStage
 from scheduler.api.types import ALLOCATED_STATUSES, JobInfo, QueueInfo, TaskInfo, TaskStatus
 from scheduler.framework.plugin import Arguments
 from scheduler.framework.session import Session
+from scheduler.why import gate_text
 
 # Names Volcano's Resource does not track as resources (see drf).
 UNTRACKED = ("pods", "ephemeral-storage", "storage")
@@ -339,20 +341,44 @@ class ProportionPlugin:
 
     def job_enqueueable(self, job: JobInfo) -> int:
         """Reject jobs of a closed queue or beyond the queue's quota; permit the others."""
-        queue = self._ssn.queues.get(job.queue) if self._ssn is not None else None
+        ssn = self._ssn
+        queue = ssn.queues.get(job.queue) if ssn is not None else None
         attr = self.queue_attrs.get(job.queue)
         if queue is None or attr is None or not queue.open:
+            if ssn is not None and queue is not None:
+                ssn.note_wait(
+                    job.key,
+                    WaitStage.QUEUE,
+                    f"queue {queue.name} is {queue.state}: no job in it is admitted until it "
+                    "is opened",
+                )
             return -1
         if job.min_resources.is_empty():
             return 1
-        wanted = (
-            job.min_resources.without(*UNTRACKED) + attr.allocated + attr.inqueue - attr.elastic
-        )
+        need = job.min_resources.without(*UNTRACKED)
+        wanted = need + attr.allocated + attr.inqueue - attr.elastic
         if wanted.less_equal(attr.real_capability, missing="unbounded"):
             return 1
-        if self._ssn is not None:
-            self._ssn.record_event(
+        if ssn is not None:
+            ssn.record_event(
                 "PodGroup", job.namespace, job.name, "Normal", "Unschedulable", QUOTA_EVENT
+            )
+            limit = attr.real_capability
+            over = Resources(
+                {n: a - limit.get(n) for n, a in wanted.items() if n in limit and a > limit.get(n)}
+            )
+            ssn.note_wait(
+                job.key,
+                WaitStage.ENQUEUE,
+                gate_text(
+                    holder=f"queue {queue.name}",
+                    limit=limit,
+                    allocated=attr.allocated,
+                    reserved=attr.inqueue,
+                    need=need,
+                    freed_by=over,
+                    elastic=attr.elastic,
+                ),
             )
         return -1
 
