@@ -14,7 +14,8 @@ from caldera.process import StartupError, connect, lead_when_elected, stop_on_si
 from caldera.settings import SchedulerSettings
 from informers.factory import SharedInformerFactory
 from scheduler.conf import ConfError
-from scheduler.process import ConfSource, SchedulerLoop, SchedulerMetrics, scheduler_conf_path
+from scheduler.metrics import SchedulerMetrics
+from scheduler.process import ConfSource, SchedulerLoop, scheduler_conf_path
 from scheduler.registry import REGISTRY
 
 log = structlog.get_logger("scheduler")
@@ -28,12 +29,12 @@ async def run(settings: SchedulerSettings) -> int:
         )
     except ConfError as exc:
         raise StartupError(str(exc)) from None
-    registry = new_registry()
-    client = await connect(settings, registry)
+    metrics_registry = new_registry()
+    client = await connect(settings, metrics_registry)
     try:
         stopping = stop_on_signals()
-        factory = SharedInformerFactory(client, registry=registry)
-        recorder = EventRecorder(client, "caldera-scheduler", registry=registry)
+        factory = SharedInformerFactory(client, registry=metrics_registry)
+        recorder = EventRecorder(client, "caldera-scheduler", registry=metrics_registry)
         loop = SchedulerLoop(
             settings=settings,
             client=client,
@@ -41,9 +42,11 @@ async def run(settings: SchedulerSettings) -> int:
             recorder=recorder,
             registry=REGISTRY,
             conf=conf,
-            metrics=SchedulerMetrics(registry),
+            metrics=SchedulerMetrics(metrics_registry),
         )
-        health = HealthServer(registry, host=settings.listen_address, port=settings.metrics_port)
+        health = HealthServer(
+            metrics_registry, host=settings.listen_address, port=settings.metrics_port
+        )
         health.add_readiness_check("not-stopping", lambda: not stopping.is_set())
         health.add_readiness_check("informers-synced", factory.has_synced)
         try:
@@ -61,7 +64,9 @@ async def run(settings: SchedulerSettings) -> int:
 
         code = 0
         try:
-            await lead_when_elected(settings, "caldera-scheduler", client, registry, lead, stopping)
+            await lead_when_elected(
+                settings, "caldera-scheduler", client, metrics_registry, lead, stopping
+            )
         except LeadershipLostError as exc:
             log.error(
                 "leadership lost; exiting so that a restart rejoins as candidate", error=str(exc)

@@ -29,7 +29,7 @@ from caldera.settings import (
 )
 from controllers.queue.metrics import QueueMetrics
 from informers.metrics import InformerMetrics, WorkQueueMetrics
-from scheduler.process import SchedulerMetrics
+from scheduler.metrics import SchedulerMetrics
 from webhooks.server import WebhookMetrics
 
 REPO = Path(__file__).resolve().parent.parent

@@ -9,7 +9,7 @@ from caldera.api.resources import Resources
 from scheduler.conf import DEFAULT_CONF, parse_conf
 from scheduler.framework.runner import run_session
 from scheduler.framework.session import Session, SessionResult
-from scheduler.process import SchedulerMetrics
+from scheduler.metrics import SchedulerMetrics
 from scheduler.registry import REGISTRY
 from unit.test_sched_allocate import make_cluster, make_job, make_node
 

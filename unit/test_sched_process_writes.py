@@ -17,7 +17,8 @@ from caldera.api.volcano import PodGroup, PodGroupStatus
 from caldera.kube.errors import Conflict
 from scheduler.api.types import TaskInfo, TaskStatus
 from scheduler.framework.session import SessionResult
-from scheduler.process import STATUS_WRITES_IN_FLIGHT, SchedulerLoop, SchedulerMetrics
+from scheduler.metrics import SchedulerMetrics
+from scheduler.process import STATUS_WRITES_IN_FLIGHT, SchedulerLoop
 
 
 class _Store:

@@ -15,7 +15,7 @@ import random
 
 from scheduler.conf import parse_conf
 from scheduler.framework.session import SessionResult
-from scheduler.process import with_findings
+from scheduler.framework.status import with_findings
 from scheduler.quiet import MAX_QUIET_SECONDS, QuietSessions, changed_nothing, reads_clock
 from scheduler.registry import ACTIONS, PLUGINS
 from unit.test_sched_live_snapshot import CONF, T0, Cache

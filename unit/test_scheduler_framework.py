@@ -15,8 +15,8 @@ from caldera.api.volcano import PodGroupCondition
 from scheduler.api.types import ClusterInfo, JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus
 from scheduler.conf import DEFAULT_CONF, ConfError, parse_conf
 from scheduler.framework.plugin import Arguments, PluginOption
-from scheduler.framework.runner import podgroup_status, queue_allocation, status_changed
 from scheduler.framework.session import Session
+from scheduler.framework.status import podgroup_status, queue_allocation, status_changed
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 

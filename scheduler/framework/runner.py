@@ -17,14 +17,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import msgspec
-
-from caldera.api.resources import Resources
-from caldera.api.volcano import PodGroupCondition, PodGroupPhase, PodGroupStatus
-from scheduler.api.types import JobInfo, TaskStatus
+from caldera.api.volcano import PodGroupStatus
 from scheduler.conf import SchedulerConf
 from scheduler.framework.plugin import Action, Arguments, Plugin
 from scheduler.framework.session import Session, SessionResult
+from scheduler.framework.status import podgroup_status, queue_allocation, status_changed
 from scheduler.why import publish, wait_record
 
 PluginFactory = Callable[[Arguments], Plugin]
@@ -73,68 +70,3 @@ def run_session(session: Session, conf: SchedulerConf, registry: Registry) -> Se
         session.result.why_deferred += held
     session.result.queue_allocated = queue_allocation(session)
     return session.result
-
-
-def podgroup_status(job: JobInfo, condition: PodGroupCondition | None) -> PodGroupStatus:
-    """A job's PodGroup status after the session (Volcano's job updater rules)."""
-    current = job.podgroup.status if job.podgroup is not None else PodGroupStatus()
-    running = job.count(TaskStatus.RUNNING)
-    scheduled = job.count(
-        TaskStatus.RUNNING,
-        TaskStatus.BOUND,
-        TaskStatus.BINDING,
-        TaskStatus.FAILED,
-        TaskStatus.SUCCEEDED,
-    )
-    completed = job.count(TaskStatus.SUCCEEDED, TaskStatus.FAILED)
-    unschedulable = condition is not None and condition.type == "Unschedulable"
-    if running and unschedulable:
-        phase = PodGroupPhase.UNKNOWN.value
-    elif scheduled >= job.min_available and scheduled > 0:
-        phase = (
-            PodGroupPhase.COMPLETED.value if completed == scheduled else PodGroupPhase.RUNNING.value
-        )
-    elif job.phase == PodGroupPhase.INQUEUE.value:
-        phase = PodGroupPhase.INQUEUE.value
-    else:
-        phase = PodGroupPhase.PENDING.value
-    conditions = list(current.conditions)
-    if condition is not None:
-        conditions = [c for c in conditions if c.type != condition.type] + [condition]
-    return PodGroupStatus(
-        phase=phase,
-        conditions=tuple(conditions),
-        running=running,
-        succeeded=job.count(TaskStatus.SUCCEEDED),
-        failed=job.count(TaskStatus.FAILED),
-    )
-
-
-def _comparable(status: PodGroupStatus) -> PodGroupStatus:
-    conditions = tuple(
-        msgspec.structs.replace(c, transition_id="", last_transition_time=None)
-        for c in status.conditions
-    )
-    return msgspec.structs.replace(status, conditions=conditions)
-
-
-def status_changed(before: PodGroupStatus, after: PodGroupStatus) -> bool:
-    """Whether a write is needed: conditions are compared without their ids and times."""
-    return _comparable(before) != _comparable(after)
-
-
-def queue_allocation(session: Session) -> dict[str, Resources]:
-    """Resources held by each queue's jobs, added up the parent chain to the root."""
-    own: dict[str, Resources] = {name: Resources() for name in session.queues}
-    for job in session.jobs.values():
-        if job.queue in own:
-            own[job.queue] = own[job.queue] + job.allocated
-    total = dict(own)
-    for name, amount in own.items():
-        seen = {name}
-        parent = session.queues[name].parent
-        while parent and parent in total and parent not in seen:
-            total[parent] = total[parent] + amount
-            seen.add(parent)
-            parent = session.queues[parent].parent
-    return total

@@ -31,8 +31,8 @@ from scheduler.api.types import (
     TaskStatus,
 )
 from scheduler.framework.plugin import Arguments
-from scheduler.framework.runner import podgroup_status, status_changed
 from scheduler.framework.session import ValidateResult
+from scheduler.framework.status import podgroup_status, status_changed
 
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
