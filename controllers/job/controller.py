@@ -38,7 +38,7 @@ from caldera.api.kinds import (
     SECRET,
     kind_for,
 )
-from caldera.api.meta import ObjectReference
+from caldera.api.meta import ObjectReference, format_duration
 from caldera.api.volcano import (
     BATCH_API_VERSION,
     CONTROLLER_OUT_OF_SYNC_KEY,
@@ -54,6 +54,7 @@ from caldera.kube.errors import AlreadyExists, ApiError, Conflict, Invalid, NotF
 from controllers.job import events
 from controllers.job.created import CreatedPods
 from controllers.job.events import Request
+from controllers.job.pending import pending_event
 from controllers.job.plugins import PluginSet, build_plugins
 from controllers.job.plugins.ssh import generate_key_pair, key_pair_from_secret, secret_name
 from controllers.job.pods import (
@@ -230,6 +231,11 @@ class JobController(Controller):
             self._created.seen(key, pod)
 
     def _podgroup_updated(self, old: PodGroup, new: PodGroup) -> None:
+        pending = pending_event(old, new)
+        if pending is not None:
+            # Recorded here, on the change itself, not per reconcile: see controllers.job.pending.
+            job, message = pending
+            self.ctx.recorder.record(job, "Warning", JobEventReason.POD_GROUP_PENDING, message)
         self._post_request(events.on_podgroup_update(old, new))
 
     def _pvc_added(self, pvc: PersistentVolumeClaim) -> None:
@@ -280,6 +286,13 @@ class JobController(Controller):
                     entry = self._delayed.schedule(request, decision)
                     if entry is not None:
                         self._arm(key, entry.token, decision.delay)
+                        self._event(
+                            job,
+                            "Normal",
+                            JobEventReason.EXECUTE_ACTION,
+                            f"Execute action {decision.action} after "
+                            f"{format_duration(decision.delay)}",
+                        )
                     continue
             before = job.metadata.resource_version
             try:
@@ -287,11 +300,12 @@ class JobController(Controller):
             except Exception as exc:
                 limit = self.ctx.settings.max_requeue_num
                 if limit >= 0 and self.queue.num_requeues(key) >= limit:
-                    # Volcano's handleJobError: a Job that keeps failing is terminated.
+                    # Volcano's handleJobError: a Job that keeps failing is terminated. Volcano
+                    # records it as Normal; a Job ended by errors is a Warning here.
                     self._event(
                         job,
                         "Warning",
-                        JobEventReason.JOB_STATUS_ERROR,
+                        JobEventReason.EXECUTE_ACTION,
                         f"Job failed on action {decision.action} for retry limit reached: {exc}",
                     )
                     self.queue.forget(key)
