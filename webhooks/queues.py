@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from caldera.api.meta import ResourceList
+from caldera.api.podtemplate import invalid
 from caldera.api.quantity import QuantityError, parse_quantity
 from caldera.api.resources import to_milli
 from caldera.api.volcano import (
@@ -30,7 +31,6 @@ from caldera.api.volcano import (
 )
 from webhooks.admission import Operation, PatchOp, add, escape_pointer
 from webhooks.lookups import ClusterView, queue_parent
-from webhooks.templates import invalid
 
 __all__ = ["QueueRules", "mutate_queue", "validate_queue"]
 
