@@ -1,5 +1,7 @@
 """Events the job controller records on a Job, on the real API server: Volcano's PodGroupPending
-Warning when the Job's PodGroup is Unschedulable, once per message, not once per sync."""
+Warning when the Job's PodGroup is Unschedulable, once per message, not once per sync; and a Job
+stored with a template the API server refuses as a pod (no webhook was there to refuse it):
+one FailedCreate Warning naming the field, status.state naming it, Terminated, no retry loop."""
 
 from __future__ import annotations
 
@@ -13,7 +15,15 @@ from caldera.api.kinds import EVENT, JOB, PODGROUP
 from caldera.api.volcano import PodGroup
 from caldera.kube.client import KubeClient
 from caldera.kube.errors import NotFound
-from e2e.job_fixtures import get_job, job, job_controller, task  # noqa: F401 - fixtures
+from e2e.job_fixtures import (  # noqa: F401 - fixtures
+    get_job,
+    in_phase,
+    job,
+    job_controller,
+    pods_of,
+    scheduled,
+    task,
+)
 from e2e.waiting import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("job_controller")]
@@ -89,3 +99,60 @@ async def test_podgroup_pending_event_once_per_message(kube: KubeClient, namespa
         want: 1,
         f"PodGroup {namespace}:gang unschedulable, reason: {later}": 1,
     }
+
+
+async def _terminated_once(kube: KubeClient, namespace: str, name: str, field: str) -> None:
+    """The Job ends Terminated with reason InvalidPodTemplate naming `field`, one FailedCreate
+    Event naming it, and stays so: no further create attempts, no further Events."""
+    done = await eventually(
+        lambda: in_phase(kube, namespace, name, "Terminated"), timeout=60, what="Terminated"
+    )
+    phases = [c.status for c in done.status.conditions]
+    assert phases.index("Terminating") < phases.index("Terminated"), phases
+    events = await eventually(
+        lambda: _count(kube, namespace, name, "FailedCreate", 1), timeout=30, what="FailedCreate"
+    )
+    await asyncio.sleep(3)  # a hot loop of creates would add Events or raise the count here
+    again = await _events(kube, namespace, name, "FailedCreate")
+    assert [(e.type, e.count) for e in again] == [("Warning", 1)]
+    assert field in events[0].message
+    assert "the job is terminated" in events[0].message
+    state = (await get_job(kube, namespace, name)).status.state
+    assert (state.phase, state.reason) == ("Terminated", "InvalidPodTemplate")
+    assert field in state.message
+    assert not {
+        n
+        for n, p in (await pods_of(kube, namespace, name)).items()
+        if p.metadata.deletion_timestamp is None
+    }
+
+
+async def test_stored_job_with_negative_request_is_terminated_once(
+    kube: KubeClient, namespace: str
+) -> None:
+    """cpu "-1" (the webhook would refuse it): no pod is ever created; the Job is terminated with
+    the field in a Warning Event and in status.state, once."""
+    bad = task("w", 2)
+    bad["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "-1"
+    await kube.create(JOB, job("neg", [bad]), namespace=namespace)
+    field = (
+        'spec.task[0].template.spec.containers[0].resources.requests[cpu]: Invalid value: "-1": '
+        "must be greater than or equal to 0"
+    )
+
+    await _terminated_once(kube, namespace, "neg", field)
+    assert not await pods_of(kube, namespace, "neg")
+    state = (await get_job(kube, namespace, "neg")).status.state
+    assert state.message == field
+
+
+@pytest.mark.usefixtures("scheduled")
+async def test_pod_refused_as_invalid_terminates_the_job_once(
+    kube: KubeClient, namespace: str
+) -> None:
+    """A template rule Caldera does not check (a probe without a handler): the API server refuses
+    the pod create with 422; the Job is terminated with its message once, not retried."""
+    bad = task("w", 1)
+    bad["template"]["spec"]["containers"][0]["livenessProbe"] = {"periodSeconds": 5}
+    await kube.create(JOB, job("probe", [bad]), namespace=namespace)
+    await _terminated_once(kube, namespace, "probe", "spec.containers[0].livenessProbe")

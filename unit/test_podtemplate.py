@@ -9,7 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from caldera.api.podtemplate import template_errors
+from caldera.api.meta import ObjectMeta, TemplateMeta
+from caldera.api.podtemplate import job_template_errors, template_errors
+from caldera.api.volcano import Job, JobSpec, TaskSpec, VolumeClaimTemplate
 from unit.podtemplate_cases import CASES, Case, c, res
 
 
@@ -94,3 +96,21 @@ def test_any_template_gives_field_errors_never_an_exception(
     for body in (spec, {**spec, "containers": containers}):
         for e in template_errors("t", {"spec": body}, numa=False, task_index=0):
             assert e.startswith("t.spec"), e
+
+
+def test_job_template_errors_name_each_task_and_skip_the_numa_rule() -> None:
+    """The controller's check: every task, Volcano's spec.task[i] paths, claim templates count as
+    volumes, and no NUMA rule (the API server does not refuse a fractional CPU)."""
+    mount = {"name": "data", "mountPath": "/d"}
+    good = TaskSpec(
+        name="a",
+        topology_policy="single-numa-node",
+        template={"spec": {"containers": [c(volumeMounts=[mount], **res({"cpu": "500m"}))]}},
+        volume_claim_templates=(VolumeClaimTemplate(metadata=TemplateMeta(name="data")),),
+    )
+    bad = TaskSpec(name="b", template={"spec": {"containers": [c(**res({"memory": "-1"}))]}})
+    job = Job(metadata=ObjectMeta(name="j"), spec=JobSpec(tasks=(good, bad)))
+    assert job_template_errors(job) == [
+        'spec.task[1].template.spec.containers[0].resources.requests[memory]: Invalid value: "-1": '
+        "must be greater than or equal to 0"
+    ]

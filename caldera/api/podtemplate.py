@@ -38,12 +38,14 @@ from typing import Any, Final
 
 from caldera.api.names import dns1123_label
 from caldera.api.quantity import QuantityError, milli_value, parse_quantity
+from caldera.api.volcano import Job
 
 __all__ = [
     "DNS_POLICIES",
     "PORT_PROTOCOLS",
     "RESTART_POLICIES",
     "invalid",
+    "job_template_errors",
     "quantity_errors",
     "required",
     "template_errors",
@@ -378,3 +380,17 @@ def template_volume_names(template: Mapping[str, Any]) -> set[str]:
         for v in spec["volumes"]
         if isinstance(v, Mapping) and isinstance(v.get("name"), str)
     }
+
+
+def job_template_errors(job: Job) -> list[str]:
+    """The errors of every task's template that the API server would refuse its pods for, named
+    as the webhook names them (``spec.task[i].template...``). The job controller's check: only
+    Kubernetes' rules, not Volcano's NUMA rule, which refuses no pod."""
+    errors: list[str] = []
+    for i, task in enumerate(job.spec.tasks):
+        claims = [t.metadata.name for t in task.volume_claim_templates]
+        path = f"spec.task[{i}].template"
+        errors += template_errors(
+            path, task.template, numa=False, task_index=i, extra_volumes=claims
+        )
+    return errors

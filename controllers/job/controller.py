@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import datetime as dt
 import hashlib
 from collections.abc import Iterable, Mapping
@@ -39,6 +40,7 @@ from caldera.api.kinds import (
     kind_for,
 )
 from caldera.api.meta import ObjectReference, format_duration
+from caldera.api.podtemplate import job_template_errors
 from caldera.api.volcano import (
     BATCH_API_VERSION,
     CONTROLLER_OUT_OF_SYNC_KEY,
@@ -68,7 +70,7 @@ from controllers.job.pods import (
 )
 from controllers.job.policy import Decision, DelayedActions, apply_policies
 from controllers.job.pvc_throttle import PvcCreator
-from controllers.job.state import Plan, Step, apply_plan, kill_victims, plan
+from controllers.job.state import INVALID_TEMPLATE, Plan, Step, apply_plan, kill_victims, plan
 from controllers.job.status import (
     PodCounts,
     PodSlot,
@@ -81,9 +83,15 @@ from controllers.runtime import Controller, ControllerContext, Result
 from informers.store import HandlerFuncs
 
 _USER_ACTIONS = frozenset(str(a) for a in POLICY_ACTIONS)
+_MAX_STATE_MESSAGE = 1024  # the field errors of a big template say no more past this
 POD_INDEX = "job"  # pods by "<namespace>/<job name>", for pods a Job controls
 CLAIM_INDEX = "claim"  # Jobs by "<namespace>/<PVC name>" of the claims spec.volumes names
 CREATE_CONCURRENCY = 20  # pod creations in flight per reconcile
+
+
+class PodRejectedError(Exception):
+    """The API server refused a pod of the Job as Invalid (422): its template is wrong, and
+    creating it again can never succeed."""
 
 
 @dataclass(frozen=True)
@@ -364,6 +372,34 @@ class JobController(Controller):
         p = plan(job, decision.action, decision.target)
         if p.step is Step.NONE:
             return job
+        if p.step is Step.SYNC:
+            problems = job_template_errors(job)
+            if problems:
+                return await self._refuse_templates(job, "; ".join(problems))
+        try:
+            return await self._run(job, decision, p)
+        except PodRejectedError as exc:
+            return await self._refuse_templates(job, str(exc))
+
+    async def _refuse_templates(self, job: Job, problems: str) -> Job:
+        """A Job whose pods the API server refuses (stored before the webhook checked it) is
+        terminated at once, with the fields named in an Event and in status.state, instead of
+        failing every pod create until the retry limit (docs/webhook.md). It runs once: the Job
+        then leaves Pending/Running, and later reconciles only kill."""
+        self._event(
+            job,
+            "Warning",
+            JobEventReason.FAILED_CREATE,
+            f"Error creating pods: the pod template is invalid: {problems}; the job is terminated",
+        )
+        p = dataclasses.replace(
+            plan(job, Action.TERMINATE_JOB),
+            reason=INVALID_TEMPLATE,
+            message=problems[:_MAX_STATE_MESSAGE],
+        )
+        return await self._run(job, Decision(Action.TERMINATE_JOB), p)
+
+    async def _run(self, job: Job, decision: Decision, p: Plan) -> Job:
         if decision.action != Action.SYNC_JOB:
             self._event(
                 job,
@@ -582,6 +618,8 @@ class JobController(Controller):
                         self._created.remember(owner, made)  # until the watch brings it
                 except AlreadyExists:
                     return slot
+                except Invalid as exc:
+                    raise PodRejectedError(f"pod {slot.name}: {exc.message}") from exc
                 except ApiError as exc:
                     self._event(
                         job,
