@@ -287,15 +287,10 @@ def _container_errors(
 
 
 def _volumes_errors(path: str, volumes: object) -> list[str]:
-    if volumes is None:
-        return []
-    if not isinstance(volumes, list):
-        return [_type_error(path, volumes, "a list")]
-    errors: list[str] = []
+    errors, items = _objects(path, volumes)
     seen: set[str] = set()
-    for j, v in enumerate(volumes):
-        vpath = f"{path}[{j}]"
-        vname = v.get("name") if isinstance(v, Mapping) else None
+    for vpath, v in items:
+        vname = v.get("name")
         if not isinstance(vname, str) or not vname:
             errors.append(required(f"{vpath}.name"))
             continue
@@ -303,7 +298,6 @@ def _volumes_errors(path: str, volumes: object) -> list[str]:
         if vname in seen:
             errors.append(_duplicate(f"{vpath}.name", vname))
         seen.add(vname)
-        assert isinstance(v, Mapping)  # vname came from it
         sources = [k for k in _VOLUME_SOURCES if v.get(k) is not None]
         errors += [
             f"{vpath}.{k}: Forbidden: may not specify more than 1 volume type" for k in sources[1:]

@@ -477,7 +477,12 @@ class JobController(Controller):
     async def _sync(self, job: Job, pods: list[Pod]) -> tuple[PodCounts, dict[str, str]]:
         plugins = build_plugins(job)
         if not plugins.ok:
-            self._event(job, "Warning", JobEventReason.PLUGIN_ERROR, plugins.message)
+            self._event(
+                job,
+                "Warning",
+                JobEventReason.PLUGIN_ERROR,
+                f"Execute plugin when job add failed, err: {plugins.message}",
+            )
             return count_pods(pods), {}
         plugins = await self._with_ssh_keys(job, plugins)
         await self._ensure_plugin_resources(job, plugins)
@@ -554,8 +559,8 @@ class JobController(Controller):
                         job,
                         "Warning",
                         JobEventReason.PVC_ERROR,
-                        f"pvc {name} is not found, the job will be in the Pending state until "
-                        "the PVC is created",
+                        f"Failed to create PVC, err: pvc {name} is not found, the job will be "
+                        "in the Pending state until the PVC is created",
                     )
                     return False
             named.append(entry)
@@ -583,7 +588,12 @@ class JobController(Controller):
         except AlreadyExists:
             return None  # the cache lags our own create; the next sync sees it
         except Invalid as exc:
-            self._event(job, "Warning", JobEventReason.POD_GROUP_ERROR, str(exc))
+            self._event(
+                job,
+                "Warning",
+                JobEventReason.POD_GROUP_ERROR,
+                f"Failed to create PodGroup, err: {exc}",
+            )
             return None
         return current
 
