@@ -269,7 +269,12 @@ async def test_missing_named_claim_holds_job_pending(kube: KubeClient, namespace
 
     async def pvc_error() -> bool:
         events = await kube.list(EVENT, namespace=namespace)
-        return any(e.reason == "PVCError" and "later" in e.message for e in events.items)
+        # Volcano's wording (createJobIOIfNotExist's error under initiateJob's prefix).
+        want = (
+            "Failed to create PVC, err: pvc later is not found, the job will be in the Pending "
+            "state until the PVC is created"
+        )
+        return any(e.reason == "PVCError" and e.message == want for e in events.items)
 
     await eventually(pvc_error, timeout=30, what="a PVCError event")
     await asyncio.sleep(2)

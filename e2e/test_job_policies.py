@@ -286,7 +286,8 @@ async def test_pod_pending_timeout_runs_action_after_delay(
     kube: KubeClient, namespace: str
 ) -> None:
     """PodPending with timeout 4s → TerminateJob: pods that nobody binds stay Pending; nothing
-    happens before the delay, the Job is terminated after it."""
+    happens before the delay, the Job is terminated after it, with Volcano's ExecuteAction
+    Events."""
     policies = [{"event": "PodPending", "action": "TerminateJob", "timeout": "4s"}]
     await kube.create(JOB, job("tmo", [task("w", 1)], policies=policies), namespace=namespace)
     pod = await eventually(lambda: get_pod(kube, namespace, "tmo-w-0"), timeout=30, what="pod")
@@ -298,6 +299,11 @@ async def test_pod_pending_timeout_runs_action_after_delay(
     # timestamps have one-second resolution
     assert _condition_time(done, "Terminating") - created >= 3, done.status.conditions
     assert await eventually(lambda: _no_pods(kube, namespace, "tmo"), timeout=30)
+    events = await kube.list(EVENT, namespace=namespace)
+    execute = [e.message for e in events.items if e.reason == "ExecuteAction"]
+    # Volcano's two ExecuteAction Events: the delay announced, then the action started.
+    assert "Execute action TerminateJob after 4s" in execute, execute
+    assert "Start to execute action TerminateJob" in execute, execute
 
 
 @pytest.mark.usefixtures("scheduled")

@@ -4,6 +4,7 @@ every row of the action table, every update rule, kills, and the status it produ
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -24,6 +25,7 @@ from caldera.api.volcano import (
     TaskSpec,
 )
 from controllers.job.state import (
+    INVALID_TEMPLATE,
     JOB_TARGET,
     RETAIN_NONE,
     RETAIN_SOFT,
@@ -480,6 +482,27 @@ def test_transition_reason() -> None:
     """Count-driven transitions carry a reason and message."""
     assert next_phase(job(retry_count=3), RS, counts()) == Transition(
         JobPhase.FAILED, "MaxRetryReached", "retryCount reached maxRetry"
+    )
+
+
+def test_invalid_template_reason_survives_to_terminated() -> None:
+    """A Job terminated for an invalid template: Terminating with the field errors as its state,
+    then Terminated keeping them (not "no pod is alive"), so the final status says why."""
+    errors = "spec.task[0].template.spec.containers[0].image: Required value"
+    j = job("")
+    p = replace(plan(j, Action.TERMINATE_JOB), reason=INVALID_TEMPLATE, message=errors)
+    terminating = apply_plan(j, p, counts(), NOW)
+    assert (terminating.state.phase, terminating.state.reason) == ("Terminating", INVALID_TEMPLATE)
+    assert terminating.state.message == errors
+    assert [c.status for c in terminating.conditions] == ["Pending", "Terminating"]
+    j2 = Job(metadata=j.metadata, spec=j.spec, status=terminating)
+    done = apply_plan(j2, plan(j2, Action.SYNC_JOB), counts(), NOW)
+    assert done.state == JobState(
+        phase="Terminated", reason=INVALID_TEMPLATE, message=errors, last_transition_time=NOW_S
+    )
+    plain = job("Terminating")
+    assert next_phase(plain, JobPhase.TERMINATING, counts()) == Transition(
+        JobPhase.TERMINATED, "Terminated", "no pod is alive"
     )
 
 

@@ -435,26 +435,33 @@ CREATE_RULES: list[tuple[str, dict[str, Any], str, str]] = [
     (
         "no containers",
         _template(containers=[]),
-        "spec.tasks[0].template.spec.containers",
+        "spec.task[0].template.spec.containers",
         "Required value",
     ),
     (
         "bad container name",
         _template(containers=[container("Main")]),
-        "spec.tasks[0].template.spec.containers[0].name",
+        "spec.task[0].template.spec.containers[0].name",
         'Invalid value: "Main"',
     ),
     (
         "duplicate container",
         _template(containers=[container("a"), container("a")]),
-        "spec.tasks[0].template.spec.containers[1].name",
+        "spec.task[0].template.spec.containers[1].name",
         'Duplicate value: "a"',
     ),
     (
         "bad quantity",
         _template(containers=[container(cpu="one")]),
-        "spec.tasks[0].template.spec.containers[0].resources.requests.cpu",
+        "spec.task[0].template.spec.containers[0].resources.requests[cpu]",
         "invalid quantity 'one'",
+    ),
+    (
+        "negative request",
+        _template(containers=[container(cpu="-1")]),
+        "spec.task[0].template.spec.containers[0].resources.requests[cpu]",
+        'spec.task[0].template.spec.containers[0].resources.requests[cpu]: Invalid value: "-1": '
+        "must be greater than or equal to 0;",
     ),
     (
         "request above limit",
@@ -464,19 +471,19 @@ CREATE_RULES: list[tuple[str, dict[str, Any], str, str]] = [
                 | {"resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}}
             ]
         ),
-        "spec.tasks[0].template.spec.containers[0].resources.requests[cpu]",
+        "spec.task[0].template.spec.containers[0].resources.requests",
         "must be less than or equal to cpu limit of 1",
     ),
     (
         "bad restartPolicy",
         _template(restartPolicy="Sometimes"),
-        "spec.tasks[0].template.spec.restartPolicy",
+        "spec.task[0].template.spec.restartPolicy",
         'Unsupported value: "Sometimes"',
     ),
     (
         "bad dnsPolicy",
         _template(dnsPolicy="Google"),
-        "spec.tasks[0].template.spec.dnsPolicy",
+        "spec.task[0].template.spec.dnsPolicy",
         'Unsupported value: "Google"',
     ),
     (
@@ -556,7 +563,7 @@ CREATE_RULES: list[tuple[str, dict[str, Any], str, str]] = [
                 )
             ]
         ),
-        "spec.tasks[0].volumeClaimTemplates[0].spec.resources.requests.storage",
+        "spec.tasks[0].volumeClaimTemplates[0].spec.resources.requests[storage]",
         "invalid quantity 'lots'",
     ),
 ]

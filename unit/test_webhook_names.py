@@ -1,10 +1,10 @@
-"""Kubernetes name rules with the API server's messages (webhooks.names)."""
+"""Kubernetes name rules with the API server's messages (caldera.api.names)."""
 
 from __future__ import annotations
 
 import pytest
 
-from webhooks.names import dns1123_label, dns1123_subdomain, go_list, qualified_name
+from caldera.api.names import dns1123_label, dns1123_subdomain, go_list, qualified_name
 
 
 @pytest.mark.parametrize("value", ["a", "my-name", "123-abc", "a" * 63])

@@ -121,17 +121,33 @@ CREATE_RULES: list[tuple[str, Queue, str]] = [
     (
         "guarantee above deserved",
         queue("q", deserved={"cpu": "1"}, guarantee=Guarantee(resource={"cpu": "2"})),
-        "spec.deserved.cpu: deserved must be set and not less than guarantee 2",
+        'spec.guarantee.resource.cpu: Invalid value: "2": guarantee should less equal than '
+        "deserved",
     ),
     (
         "guarantee not in deserved",
         queue("q", deserved={"cpu": "1"}, guarantee=Guarantee(resource={"memory": "1Gi"})),
-        "spec.deserved.memory: deserved must be set",
+        'spec.guarantee.resource.memory: Invalid value: "1Gi": guarantee should less equal than '
+        "deserved",
     ),
     (
         "deserved above capability",
         queue("q", capability={"cpu": "1"}, deserved={"cpu": "2"}),
-        "spec.deserved.cpu: deserved 2 must not be greater than capability 1",
+        'spec.deserved.cpu: Invalid value: "2": deserved should less equal than capability',
+    ),
+    (
+        "guarantee above capability",
+        queue("q", capability={"cpu": "1"}, guarantee=Guarantee(resource={"cpu": "2"})),
+        'spec.guarantee.resource.cpu: Invalid value: "2": guarantee should less equal than '
+        "capability",
+    ),
+    (
+        "hierarchy weight not a number",
+        queue(
+            "q",
+            annotations={"volcano.sh/hierarchy": "root/a", "volcano.sh/hierarchy-weights": "1/x"},
+        ),
+        'x in the 1/x is invalid number: strconv.ParseFloat: parsing "x": invalid syntax',
     ),
     (
         "bad state",
@@ -156,7 +172,8 @@ CREATE_RULES: list[tuple[str, Queue, str]] = [
             "q",
             annotations={"volcano.sh/hierarchy": "root/a", "volcano.sh/hierarchy-weights": "1/-2"},
         ),
-        "-2 in the volcano.sh/hierarchy-weights must be a number larger than 0",
+        "metadata.annotations[volcano.sh/hierarchy-weights]: Invalid value: "
+        '"1/-2": -2 in the 1/-2 must be larger than 0',
     ),
     (
         "hierarchy sub path",
@@ -169,18 +186,19 @@ CREATE_RULES: list[tuple[str, Queue, str]] = [
     (
         "parent itself",
         queue("q", parent="q"),
-        "spec.parent: queue q cannot be the parent of itself",
+        "spec.parent: queue q cannot use itself as parent",
     ),
     (
         "parent missing",
         queue("q", parent="ghost"),
-        "spec.parent: the parent queue ghost of queue q does not exist",
+        "spec.parent: failed to get parent queue of queue q: "
+        'queue.scheduling.volcano.sh "ghost" not found',
     ),
     (
         "parent with allocations",
         queue("q", parent="busy"),
-        "spec.parent: queue busy cannot become the parent of q: it has no child queues and has "
-        "allocated resources ['cpu']",
+        "spec.parent: queue busy cannot be the parent queue of queue q because it has allocated "
+        "Pods: 0 (allocated resources ['cpu']; only leaf queues run jobs)",
     ),
     (
         "capability above ancestor",
@@ -212,7 +230,7 @@ def test_create_rules(q: Queue, message: str) -> None:
 def test_depth_limit() -> None:
     """A queue may sit 5 levels below root, not 6."""
     assert create(queue("q", parent="l4"), _chain(4)) == ""
-    assert "at depth 6 of the queue hierarchy, more than the maximum of 5" in create(
+    assert "exceeds the maximum allowed depth of 5 (it would be at depth 6)" in create(
         queue("q", parent="l5"), _chain(5)
     )
 
@@ -225,7 +243,10 @@ def test_root_protection() -> None:
     """root's capability, deserved and guarantee cannot change, unless protection is off."""
     old = queue("root", capability={"cpu": "100"})
     new = queue("root", capability={"cpu": "200"})
-    assert "spec.capability: the capability of queue `root` can not be changed" in _update(old, new)
+    assert (
+        "spec.capability: root queue's resource attributes (capability, deserved, guarantee) "
+        "cannot be modified"
+    ) in _update(old, new)
     assert _update(old, new, root_protection=False) == ""
     assert (
         _update(old, msgspec.structs.replace(old, spec=msgspec.structs.replace(old.spec, weight=5)))
@@ -261,7 +282,7 @@ def test_parent_cycle() -> None:
         ("root", "`root` queue can not be deleted"),
         (
             "team",
-            "queue `team` can not be deleted: it has 1 child queues (team-a); delete them first",
+            "queue team can not be deleted because it has 1 child queues: team-a",
         ),
         ("team-a", ""),
     ],

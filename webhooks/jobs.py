@@ -44,7 +44,9 @@ from caldera.api.jobspec import (
     required_plugins,
 )
 from caldera.api.meta import DurationError, parse_duration
+from caldera.api.names import dns1123_label, dns1123_subdomain, go_list, qualified_name
 from caldera.api.plugins import MPIOptions, PluginArgumentError, parse_plugin_args
+from caldera.api.podtemplate import invalid, quantity_errors, template_errors, template_volume_names
 from caldera.api.volcano import (
     DEFAULT_QUEUE,
     POLICY_ACTIONS,
@@ -61,8 +63,6 @@ from caldera.api.volcano import (
 )
 from webhooks.admission import PatchOp, add
 from webhooks.lookups import ClusterView
-from webhooks.names import dns1123_label, dns1123_subdomain, go_list, qualified_name
-from webhooks.templates import invalid, quantity_errors, template_errors, template_volume_names
 
 __all__ = [
     "UPDATE_FORBIDDEN",
@@ -255,7 +255,11 @@ def _task_fragment(job: Job, i: int, task: TaskSpec) -> str:
             f"supported values: {supported};"
         )
     numa = task.topology_policy not in ("", NumaPolicy.NONE.value)
-    for e in template_errors(f"{p}.template", task.template, numa=numa, task_index=i):
+    # Volcano prefixes Kubernetes' field errors of the template with "spec.task[i]."
+    claims = [t.metadata.name for t in task.volume_claim_templates]
+    for e in template_errors(
+        f"spec.task[{i}].template", task.template, numa=numa, task_index=i, extra_volumes=claims
+    ):
         msg += f" {e};"
     msg += _partition_fragment(p, task)
     msg += _claim_templates_fragment(job, p, task)

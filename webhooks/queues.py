@@ -6,7 +6,10 @@ Every message starts with the field it is about. Deliberate differences from Vol
   proportion plugin sets guarantee alone);
 - a parent named `root` that the cache does not hold yet is accepted: the scheduler creates root
   at start-up, so a fresh cluster can take queues before it;
-- a parent chain that would form a cycle is refused.
+- a parent chain that would form a cycle is refused;
+- messages follow Volcano v1.13's wording after the field path (scripts match on it); rules
+  Volcano added later (depth, self parent, hierarchical resources) use its newer wording where
+  it has one. docs/webhook.md lists what remains different.
 
 Pure functions over models and a `ClusterView`, no I/O.
 """
@@ -18,6 +21,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from caldera.api.meta import ResourceList
+from caldera.api.podtemplate import invalid
 from caldera.api.quantity import QuantityError, parse_quantity
 from caldera.api.resources import to_milli
 from caldera.api.volcano import (
@@ -30,7 +34,6 @@ from caldera.api.volcano import (
 )
 from webhooks.admission import Operation, PatchOp, add, escape_pointer
 from webhooks.lookups import ClusterView, queue_parent
-from webhooks.templates import invalid
 
 __all__ = ["QueueRules", "mutate_queue", "validate_queue"]
 
@@ -92,22 +95,20 @@ def _hierarchy_errors(queue: Queue, others: Iterable[Queue]) -> list[str]:
     if not hierarchy or not weights:
         return []
     path = f"metadata.annotations[{HIERARCHY_KEY}]"
+    wpath = f"metadata.annotations[{HIERARCHY_WEIGHTS_KEY}]"
     paths, ws = hierarchy.split("/"), weights.split("/")
     if len(paths) != len(ws):
-        return [
-            f"{path}: {HIERARCHY_KEY} must have the same length with {HIERARCHY_WEIGHTS_KEY} "
-            f"({len(paths)} != {len(ws)})"
-        ]
+        detail = f"{HIERARCHY_KEY} must have the same length with {HIERARCHY_WEIGHTS_KEY}"
+        return [invalid(path, hierarchy, detail)]
     for w in ws:
         try:
             value = float(w)
         except ValueError:
-            value = float("nan")
+            # Go's strconv.ParseFloat error, as Volcano prints it.
+            detail = f'{w} in the {weights} is invalid number: strconv.ParseFloat: parsing "{w}": '
+            return [invalid(wpath, weights, detail + "invalid syntax")]
         if not value > 0:
-            return [
-                f"metadata.annotations[{HIERARCHY_WEIGHTS_KEY}]: {w} in the "
-                f"{HIERARCHY_WEIGHTS_KEY} must be a number larger than 0"
-            ]
+            return [invalid(wpath, weights, f"{w} in the {weights} must be larger than 0")]
     for other in others:
         if other.metadata.name == queue.metadata.name:
             continue
@@ -142,12 +143,15 @@ def _parent_errors(queue: Queue, cluster: ClusterView, rules: QueueRules) -> lis
     if not parent:
         return []
     if parent == name:
-        return [f"spec.parent: queue {name} cannot be the parent of itself"]
+        return [f"spec.parent: queue {name} cannot use itself as parent"]
     parent_q = cluster.queue(parent)
     if parent_q is None:
         if parent == ROOT_QUEUE:
             return []
-        return [f"spec.parent: the parent queue {parent} of queue {name} does not exist"]
+        return [
+            f"spec.parent: failed to get parent queue of queue {name}: "
+            f'queue.scheduling.volcano.sh "{parent}" not found'
+        ]
     chain, loops = _ancestors(parent, cluster, rules.max_depth)
     if loops or name in chain:
         return [f"spec.parent: making {parent} the parent of {name} would form a cycle"]
@@ -155,15 +159,18 @@ def _parent_errors(queue: Queue, cluster: ClusterView, rules: QueueRules) -> lis
     depth = len(chain) if chain[-1] == ROOT_QUEUE else len(chain) + 1
     if depth > rules.max_depth:
         return [
-            f"spec.parent: queue {name} would be at depth {depth} of the queue hierarchy, "
-            f"more than the maximum of {rules.max_depth}"
+            f"spec.parent: queue {name} exceeds the maximum allowed depth of {rules.max_depth} "
+            f"(it would be at depth {depth})"
         ]
     siblings = [q for q in cluster.child_queues(parent) if q.metadata.name != name]
     allocated = {r: v for r, v in _milli_safe(parent_q.status.allocated).items() if v > 0}
     if not siblings and allocated:
+        # Volcano counts allocated pods; any allocated resource means a job runs there.
+        pods = allocated.get("pods", 0) // 1000
         return [
-            f"spec.parent: queue {parent} cannot become the parent of {name}: it has no child "
-            f"queues and has allocated resources {sorted(allocated)} (only leaf queues run jobs)"
+            f"spec.parent: queue {parent} cannot be the parent queue of queue {name} because it "
+            f"has allocated Pods: {pods} (allocated resources {sorted(allocated)}; only leaf "
+            "queues run jobs)"
         ]
     return []
 
@@ -259,18 +266,33 @@ def _validate_create_update(
         return errors  # the resource checks below need valid quantities
     guarantee, deserved = _milli(spec.guarantee.resource), _milli(spec.deserved)
     capability = _milli(spec.capability)
+    # Volcano v1.13's wording (validateResourceOfQueue), which scripts match on.
+    for r in _exceeding(deserved, capability):
+        errors.append(
+            invalid(
+                f"spec.deserved.{r}",
+                spec.deserved[r],
+                "deserved should less equal than capability",
+            )
+        )
+    for r in _exceeding(guarantee, capability):
+        errors.append(
+            invalid(
+                f"spec.guarantee.resource.{r}",
+                spec.guarantee.resource[r],
+                "guarantee should less equal than capability",
+            )
+        )
     if deserved:
         for r, v in guarantee.items():
             if r not in deserved or v > deserved[r]:
                 errors.append(
-                    f"spec.deserved.{r}: deserved must be set and not less than guarantee "
-                    f"{spec.guarantee.resource[r]} for every guaranteed resource"
+                    invalid(
+                        f"spec.guarantee.resource.{r}",
+                        spec.guarantee.resource[r],
+                        "guarantee should less equal than deserved",
+                    )
                 )
-    for r in _exceeding(deserved, capability):
-        errors.append(
-            f"spec.deserved.{r}: deserved {spec.deserved[r]} must not be greater than "
-            f"capability {spec.capability[r]}"
-        )
     name = queue.metadata.name
     if old is not None and name == ROOT_QUEUE and rules.root_protection:
         for field, a, b in (
@@ -279,7 +301,10 @@ def _validate_create_update(
             ("guarantee", old.spec.guarantee, spec.guarantee),
         ):
             if a != b:
-                errors.append(f"spec.{field}: the {field} of queue `root` can not be changed")
+                errors.append(
+                    f"spec.{field}: root queue's resource attributes (capability, deserved, "
+                    "guarantee) cannot be modified"
+                )
     if name != ROOT_QUEUE and (old is None or queue_parent(old) != queue_parent(queue)):
         errors += _parent_errors(queue, cluster, rules)
     if not errors and name != ROOT_QUEUE:
@@ -307,10 +332,10 @@ def validate_queue(
             return f"`{name}` queue can not be deleted"
         children = cluster.child_queues(name)
         if children:
-            shown = ", ".join(sorted(c.metadata.name for c in children)[:5])
+            shown = ", ".join(sorted(c.metadata.name for c in children))
             return (
-                f"queue `{name}` can not be deleted: it has {len(children)} child queues "
-                f"({shown}); delete them first"
+                f"queue {name} can not be deleted because it has {len(children)} child queues: "
+                f"{shown}"
             )
         return ""
     if queue is None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import datetime as dt
 import hashlib
 from collections.abc import Iterable, Mapping
@@ -38,7 +39,8 @@ from caldera.api.kinds import (
     SECRET,
     kind_for,
 )
-from caldera.api.meta import ObjectReference
+from caldera.api.meta import ObjectReference, format_duration
+from caldera.api.podtemplate import job_template_errors
 from caldera.api.volcano import (
     BATCH_API_VERSION,
     CONTROLLER_OUT_OF_SYNC_KEY,
@@ -54,6 +56,7 @@ from caldera.kube.errors import AlreadyExists, ApiError, Conflict, Invalid, NotF
 from controllers.job import events
 from controllers.job.created import CreatedPods
 from controllers.job.events import Request
+from controllers.job.pending import pending_event
 from controllers.job.plugins import PluginSet, build_plugins
 from controllers.job.plugins.ssh import generate_key_pair, key_pair_from_secret, secret_name
 from controllers.job.pods import (
@@ -67,7 +70,7 @@ from controllers.job.pods import (
 )
 from controllers.job.policy import Decision, DelayedActions, apply_policies
 from controllers.job.pvc_throttle import PvcCreator
-from controllers.job.state import Plan, Step, apply_plan, kill_victims, plan
+from controllers.job.state import INVALID_TEMPLATE, Plan, Step, apply_plan, kill_victims, plan
 from controllers.job.status import (
     PodCounts,
     PodSlot,
@@ -80,9 +83,15 @@ from controllers.runtime import Controller, ControllerContext, Result
 from informers.store import HandlerFuncs
 
 _USER_ACTIONS = frozenset(str(a) for a in POLICY_ACTIONS)
+_MAX_STATE_MESSAGE = 1024  # the field errors of a big template say no more past this
 POD_INDEX = "job"  # pods by "<namespace>/<job name>", for pods a Job controls
 CLAIM_INDEX = "claim"  # Jobs by "<namespace>/<PVC name>" of the claims spec.volumes names
 CREATE_CONCURRENCY = 20  # pod creations in flight per reconcile
+
+
+class PodRejectedError(Exception):
+    """The API server refused a pod of the Job as Invalid (422): its template is wrong, and
+    creating it again can never succeed."""
 
 
 @dataclass(frozen=True)
@@ -230,6 +239,11 @@ class JobController(Controller):
             self._created.seen(key, pod)
 
     def _podgroup_updated(self, old: PodGroup, new: PodGroup) -> None:
+        pending = pending_event(old, new)
+        if pending is not None:
+            # Recorded here, on the change itself, not per reconcile: see controllers.job.pending.
+            job, message = pending
+            self.ctx.recorder.record(job, "Warning", JobEventReason.POD_GROUP_PENDING, message)
         self._post_request(events.on_podgroup_update(old, new))
 
     def _pvc_added(self, pvc: PersistentVolumeClaim) -> None:
@@ -280,6 +294,13 @@ class JobController(Controller):
                     entry = self._delayed.schedule(request, decision)
                     if entry is not None:
                         self._arm(key, entry.token, decision.delay)
+                        self._event(
+                            job,
+                            "Normal",
+                            JobEventReason.EXECUTE_ACTION,
+                            f"Execute action {decision.action} after "
+                            f"{format_duration(decision.delay)}",
+                        )
                     continue
             before = job.metadata.resource_version
             try:
@@ -287,11 +308,12 @@ class JobController(Controller):
             except Exception as exc:
                 limit = self.ctx.settings.max_requeue_num
                 if limit >= 0 and self.queue.num_requeues(key) >= limit:
-                    # Volcano's handleJobError: a Job that keeps failing is terminated.
+                    # Volcano's handleJobError: a Job that keeps failing is terminated. Volcano
+                    # records it as Normal; a Job ended by errors is a Warning here.
                     self._event(
                         job,
                         "Warning",
-                        JobEventReason.JOB_STATUS_ERROR,
+                        JobEventReason.EXECUTE_ACTION,
                         f"Job failed on action {decision.action} for retry limit reached: {exc}",
                     )
                     self.queue.forget(key)
@@ -350,6 +372,34 @@ class JobController(Controller):
         p = plan(job, decision.action, decision.target)
         if p.step is Step.NONE:
             return job
+        if p.step is Step.SYNC:
+            problems = job_template_errors(job)
+            if problems:
+                return await self._refuse_templates(job, "; ".join(problems))
+        try:
+            return await self._run(job, decision, p)
+        except PodRejectedError as exc:
+            return await self._refuse_templates(job, str(exc))
+
+    async def _refuse_templates(self, job: Job, problems: str) -> Job:
+        """A Job whose pods the API server refuses (stored before the webhook checked it) is
+        terminated at once, with the fields named in an Event and in status.state, instead of
+        failing every pod create until the retry limit (docs/webhook.md). It runs once: the Job
+        then leaves Pending/Running, and later reconciles only kill."""
+        self._event(
+            job,
+            "Warning",
+            JobEventReason.FAILED_CREATE,
+            f"Error creating pods: the pod template is invalid: {problems}; the job is terminated",
+        )
+        p = dataclasses.replace(
+            plan(job, Action.TERMINATE_JOB),
+            reason=INVALID_TEMPLATE,
+            message=problems[:_MAX_STATE_MESSAGE],
+        )
+        return await self._run(job, Decision(Action.TERMINATE_JOB), p)
+
+    async def _run(self, job: Job, decision: Decision, p: Plan) -> Job:
         if decision.action != Action.SYNC_JOB:
             self._event(
                 job,
@@ -427,7 +477,12 @@ class JobController(Controller):
     async def _sync(self, job: Job, pods: list[Pod]) -> tuple[PodCounts, dict[str, str]]:
         plugins = build_plugins(job)
         if not plugins.ok:
-            self._event(job, "Warning", JobEventReason.PLUGIN_ERROR, plugins.message)
+            self._event(
+                job,
+                "Warning",
+                JobEventReason.PLUGIN_ERROR,
+                f"Execute plugin when job add failed, err: {plugins.message}",
+            )
             return count_pods(pods), {}
         plugins = await self._with_ssh_keys(job, plugins)
         await self._ensure_plugin_resources(job, plugins)
@@ -504,8 +559,8 @@ class JobController(Controller):
                         job,
                         "Warning",
                         JobEventReason.PVC_ERROR,
-                        f"pvc {name} is not found, the job will be in the Pending state until "
-                        "the PVC is created",
+                        f"Failed to create PVC, err: pvc {name} is not found, the job will be "
+                        "in the Pending state until the PVC is created",
                     )
                     return False
             named.append(entry)
@@ -533,7 +588,12 @@ class JobController(Controller):
         except AlreadyExists:
             return None  # the cache lags our own create; the next sync sees it
         except Invalid as exc:
-            self._event(job, "Warning", JobEventReason.POD_GROUP_ERROR, str(exc))
+            self._event(
+                job,
+                "Warning",
+                JobEventReason.POD_GROUP_ERROR,
+                f"Failed to create PodGroup, err: {exc}",
+            )
             return None
         return current
 
@@ -568,6 +628,8 @@ class JobController(Controller):
                         self._created.remember(owner, made)  # until the watch brings it
                 except AlreadyExists:
                     return slot
+                except Invalid as exc:
+                    raise PodRejectedError(f"pod {slot.name}: {exc.message}") from exc
                 except ApiError as exc:
                     self._event(
                         job,

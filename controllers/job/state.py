@@ -51,7 +51,9 @@ from controllers.job.status import (
 
 __all__ = [
     "FINISHED_PHASES",
+    "INVALID_TEMPLATE",
     "JOB_TARGET",
+    "KEPT_REASONS",
     "RETAIN_NONE",
     "RETAIN_SOFT",
     "TARGETED_ACTIONS",
@@ -74,6 +76,9 @@ TARGETED_ACTIONS: Final = frozenset(
     {Action.RESTART_TASK, Action.RESTART_POD, Action.RESTART_PARTITION}
 )
 _KNOWN_PHASES: Final = frozenset(JobPhase)
+INVALID_TEMPLATE: Final = "InvalidPodTemplate"  # the reason of a Job whose pods can never exist
+# Reasons of an Aborting/Completing/Terminating Job that its final phase keeps.
+KEPT_REASONS: Final = frozenset({INVALID_TEMPLATE})
 
 
 class TargetKind(enum.StrEnum):
@@ -136,6 +141,7 @@ class Plan:
     phase: JobPhase | None = None
     run_update: bool = False
     reason: str = ""
+    message: str = ""  # status.state.message of a forced phase; "" means "<reason> was executed"
 
     @property
     def kills(self) -> bool:
@@ -320,7 +326,7 @@ def next_phase(job: Job, phase_before: JobPhase, counts: PodCounts) -> Transitio
     - Restarting → Failed when retryCount ≥ spec.maxRetry, else → Pending when
       Σreplicas - terminating ≥ status.minAvailable;
     - Aborting / Completing / Terminating → Aborted / Completed / Terminated when no pod is
-      pending, running or terminating;
+      pending, running or terminating (keeping the reason and message of `KEPT_REASONS`);
     - every other state: no change.
     """
     alive = counts.pending + counts.running + counts.terminating
@@ -342,6 +348,9 @@ def next_phase(job: Job, phase_before: JobPhase, counts: PodCounts) -> Transitio
         JobPhase.TERMINATING: JobPhase.TERMINATED,
     }.get(phase_before)
     if done is not None and alive == 0:
+        if job.status.state.reason in KEPT_REASONS:
+            # The end of the Job is explained by why it was ended, not by its last pod going.
+            return Transition(done, job.status.state.reason, job.status.state.message)
         return Transition(done, done.value, "no pod is alive")
     return None
 
@@ -375,7 +384,8 @@ def apply_plan(job: Job, p: Plan, counts: PodCounts, now: dt.datetime) -> JobSta
     )
     change: Transition | None = None
     if p.phase is not None:
-        change = Transition(p.phase, p.reason, f"{p.reason} was executed" if p.reason else "")
+        message = p.message or (f"{p.reason} was executed" if p.reason else "")
+        change = Transition(p.phase, p.reason, message)
     elif p.run_update:
         change = next_phase(replace(job, status=status), before, counts)
     if change is not None and change.phase != status.state.phase:
