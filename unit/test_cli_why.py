@@ -1,6 +1,6 @@
 """Tests of `cli.why`: what ``caldera job why`` says for each stage a job can wait at, in which
-order, with stale and malformed scheduler records, and within its bounds; plus the "Why"
-section of ``caldera job view``."""
+order, with stale and malformed scheduler records, and within its bounds; plus the command's
+argument checks and the "Why" section of ``caldera job view``."""
 
 from __future__ import annotations
 
@@ -39,6 +39,7 @@ from caldera.api.volcano import (
 )
 from caldera.api.why import WHY_ANNOTATION, WaitRecord, bounded, encode_record
 from cli import output
+from cli.main import main
 from cli.why import MAX_POD_MESSAGES, Finding, explain, render_lines
 
 NOW = dt.datetime(2026, 5, 1, 12, 0, 0, tzinfo=dt.UTC)
@@ -578,3 +579,26 @@ def test_job_view_has_a_why_section() -> None:
 def test_job_view_without_findings_has_no_why_section() -> None:
     text = output.render_job_view(make_job(), podgroup=None, pods=[], events=[], now=NOW)
     assert "Why:" not in text
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["job", "why"], "job name must be specified (NAME or -N NAME)"),
+        (["job", "why", "a", "-N", "b"], "two job names given: a and -N b; give one"),
+    ],
+)
+def test_why_needs_one_job_name(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A missing or doubly given name is one line on stderr and exit code 1, before connecting."""
+    assert main(argv) == 1
+    assert capsys.readouterr().err == f"caldera: error: {message}\n"
+
+
+def test_why_refuses_wide_output(capsys: pytest.CaptureFixture[str]) -> None:
+    """-o takes json or yaml only: a table format is a usage error (exit 2)."""
+    with pytest.raises(SystemExit) as exc:
+        main(["job", "why", "a", "-o", "wide"])
+    assert exc.value.code == 2
+    assert "invalid choice: 'wide'" in capsys.readouterr().err
