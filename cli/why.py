@@ -113,11 +113,14 @@ def explain(
     now: dt.datetime,
     *,
     commands: Sequence[Command] = (),
+    queue_readable: bool = True,
 ) -> list[Finding]:
     """Why `job` waits, stage by stage, most decisive first; never empty.
 
-    `queue` None means the job's queue does not exist. `pods` are the job's pods, `commands`
-    the Commands in its namespace (those not naming the job are ignored). Pure; no I/O.
+    `queue` None means the job's queue does not exist, unless `queue_readable` is False (the
+    user may not read it: queues are cluster-scoped), when nothing is said about it. `pods` are
+    the job's pods, `commands` the Commands in its namespace (those not naming the job are
+    ignored). Pure; no I/O.
     """
     phase = job.status.state.phase
     done = _not_waiting(job, phase)
@@ -138,7 +141,7 @@ def explain(
             )
         )
         return findings
-    queue_finding = _queue(job, queue)
+    queue_finding = _queue(job, queue) if queue_readable else None
     if queue_finding is not None:
         findings.append(queue_finding)
     findings += _depends_on(job, pods)

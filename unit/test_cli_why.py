@@ -509,6 +509,19 @@ def test_explain_says_each_stage_in_order(case: Case) -> None:
     assert [(f.stage, f.text, f.details) for f in got] == case.expected
 
 
+def test_an_unreadable_queue_is_not_called_missing() -> None:
+    """When the user may not read queues (cluster-scoped), nothing is said about the queue."""
+    got = explain(
+        make_job(),
+        make_pg(record=record("enqueue", ENQUEUE_SUMMARY)),
+        None,
+        [],
+        NOW,
+        queue_readable=False,
+    )
+    assert [f.text for f in got] == [f"scheduler (as of 12s ago): {ENQUEUE_SUMMARY}"]
+
+
 def test_all_that_apply_come_in_order_of_precedence() -> None:
     """A job in a closed queue, with a task waiting on dependsOn, a current scheduler record and
     unscheduled pods gets all four, in that order."""
