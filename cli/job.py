@@ -32,7 +32,7 @@ from caldera.api.meta import OwnerReference, WatchEventType, controller_of
 from caldera.api.quantity import QuantityError, milli_value
 from caldera.api.volcano import JOB_NAME_KEY, Action, Command, Job, PodGroup, Queue
 from caldera.kube.client import KubeClient
-from caldera.kube.errors import AlreadyExists, Gone, NotFound, error_from_status
+from caldera.kube.errors import AlreadyExists, Forbidden, Gone, NotFound, error_from_status
 from cli import output, why
 from cli.cluster import (
     CliError,
@@ -397,25 +397,47 @@ def related_events(events: list[Event], uids: set[str]) -> list[Event]:
 @dataclass(frozen=True)
 class JobContext:
     """What the view and the why of a job read besides the Job: its pods, PodGroup, Queue
-    (None if it does not exist), the Commands of its namespace, and events (view only)."""
+    (None if it does not exist or may not be read), the Commands of its namespace, and events
+    (view only)."""
 
     pods: list[Pod]
     podgroup: PodGroup | None
     queue: Queue | None
+    queue_readable: bool
     commands: list[Command]
     events: list[Event]
 
     def findings(self, job: Job, now: dt.datetime) -> list[why.Finding]:
-        return why.explain(job, self.podgroup, self.queue, self.pods, now, commands=self.commands)
+        return why.explain(
+            job,
+            self.podgroup,
+            self.queue,
+            self.pods,
+            now,
+            commands=self.commands,
+            queue_readable=self.queue_readable,
+        )
 
 
-async def _get_queue(client: KubeClient, name: str) -> Queue | None:
+async def _get_queue(client: KubeClient, name: str) -> Queue | Forbidden | None:
+    """The queue; None if it does not exist; Forbidden if the user may not read queues (they
+    are cluster-scoped: a namespace's user often may not)."""
     try:
         return await client.get(QUEUE, name)
+    except Forbidden as exc:
+        return exc
     except NotFound as exc:
         if "could not find the requested resource" in exc.message:
             raise not_found(f"queue {name}", exc) from None  # no Queue CRD: say so
         return None
+
+
+async def _commands(client: KubeClient, namespace: str) -> list[Command]:
+    """The namespace's Commands; none if the user may not list them (a hint, not essential)."""
+    try:
+        return list((await client.list(COMMAND, namespace=namespace)).items)
+    except Forbidden:
+        return []
 
 
 async def _no_events() -> list[Event]:
@@ -429,11 +451,11 @@ async def job_context(client: KubeClient, job: Job, *, events: bool) -> JobConte
     async def listed_events() -> list[Event]:
         return list((await client.list(EVENT, namespace=namespace)).items)
 
-    pods_result, pgs_result, queue, commands_result, event_items = await asyncio.gather(
+    pods_result, pgs_result, queue, commands, event_items = await asyncio.gather(
         client.list(POD, namespace=namespace, label_selector=f"{JOB_NAME_KEY}={name}"),
         client.list(PODGROUP, namespace=namespace),
         _get_queue(client, job.spec.queue or DEFAULT_QUEUE),
-        client.list(COMMAND, namespace=namespace),
+        _commands(client, namespace),
         listed_events() if events else _no_events(),
     )
     pods: list[Pod] = [
@@ -444,8 +466,9 @@ async def job_context(client: KubeClient, job: Job, *, events: bool) -> JobConte
     return JobContext(
         pods=pods,
         podgroup=job_podgroup(job, list(pgs_result.items)),
-        queue=queue,
-        commands=list(commands_result.items),
+        queue=None if isinstance(queue, Forbidden) else queue,
+        queue_readable=not isinstance(queue, Forbidden),
+        commands=commands,
         events=event_items,
     )
 

@@ -11,9 +11,11 @@ import datetime as dt
 import json
 import re
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes_asyncio import client
 
 from caldera.api.kinds import JOB, PODGROUP, QUEUE
 from caldera.api.meta import format_time
@@ -31,7 +33,7 @@ from e2e.job_fixtures import (  # noqa: F401 - fixtures
     scheduled,
     task,
 )
-from e2e.test_cli import acaldera, caldera, ok, one_error
+from e2e.test_cli import _admin_entry, _kubeconfig, acaldera, caldera, ok, one_error
 from e2e.waiting import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("crds")]
@@ -279,6 +281,60 @@ async def _annotate(
     if phase is not None:
         patch["status"] = {"phase": phase}
     await kube.patch(PODGROUP, name, patch, namespace=namespace)
+
+
+async def test_why_for_a_user_who_may_not_read_queues(
+    cluster: Cluster, namespace: str, kube: KubeClient, api: client.ApiClient, tmp_path: Path
+) -> None:
+    """A namespace's user who may read jobs, pods and PodGroups but not queues (cluster-scoped)
+    or Commands still gets an answer, and no claim that the queue does not exist."""
+    rbac = client.RbacAuthorizationV1Api(api)
+    core = client.CoreV1Api(api)
+    rules = [
+        client.V1PolicyRule(api_groups=["batch.volcano.sh"], resources=["jobs"], verbs=["get"]),
+        client.V1PolicyRule(api_groups=[""], resources=["pods"], verbs=["list"]),
+        client.V1PolicyRule(
+            api_groups=["scheduling.volcano.sh"], resources=["podgroups"], verbs=["list"]
+        ),
+    ]
+    meta = client.V1ObjectMeta(name="reader")
+    await rbac.create_namespaced_role(namespace, client.V1Role(metadata=meta, rules=rules))
+    await core.create_namespaced_service_account(namespace, client.V1ServiceAccount(metadata=meta))
+    await rbac.create_namespaced_role_binding(
+        namespace,
+        client.V1RoleBinding(
+            metadata=meta,
+            role_ref=client.V1RoleRef(
+                api_group="rbac.authorization.k8s.io", kind="Role", name="reader"
+            ),
+            subjects=[
+                client.RbacV1Subject(kind="ServiceAccount", name="reader", namespace=namespace)
+            ],
+        ),
+    )
+    token = await core.create_namespaced_service_account_token(
+        "reader",
+        namespace,
+        client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[])),
+    )
+    entry = {"cluster": _admin_entry(cluster)["cluster"], "user": {"token": token.status.token}}
+    config = _kubeconfig(tmp_path / "kc", {"reader": entry}, "reader")
+
+    created: Job = await kube.create(
+        JOB, job("mine", [task("worker", 1)], queue="nowhere"), namespace=namespace
+    )
+    pg_name = f"mine-{created.metadata.uid}"
+    await kube.create(PODGROUP, _podgroup(created, pg_name, "nowhere"), namespace=namespace)
+    await _annotate(
+        kube,
+        namespace,
+        pg_name,
+        bounded("enqueue", "held", [], format_time(dt.datetime.now(dt.UTC))),
+    )
+    as_reader = caldera(None, "job", "why", "mine", "-n", namespace, kubeconfig=config)
+    assert re.fullmatch(r"scheduler \(as of \d+s ago\): held\n", ok(as_reader)), as_reader.stdout
+    as_admin = ok(await acaldera(cluster, "job", "why", "mine", "-n", namespace))
+    assert as_admin.startswith("queue nowhere does not exist"), as_admin
 
 
 def test_why_of_a_job_that_does_not_exist(cluster: Cluster, namespace: str) -> None:
