@@ -290,7 +290,8 @@ def _dependency_text(job: Job, task: TaskSpec | None, name: str, pods: Mapping[s
 
 
 def _depends_on(job: Job, pods: Sequence[Pod]) -> list[Finding]:
-    by_name = {p.metadata.name: p for p in pods if p.metadata.deletion_timestamp is None}
+    # All pods, terminating ones too: the job controller counts them the same way (plan_sync).
+    by_name = {p.metadata.name: p for p in pods}
     tasks = {t.name: t for t in job.spec.tasks}
     found = []
     for task in job.spec.tasks:
