@@ -1,9 +1,11 @@
-"""``caldera job run|list|view|suspend|resume|delete``: vcctl's job commands.
+"""``caldera job run|list|view|why|suspend|resume|delete``: vcctl's job commands, and ``why``.
 
 Flags, defaults and table columns are vcctl's (VOLCANO_API.md section 7). Beyond vcctl:
 ``-o json|yaml|wide``, ``job list --watch`` (a new row each time a job's row changes, as
-``kubectl get -w`` does), and ``job view`` showing tasks, pods, the PodGroup, why the gang is
-unschedulable, and the events of the job, its PodGroup and its pods.
+``kubectl get -w`` does), ``job view`` showing tasks, pods, the PodGroup, why the gang is
+unschedulable, and the events of the job, its PodGroup and its pods, and ``job why``, which
+reads the job, its pods, PodGroup, Queue and Commands and prints what `cli.why` makes of them
+(also the "Why" section of ``job view``).
 
 ``job suspend`` and ``job resume`` create a bus.volcano.sh Command (AbortJob / ResumeJob) that the
 job controller consumes; ``job run`` names its single task ``default0``, the name Volcano's
@@ -17,6 +19,7 @@ import asyncio
 import datetime as dt
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +27,13 @@ import yaml
 
 from caldera.api.core import Event, Pod
 from caldera.api.jobspec import default_task_name
-from caldera.api.kinds import EVENT, JOB, POD, PODGROUP
+from caldera.api.kinds import COMMAND, EVENT, JOB, POD, PODGROUP, QUEUE
 from caldera.api.meta import OwnerReference, WatchEventType, controller_of
 from caldera.api.quantity import QuantityError, milli_value
-from caldera.api.volcano import JOB_NAME_KEY, Action, Job, PodGroup
+from caldera.api.volcano import JOB_NAME_KEY, Action, Command, Job, PodGroup, Queue
 from caldera.kube.client import KubeClient
-from caldera.kube.errors import AlreadyExists, Gone, NotFound, error_from_status
-from cli import output
+from caldera.kube.errors import AlreadyExists, Forbidden, Gone, NotFound, error_from_status
+from cli import output, why
 from cli.cluster import (
     CliError,
     add_connection_args,
@@ -46,6 +49,7 @@ from cli.cluster import (
 )
 
 DEFAULT_NAMESPACE = "default"
+DEFAULT_QUEUE = "default"
 DEFAULT_RESOURCES = "cpu=1000m,memory=100Mi"
 # A watch is re-opened after this long (the server ends it anyway); the table carries on.
 WATCH_SECONDS = 300
@@ -104,6 +108,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_output_arg(p, wide=False)
     add_connection_args(p)
     p.set_defaults(handler=_view)
+
+    p = cmds.add_parser(
+        "why",
+        help="say why a job waits, stage by stage",
+        description="Say in plain words why a job waits: finished or running, suspended, its "
+        "queue closed, dependsOn not met, what the scheduler found in its last session (held at "
+        "the enqueue gate, pods that cannot be placed), and the pods' scheduling messages.",
+    )
+    p.add_argument("job", nargs="?", default="", metavar="NAME", help="the name of the job")
+    _namespace_arg(p)
+    _name_arg(p)
+    add_output_arg(p, wide=False)
+    add_connection_args(p)
+    p.set_defaults(handler=_why)
 
     for name, action, text in (
         ("suspend", Action.ABORT_JOB, "suspend (abort) a job: its pods are deleted"),
@@ -376,41 +394,140 @@ def related_events(events: list[Event], uids: set[str]) -> list[Event]:
     return [e for e in events if e.involved_object.uid in uids]
 
 
+@dataclass(frozen=True)
+class JobContext:
+    """What the view and the why of a job read besides the Job: its pods, PodGroup, Queue
+    (None if it does not exist or may not be read), the Commands of its namespace, and events
+    (view only)."""
+
+    pods: list[Pod]
+    podgroup: PodGroup | None
+    queue: Queue | None
+    queue_readable: bool
+    commands: list[Command]
+    events: list[Event]
+
+    def findings(self, job: Job, now: dt.datetime) -> list[why.Finding]:
+        return why.explain(
+            job,
+            self.podgroup,
+            self.queue,
+            self.pods,
+            now,
+            commands=self.commands,
+            queue_readable=self.queue_readable,
+        )
+
+
+async def _get_queue(client: KubeClient, name: str) -> Queue | Forbidden | None:
+    """The queue; None if it does not exist; Forbidden if the user may not read queues (they
+    are cluster-scoped: a namespace's user often may not)."""
+    try:
+        return await client.get(QUEUE, name)
+    except Forbidden as exc:
+        return exc
+    except NotFound as exc:
+        if "could not find the requested resource" in exc.message:
+            raise not_found(f"queue {name}", exc) from None  # no Queue CRD: say so
+        return None
+
+
+async def _commands(client: KubeClient, namespace: str) -> list[Command]:
+    """The namespace's Commands; none if the user may not list them (a hint, not essential)."""
+    try:
+        return list((await client.list(COMMAND, namespace=namespace)).items)
+    except Forbidden:
+        return []
+
+
+async def _no_events() -> list[Event]:
+    return []
+
+
+async def job_context(client: KubeClient, job: Job, *, events: bool) -> JobContext:
+    """Read the job's pods, PodGroup, Queue, Commands (and events) at once."""
+    namespace, name = job.metadata.namespace, job.metadata.name
+
+    async def listed_events() -> list[Event]:
+        return list((await client.list(EVENT, namespace=namespace)).items)
+
+    pods_result, pgs_result, queue, commands, event_items = await asyncio.gather(
+        client.list(POD, namespace=namespace, label_selector=f"{JOB_NAME_KEY}={name}"),
+        client.list(PODGROUP, namespace=namespace),
+        _get_queue(client, job.spec.queue or DEFAULT_QUEUE),
+        _commands(client, namespace),
+        listed_events() if events else _no_events(),
+    )
+    pods: list[Pod] = [
+        p
+        for p in pods_result.items
+        if (ref := controller_of(p.metadata)) is None or ref.uid == job.metadata.uid
+    ]
+    return JobContext(
+        pods=pods,
+        podgroup=job_podgroup(job, list(pgs_result.items)),
+        queue=None if isinstance(queue, Forbidden) else queue,
+        queue_readable=not isinstance(queue, Forbidden),
+        commands=commands,
+        events=event_items,
+    )
+
+
 @one_line
 def _view(args: argparse.Namespace) -> int:
     name = _need_name(args)
 
     async def go(client: KubeClient) -> int:
-        try:
-            job, raw = await get_raw(client, JOB, name, namespace=args.namespace)
-        except NotFound as exc:
-            raise not_found(f"job {args.namespace}/{name}", exc) from None
+        job, raw = await _get_job(client, args.namespace, name)
         if args.output in ("json", "yaml"):
             sys.stdout.write(output.dump(raw, args.output))
             return 0
-        pods_result, pgs_result, events_result = await asyncio.gather(
-            client.list(POD, namespace=args.namespace, label_selector=f"{JOB_NAME_KEY}={name}"),
-            client.list(PODGROUP, namespace=args.namespace),
-            client.list(EVENT, namespace=args.namespace),
-        )
-        pods: list[Pod] = [
-            p
-            for p in pods_result.items
-            if (ref := controller_of(p.metadata)) is None or ref.uid == job.metadata.uid
-        ]
-        podgroup = job_podgroup(job, list(pgs_result.items))
-        uids = {job.metadata.uid, *(p.metadata.uid for p in pods)}
-        if podgroup is not None:
-            uids.add(podgroup.metadata.uid)
+        ctx = await job_context(client, job, events=True)
+        uids = {job.metadata.uid, *(p.metadata.uid for p in ctx.pods)}
+        if ctx.podgroup is not None:
+            uids.add(ctx.podgroup.metadata.uid)
+        now = dt.datetime.now(dt.UTC)
         sys.stdout.write(
             output.render_job_view(
                 job,
-                podgroup=podgroup,
-                pods=pods,
-                events=related_events(list(events_result.items), uids),
-                now=dt.datetime.now(dt.UTC),
+                podgroup=ctx.podgroup,
+                pods=ctx.pods,
+                events=related_events(ctx.events, uids),
+                now=now,
+                why=why.render_lines(ctx.findings(job, now)),
             )
         )
+        return 0
+
+    return run(args, go)
+
+
+async def _get_job(client: KubeClient, namespace: str, name: str) -> tuple[Job, dict[str, Any]]:
+    try:
+        return await get_raw(client, JOB, name, namespace=namespace)
+    except NotFound as exc:
+        raise not_found(f"job {namespace}/{name}", exc) from None
+
+
+# --- why --------------------------------------------------------------------------------------
+
+
+@one_line
+def _why(args: argparse.Namespace) -> int:
+    if args.job and args.name and args.job != args.name:
+        raise CliError(f"two job names given: {args.job} and -N {args.name}; give one")
+    name: str = args.job or args.name
+    if not name:
+        raise CliError("job name must be specified (NAME or -N NAME)")
+
+    async def go(client: KubeClient) -> int:
+        job, _raw = await _get_job(client, args.namespace, name)
+        ctx = await job_context(client, job, events=False)
+        findings = ctx.findings(job, dt.datetime.now(dt.UTC))
+        if args.output in ("json", "yaml"):
+            sys.stdout.write(output.dump([f.as_dict() for f in findings], args.output))
+        else:
+            sys.stdout.write("".join(line + "\n" for line in why.render_lines(findings)))
         return 0
 
     return run(args, go)

@@ -520,9 +520,11 @@ def render_job_view(
     pods: Sequence[Pod],
     events: Sequence[Event],
     now: dt.datetime,
+    why: Sequence[str] = (),
 ) -> str:
     """`caldera job view`: the job's spec and status, its tasks, pods, PodGroup, why the gang
-    waits (if it does), and the events of the job, its PodGroup and its pods, oldest first."""
+    waits (if it does), the ``Why`` lines of `cli.why` (``caldera job why``), and the events of
+    the job, its PodGroup and its pods, oldest first."""
     meta, spec, status = job.metadata, job.spec, job.status
     state = status.state
     age = format_age(meta.creation_timestamp, now)
@@ -605,9 +607,12 @@ def render_job_view(
             if cond.message:
                 text += f": {cond.message}"
             lines.append(text)
-    why = gang_status(podgroup, events)
+    unschedulable = gang_status(podgroup, events)
+    if unschedulable:
+        lines.append(f"Unschedulable: {unschedulable}")
     if why:
-        lines.append(f"Unschedulable: {why}")
+        lines.append("Why:")
+        lines += [f"  {line}" for line in why]
 
     lines.append("Pods:")
     if pods:

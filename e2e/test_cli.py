@@ -85,7 +85,7 @@ def rows_by_name(text: str, column: int = 0) -> dict[str, list[str]]:
     ("command", "expected"),
     [
         ([], ["job", "queue", "pod", "completion", "controllers"]),
-        (["job"], ["run", "list", "view", "suspend", "resume", "delete"]),
+        (["job"], ["run", "list", "view", "why", "suspend", "resume", "delete"]),
         (
             ["job", "run"],
             ["-i", "--image", "-n", "-N", "-m", "-r", "-R", "-L", "-S", "-f", "--kubeconfig"],
@@ -95,6 +95,7 @@ def rows_by_name(text: str, column: int = 0) -> dict[str, list[str]]:
             ["-n", "-q", "-S", "--all-namespaces", "--selector", "--watch", "-o", "--context"],
         ),
         (["job", "view"], ["-n", "-N", "-o"]),
+        (["job", "why"], ["NAME", "-n", "-N", "-o"]),
         (["job", "suspend"], ["-n", "-N", "AbortJob"]),
         (["job", "resume"], ["-n", "-N", "ResumeJob"]),
         (["job", "delete"], ["-n", "-N"]),

@@ -476,7 +476,7 @@ def test_command_body_is_vcctls() -> None:
 def test_completion_tree_covers_every_command_and_choice() -> None:
     tree = completion_tree(build_parser())
     assert {"job", "queue", "pod", "completion"} <= set(tree[""].commands)
-    assert tree["job"].commands == ["run", "list", "view", "suspend", "resume", "delete"]
+    assert tree["job"].commands == ["run", "list", "view", "why", "suspend", "resume", "delete"]
     assert {"-n", "-q", "-S", "--all-namespaces", "--selector", "-w", "-o", "--context"} <= set(
         tree["job list"].options
     )
