@@ -1,6 +1,6 @@
 """Why a job waits, end to end: the job controller and the scheduler on the real API server
 write, on the job's PodGroup, the record ``caldera job why`` reads (annotation
-``scheduling.caldera.dev/why``), with the text a user sees: a job held at the enqueue gate by
+``scheduling.caldera.dev/why``), and the command prints it: a job held at the enqueue gate by
 its queue's capability, one whose pods no node's labels match, one in a Closed queue; and the
 scheduler's per-reason pod count.
 """
@@ -8,6 +8,7 @@ scheduler's per-reason pod count.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from caldera.kube.client import KubeClient
 from e2e.caldera_process import CalderaProcess
 from e2e.conftest import Cluster
 from e2e.job_fixtures import job, task
+from e2e.test_cli import acaldera, ok
 from e2e.waiting import eventually
 
 pytestmark = pytest.mark.e2e
@@ -82,7 +84,10 @@ async def _record(kube: KubeClient, namespace: str, job_name: str, stage: WaitSt
 
 
 async def test_enqueue_gate_says_the_queue_limit_holds_the_job(
-    kube: KubeClient, namespace: str, processes: tuple[CalderaProcess, CalderaProcess]
+    kube: KubeClient,
+    namespace: str,
+    cluster: Cluster,
+    processes: tuple[CalderaProcess, CalderaProcess],
 ) -> None:
     """A gang of 3 one-cpu pods in a queue capped at 2 cpu stays Pending, and its record says
     that the queue can never give it 3 cpu."""
@@ -92,10 +97,13 @@ async def test_enqueue_gate_says_the_queue_limit_holds_the_job(
         body = job("gate", [_cpu_task("worker", 3, "1")], queue=queue)
         await kube.create(JOB, body, namespace=namespace)
         record = await _record(kube, namespace, "gate", WaitStage.ENQUEUE)
-        assert record.summary == (
+        summary = (
             "this job needs 3 cpu at least, more than queue "
             f"{queue} can ever give (2 cpu): it cannot enqueue until that limit grows"
         )
+        assert record.summary == summary
+        why = ok(await acaldera(cluster, "job", "why", "gate", "-n", namespace))
+        assert re.search(rf"scheduler \(as of [^)]*\): {re.escape(summary)}", why), why
     finally:
         await kube.delete(JOB, "gate", namespace=namespace)
         await kube.delete(QUEUE, queue)
@@ -120,6 +128,9 @@ async def test_predicates_say_which_nodes_refused_which_task(
     line = record.details[0]
     assert line.startswith("task trainer (2 pending): 0/"), line
     assert "node(s) didn't match Pod's node affinity/selector" in line
+    why = ok(await acaldera(cluster, "job", "why", "picky", "-n", namespace))
+    assert re.search(r"scheduler \(as of [^)]*\): " + re.escape(record.summary), why), why
+    assert line in why, why
 
     reason = "node(s) didn't match Pod's node affinity/selector"
 
@@ -150,6 +161,8 @@ async def test_closed_queue_holds_its_jobs(
         assert record.summary == (
             f"queue {queue} is Closed: no job in it is admitted until it is opened"
         )
+        why = ok(await acaldera(cluster, "job", "why", "shut", "-n", namespace))
+        assert f"queue {queue} is Closed: no job in it is admitted until it is opened" in why
     finally:
         await kube.delete(JOB, "shut", namespace=namespace)
         await kube.delete(QUEUE, queue)

@@ -111,7 +111,7 @@ def wait_record(
 
 def placed_record(job: JobInfo, now: dt.datetime) -> WaitRecord:
     ready = job.count(TaskStatus.RUNNING, TaskStatus.BOUND, TaskStatus.BINDING)
-    summary = f"not waiting: {ready} of {job.min_available} pods (minAvailable) placed"
+    summary = f"{ready} of {job.min_available} pods (minAvailable) placed"
     return bounded(WaitStage.NONE, summary, [], format_time(now))
 
 

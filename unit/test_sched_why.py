@@ -160,7 +160,7 @@ def test_a_placed_gang_gets_no_record_until_it_waited() -> None:
     ssn = run(make_cluster([make_node("n0")], [job]))
     assert ssn.result.podgroup_why["ns/b"].stage == WaitStage.NONE
     assert (
-        ssn.result.podgroup_why["ns/b"].summary == "not waiting: 2 of 2 pods (minAvailable) placed"
+        ssn.result.podgroup_why["ns/b"].summary == "2 of 2 pods (minAvailable) placed"
     )
 
 
