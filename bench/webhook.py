@@ -2,6 +2,7 @@
 
     .venv/bin/python -m bench.webhook              # full run (about a minute)
     .venv/bin/python -m bench.webhook --smoke      # CI: a second per measurement
+    .venv/bin/python -m bench.webhook --runs 5     # the goal in five consecutive runs
 
 Each server runs in its own process (one asyncio loop, as `caldera webhook` runs) and serves HTTPS
 with a certificate from a throw-away CA, as the API server would call it, over keep-alive
@@ -38,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -72,6 +74,27 @@ NOOP_ANSWER: Final = json.dumps(
 # --- the server side (run in a child process) ---------------------------------------------------
 
 
+class GcPauses:
+    """The server's garbage collector pauses since the last read (``GET /bench/gc``): a
+    pause longer than the goal would be the tail's cause."""
+
+    def __init__(self) -> None:
+        self.started = 0.0
+        self.pauses: list[float] = []
+        gc.callbacks.append(self._callback)
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self.started = time.perf_counter()
+        else:
+            self.pauses.append((time.perf_counter() - self.started) * 1000)
+
+    async def read(self, _request: web.Request) -> web.Response:
+        pauses, self.pauses = self.pauses, []
+        body = {"count": len(pauses), "max_ms": max(pauses, default=0.0)}
+        return web.json_response(body)
+
+
 async def _noop(request: web.Request) -> web.Response:
     await request.read()
     return web.Response(body=NOOP_ANSWER, content_type="application/json")
@@ -82,9 +105,11 @@ def _app(kind: str) -> web.Application:
         app = web.Application(client_max_size=7 * 1024 * 1024)
         app.router.add_post("/jobs/validate", _noop)
         app.router.add_post("/jobs/mutate", _noop)
-        return app
-    admission = Admission(StaticView([queue("default")]), AdmissionOptions())
-    return build_app(admission, WebhookMetrics(CollectorRegistry()), client_max_size=7 << 20)
+    else:
+        admission = Admission(StaticView([queue("default")]), AdmissionOptions())
+        app = build_app(admission, WebhookMetrics(CollectorRegistry()), client_max_size=7 << 20)
+    app.router.add_get("/bench/gc", GcPauses().read)
+    return app
 
 
 async def _serve(kind: str, port: int, cert: str, key: str) -> None:
@@ -212,11 +237,21 @@ def _loadgen(exe: Path, url: str, body: Path, ca: Path, *flags: str) -> dict[str
     return result
 
 
+def gc_pauses(port: int, ca: Path) -> dict[str, float]:
+    """The server's GC pauses since the last call (and a reset)."""
+    ctx = ssl.create_default_context(cafile=str(ca))
+    with urllib.request.urlopen(f"https://127.0.0.1:{port}/bench/gc", context=ctx) as resp:
+        result: dict[str, float] = json.loads(resp.read())
+    return result
+
+
 def _measure_go(
-    exe: Path, url: str, body: Path, ca: Path, rate: float, seconds: float
-) -> tuple[FixedRate, float]:
+    exe: Path, url: str, body: Path, ca: Path, rate: float, seconds: float, port: int
+) -> tuple[FixedRate, float, dict[str, float]]:
     _loadgen(exe, url, body, ca, f"-rate={rate}", f"-seconds={min(1.0, seconds)}")  # warm-up
+    gc_pauses(port, ca)
     r = _loadgen(exe, url, body, ca, f"-rate={rate}", f"-seconds={seconds}")
+    pauses = gc_pauses(port, ca)
     cap = _loadgen(exe, url, body, ca, "-in-flight=32", f"-seconds={max(1.0, seconds / 2)}")
     fixed = FixedRate(
         sent=int(r["sent"]),
@@ -227,7 +262,7 @@ def _measure_go(
         p999_ms=r["p999_ms"],
         max_ms=r["max_ms"],
     )
-    return fixed, cap["rps"]
+    return fixed, cap["rps"], pauses
 
 
 def _start_server(kind: str, port: int, cert: Path, key: Path) -> subprocess.Popen[str]:
@@ -276,6 +311,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=10.0, help="length of each run")
     parser.add_argument("--smoke", action="store_true", help="short run for CI")
     parser.add_argument(
+        "--runs", type=int, default=1, help="consecutive runs (the goal holds in every one)"
+    )
+    parser.add_argument(
         "--servers", default="noop,validate,mutate", help="comma-separated: noop,validate,mutate"
     )
     parser.add_argument("--serve", choices=["noop", "validate", "mutate"], help=argparse.SUPPRESS)
@@ -306,38 +344,51 @@ def main(argv: list[str] | None = None) -> int:
         body_file.write_bytes(body)
         print(f"load generator: {'Go (bench/loadgen)' if exe else 'aiohttp client (no go found)'}")
         print(
-            f"{'server':<10} {'path':<15} {'sent/s':>8} {'err':>4} {'p50 ms':>8} {'p99 ms':>8} "
-            f"{'p99.9 ms':>9} {'max ms':>8} {'capacity/s':>11}"
+            f"{'run':>3} {'server':<10} {'path':<15} {'sent/s':>8} {'err':>4} {'p50 ms':>8} "
+            f"{'p99 ms':>8} {'p99.9 ms':>9} {'max ms':>8} {'capacity/s':>11} {'GCs':>5} "
+            f"{'GC max ms':>10}"
         )
-        for kind, path in (
-            ("noop", "/jobs/validate"),
-            ("validate", "/jobs/validate"),
-            ("mutate", "/jobs/mutate"),
-        ):
-            if kind not in args.servers.split(","):
-                continue
-            port = free_port()
-            proc = _start_server(kind, port, cert, key)
-            try:
-                time.sleep(0.2)
-                if exe is not None:
-                    url = f"https://127.0.0.1:{port}{path}"
-                    result, cap = _measure_go(exe, url, body_file, pki.ca_crt, rate, seconds)
-                else:
-                    result, cap = asyncio.run(
-                        _measure(kind, path, body, port, pki.ca_crt, rate, seconds)
-                    )
-            finally:
-                proc.terminate()
-                proc.wait()
+        worst: dict[str, float] = {}
+        for run in range(1, args.runs + 1):
+            for kind, path in (
+                ("noop", "/jobs/validate"),
+                ("validate", "/jobs/validate"),
+                ("mutate", "/jobs/mutate"),
+            ):
+                if kind not in args.servers.split(","):
+                    continue
+                port = free_port()
+                proc = _start_server(kind, port, cert, key)
+                pauses: dict[str, float] = {}
+                try:
+                    time.sleep(0.2)
+                    if exe is not None:
+                        url = f"https://127.0.0.1:{port}{path}"
+                        result, cap, pauses = _measure_go(
+                            exe, url, body_file, pki.ca_crt, rate, seconds, port
+                        )
+                    else:
+                        result, cap = asyncio.run(
+                            _measure(kind, path, body, port, pki.ca_crt, rate, seconds)
+                        )
+                finally:
+                    proc.terminate()
+                    proc.wait()
+                gcs = f"{pauses['count']:>5.0f} {pauses['max_ms']:>10.2f}" if pauses else ""
+                print(
+                    f"{run:>3} {kind:<10} {path:<15} {result.achieved:>8.0f} {result.errors:>4} "
+                    f"{result.p50_ms:>8.2f} {result.p99_ms:>8.2f} {result.p999_ms:>9.2f} "
+                    f"{result.max_ms:>8.2f} {cap:>11.0f} {gcs}"
+                )
+                worst[kind] = max(worst.get(kind, 0.0), result.p99_ms)
+                if kind != "noop" and (result.errors or result.p99_ms >= GOAL_P99_MS):
+                    ok = False
+        if args.runs > 1:
             print(
-                f"{kind:<10} {path:<15} {result.achieved:>8.0f} {result.errors:>4} "
-                f"{result.p50_ms:>8.2f} {result.p99_ms:>8.2f} {result.p999_ms:>9.2f} "
-                f"{result.max_ms:>8.2f} {cap:>11.0f}"
+                f"worst p99 over {args.runs} runs: "
+                + ", ".join(f"{kind} {ms:.2f} ms" for kind, ms in worst.items())
             )
-            if kind != "noop" and (result.errors or result.p99_ms >= GOAL_P99_MS):
-                ok = False
-    print("goal met" if ok else "goal NOT met")
+    print("goal met" if ok else "goal NOT met (MISS)")
     return 0 if ok or args.smoke else 1
 
 
