@@ -69,7 +69,7 @@ async def test_gang_binds_whole_or_nothing(
 ) -> None:
     """Six 1-cpu pods of a gang of 6 on a node with room for 5 bind nothing and the PodGroup
     says why; the sessions that would repeat that are skipped; once room for 6 exists, all
-    six bind in one go."""
+    six bind in one go; the pods carry FailedScheduling, then Scheduled events."""
     if cluster.plane is None:
         pytest.skip("creates and relabels fake nodes")
     label = namespace
@@ -127,6 +127,21 @@ async def test_gang_binds_whole_or_nothing(
         return pg.status.phase == "Running"
 
     await eventually(running, timeout=30, what="the PodGroup to run")
+
+    # The pod events Volcano's scheduler records: FailedScheduling with the condition's message
+    # while the gang waited, Scheduled once bound.
+    async def pod_events() -> dict[str, list[str]] | None:
+        by_reason: dict[str, list[str]] = {}
+        for event in (await kube.list(EVENT, namespace=namespace)).items:
+            if event.involved_object.kind == "Pod" and event.involved_object.name == "gang-0":
+                by_reason.setdefault(event.reason, []).append(event.message)
+        return by_reason if "Scheduled" in by_reason else None
+
+    events_of_pod = await eventually(pod_events, timeout=30, what="gang-0's events")
+    assert events_of_pod["Scheduled"] == [
+        f"Successfully assigned {namespace}/gang-0 to {node_name}"
+    ]
+    assert events_of_pod.get("FailedScheduling"), events_of_pod
 
 
 async def test_default_queues_exist(kube: KubeClient, scheduler: CalderaProcess) -> None:

@@ -14,7 +14,10 @@ event loop keeps serving watches and probes), then carry out its decisions:
 - PodGroup status (phase, conditions, counts) with a plain update, only when it changed (the
   PodGroup CRD has no status subresource, as in Volcano), with the same write carrying the
   record of why the job waits (``scheduler.why``); Queue ``status.allocated`` likewise;
-- a ``PodScheduled=False`` condition on pods that could not be placed, with the reason;
+- a ``PodScheduled=False`` condition on pods that could not be placed, with the reason, and
+  with it a Warning ``FailedScheduling`` event on the pod (only when the message changes, as
+  Volcano's cache does); a Normal ``Scheduled`` "Successfully assigned ns/pod to node" event
+  on each bound pod;
 - Events on PodGroups and pods.
 
 A session that would only repeat the last one, which changed nothing, is skipped
@@ -298,14 +301,21 @@ class SchedulerLoop:
 
     async def _bind(self, namespace: str, name: str, uid: str, node: str) -> None:
         async with self._bind_gate:
+            pod = ObjectReference(
+                api_version="v1", kind="Pod", namespace=namespace, name=name, uid=uid
+            )
             try:
                 await self.client.bind(namespace, name, node, uid=uid)
                 self.metrics.attempts.labels(result="scheduled").inc()
+                message = f"Successfully assigned {namespace}/{name} to {node}"
+                self.recorder.record(pod, "Normal", "Scheduled", message)
             except (ApiError, ApiConnectionError, TimeoutError) as exc:
                 self.metrics.attempts.labels(result="error").inc()
                 self.assumed.pop(uid, None)  # not bound: the room is free again
                 if not isinstance(exc, NotFound | Conflict):
                     log.warning("bind failed", pod=f"{namespace}/{name}", node=node, error=str(exc))
+                    message = f"failed to bind to node {node}: {exc}"
+                    self.recorder.record(pod, "Warning", "FailedScheduling", message)
 
     async def _evict(self, namespace: str, name: str, reason: str) -> None:
         try:
@@ -393,6 +403,11 @@ class SchedulerLoop:
                             POD, name, patch, namespace=namespace, patch_type=PatchType.STRATEGIC
                         )
                         self._unschedulable_seen[uid] = message
+                        # Volcano's taskUnschedulable: the event goes with the condition.
+                        ref = ObjectReference(
+                            api_version="v1", kind="Pod", namespace=namespace, name=name, uid=uid
+                        )
+                        self.recorder.record(ref, "Warning", "FailedScheduling", message)
                     except (ApiError, ApiConnectionError) as exc:
                         log.debug("pod condition write failed", pod=key, error=str(exc))
 

@@ -11,7 +11,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from caldera.api.core import Pod
-from caldera.api.meta import ObjectMeta
+from caldera.api.meta import ObjectMeta, ObjectReference
 from caldera.api.resources import Resources
 from caldera.api.volcano import PodGroup, PodGroupStatus
 from caldera.kube.errors import Conflict
@@ -115,12 +115,23 @@ class _PodClient:
         self.bound.append(name)
 
 
+class _Recorder:
+    """Events recorded, as (pod name, type, reason, message)."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, str, str]] = []
+
+    def record(self, involved: ObjectReference, type: str, reason: str, message: str) -> None:
+        self.events.append((involved.name, type, reason, message))
+
+
 def _pod_loop(pods: dict[str, Pod], client: _PodClient) -> SchedulerLoop:
     """A SchedulerLoop with only what the pod writes touch (no informers, no server)."""
     loop = SchedulerLoop.__new__(SchedulerLoop)
     loop.pods = _Informer(_Store(pods))  # type: ignore[assignment]
     loop.client = client  # type: ignore[assignment]
     loop.metrics = SchedulerMetrics(CollectorRegistry())
+    loop.recorder = _Recorder()  # type: ignore[assignment]
     loop._unschedulable_seen = {}
     loop.assumed = {}
     loop._bind_gate = asyncio.Semaphore(32)
@@ -147,6 +158,14 @@ async def test_pod_conditions_written_concurrently_once_per_message() -> None:
     assert len(client.patched) == 200
     await loop._mark_unschedulable({"ns/p-0": "0/4 nodes are available: 4 Insufficient cpu."})
     assert client.patched[-1] == ("p-0", "0/4 nodes are available: 4 Insufficient cpu.")
+    events = loop.recorder.events  # type: ignore[attr-defined]
+    assert len(events) == 201  # one FailedScheduling per condition written, as Volcano's
+    assert events[-1] == (
+        "p-0",
+        "Warning",
+        "FailedScheduling",
+        "0/4 nodes are available: 4 Insufficient cpu.",
+    )
 
 
 async def test_binds_run_apart_from_the_cycle() -> None:
@@ -155,7 +174,6 @@ async def test_binds_run_apart_from_the_cycle() -> None:
     pods = {"ns/a": _pending("a")}
     client = _PodClient()
     loop = _pod_loop(pods, client)
-    loop.recorder = None  # type: ignore[assignment]
     loop.podgroups = _Informer(_Store({}))  # type: ignore[assignment]
     loop.queues = _Informer(_Store({}))  # type: ignore[assignment]
     task = TaskInfo(
@@ -177,3 +195,6 @@ async def test_binds_run_apart_from_the_cycle() -> None:
     client.release.set()
     await loop.drain_binds(grace=1)
     assert client.bound == ["a"]
+    assert loop.recorder.events == [  # type: ignore[attr-defined]
+        ("a", "Normal", "Scheduled", "Successfully assigned ns/a to n1")
+    ]

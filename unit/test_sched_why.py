@@ -159,9 +159,7 @@ def test_a_placed_gang_gets_no_record_until_it_waited() -> None:
     )
     ssn = run(make_cluster([make_node("n0")], [job]))
     assert ssn.result.podgroup_why["ns/b"].stage == WaitStage.NONE
-    assert (
-        ssn.result.podgroup_why["ns/b"].summary == "2 of 2 pods (minAvailable) placed"
-    )
+    assert ssn.result.podgroup_why["ns/b"].summary == "2 of 2 pods (minAvailable) placed"
 
 
 def test_a_changed_finding_of_the_same_stage_waits_for_its_refresh() -> None:
