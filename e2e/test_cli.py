@@ -824,6 +824,7 @@ def test_bash_completion_completes_commands_flags_and_values() -> None:
         "run",
         "suspend",
         "view",
+        "why",
     ]
     assert _complete(["caldera", "queue", "op"]) == ["operate"]
     assert "--all-namespaces" in _complete(["caldera", "job", "list", "--a"])
