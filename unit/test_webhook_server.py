@@ -4,6 +4,7 @@ reload and shutdown (protocol edges the API server cannot be made to produce on 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import json
 import os
@@ -34,7 +35,7 @@ class Running:
     client_ssl: ssl.SSLContext
 
 
-async def _start(tmp_path: Path, client_max_size: int) -> Running:
+async def _start(tmp_path: Path, client_max_size: int, read_timeout: float = 10.0) -> Running:
     pki = ensure_pki(tmp_path / "pki")
     cert_dir = tmp_path / "serving"
     crt, key = write_serving_pair(pki, cert_dir, ["127.0.0.1"])
@@ -43,6 +44,7 @@ async def _start(tmp_path: Path, client_max_size: int) -> Running:
         Admission(StaticView([queue("default")]), AdmissionOptions()),
         WebhookMetrics(registry),
         client_max_size=client_max_size,
+        read_timeout=read_timeout,
     )
     server = WebhookServer(app, CertificateReloader(str(crt), str(key)), host="127.0.0.1", port=0)
     port = await server.start(reload_interval=3600, shutdown_timeout=5)
@@ -108,6 +110,60 @@ async def test_bad_content_type_is_400(running: Running) -> None:
         assert resp.status == 400
         body = await resp.json()
     assert "expected Content-Type application/json" in body["response"]["status"]["message"]
+
+
+async def test_garbage_gets_an_errored_review_and_others_still_pass(running: Running) -> None:
+    """Bad JSON, a review of another kind and an empty body are each answered 400 with a
+    message; the next good review is allowed."""
+    for body, words in (
+        (b"{not json", "JSON is malformed"),
+        (json.dumps({"apiVersion": "v1", "kind": "Pod"}).encode(), "AdmissionReview"),
+        (b"", "empty"),
+    ):
+        status, answer = await _post(running, "/jobs/validate", body)
+        assert status == 400, body
+        message = answer["response"]["status"]["message"]  # type: ignore[index]
+        assert words.lower() in str(message).lower(), (body, message)
+    status, answer = await _post(running, "/jobs/validate", json.dumps(review(job_dict())).encode())
+    assert status == 200
+    assert answer["response"]["allowed"] is True  # type: ignore[index]
+
+
+async def test_a_trickling_client_is_cut_off_while_others_are_answered(tmp_path: Path) -> None:
+    """A client sending its body a byte at a time gets 408 once the read deadline passes;
+    meanwhile ordinary reviews are answered at once."""
+    r = await _start(tmp_path, 7 * 1024 * 1024, read_timeout=1.0)
+    try:
+        port = int(r.url.rsplit(":", 1)[1])
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=r.client_ssl)
+        writer.write(
+            b"POST /jobs/validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 1000\r\n\r\n"
+        )
+
+        async def trickle() -> None:
+            with contextlib.suppress(ConnectionError):
+                for _ in range(40):
+                    writer.write(b" ")
+                    await writer.drain()
+                    await asyncio.sleep(0.1)
+
+        trickling = asyncio.create_task(trickle())
+        good = json.dumps(review(job_dict())).encode()
+        loop = asyncio.get_running_loop()
+        for _ in range(5):
+            started = loop.time()
+            status, _ = await _post(r, "/jobs/validate", good)
+            assert status == 200
+            assert loop.time() - started < 0.5
+        status_line = await asyncio.wait_for(reader.readline(), 5)
+        assert status_line.startswith(b"HTTP/1.1 408"), status_line
+        trickling.cancel()
+        writer.close()
+        labels = {"path": "/jobs/validate", "operation": "-", "result": "error"}
+        assert r.registry.get_sample_value("caldera_webhook_admission_requests_total", labels) == 1
+    finally:
+        await r.server.stop()
 
 
 async def _serial(r: Running) -> int:

@@ -103,6 +103,8 @@ class _ReadyGate:
 ADMISSION_KEY: Final = web.AppKey("admission", Admission)
 METRICS_KEY: Final = web.AppKey("metrics", WebhookMetrics)
 GATE_KEY: Final = web.AppKey("gate", _ReadyGate)
+READ_TIMEOUT_KEY: Final = web.AppKey("read_timeout", float)
+BODY_READ_TIMEOUT: Final = 10.0  # seconds a client may take to send a review's body
 
 
 async def _admit(request: web.Request) -> web.Response:
@@ -111,10 +113,16 @@ async def _admit(request: web.Request) -> web.Response:
     path = request.path
     metrics = app[METRICS_KEY]
     try:
-        body = await request.read()
+        async with asyncio.timeout(app[READ_TIMEOUT_KEY]):
+            body = await request.read()
     except web.HTTPRequestEntityTooLarge:
         metrics.requests.labels(path=path, operation="-", result="error").inc()
         raise
+    except TimeoutError:
+        # A client that trickles its body would hold a request open forever; the API server
+        # itself never takes this long (it gives a webhook 30 s at most).
+        metrics.requests.labels(path=path, operation="-", result="error").inc()
+        raise web.HTTPRequestTimeout(text="the request body did not arrive in time") from None
     if not await app[GATE_KEY].wait():
         verdict = Verdict(False, message="the webhook's queue cache has not synced yet", code=503)
         metrics.requests.labels(path=path, operation="-", result="error").inc()
@@ -132,9 +140,12 @@ def build_app(
     client_max_size: int,
     factory: SharedInformerFactory | None = None,  # None: the view needs no cache (tests, bench)
     cache_sync_timeout: float = 5.0,
+    read_timeout: float = BODY_READ_TIMEOUT,
 ) -> web.Application:
-    """The aiohttp application answering AdmissionReviews on every path of `admission`."""
+    """The aiohttp application answering AdmissionReviews on every path of `admission`; a body
+    that takes longer than `read_timeout` seconds to arrive is answered 408."""
     app = web.Application(client_max_size=client_max_size)
+    app[READ_TIMEOUT_KEY] = read_timeout
     app[ADMISSION_KEY] = admission
     app[METRICS_KEY] = metrics
     app[GATE_KEY] = _ReadyGate(factory, cache_sync_timeout)
