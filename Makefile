@@ -50,7 +50,7 @@ fmt: install  ## format the code
 typecheck: install  ## mypy --strict
 	$(VENV)/bin/mypy
 
-imports: install  ## import-linter contracts (DESIGN.md's import rules)
+imports: install  ## import-linter contracts (docs/architecture.md's import rules)
 	$(VENV)/bin/lint-imports
 
 crds: install  ## regenerate the CRDs in charts/caldera/crds from the models

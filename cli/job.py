@@ -1,6 +1,6 @@
 """``caldera job run|list|view|why|suspend|resume|delete``: vcctl's job commands, and ``why``.
 
-Flags, defaults and table columns are vcctl's (VOLCANO_API.md section 7). Beyond vcctl:
+Flags, defaults and table columns are vcctl's (Volcano's pkg/cli/job/). Beyond vcctl:
 ``-o json|yaml|wide``, ``job list --watch`` (a new row each time a job's row changes, as
 ``kubectl get -w`` does), ``job view`` showing tasks, pods, the PodGroup, why the gang is
 unschedulable, and the events of the job, its PodGroup and its pods, and ``job why``, which

@@ -1,6 +1,6 @@
 """Job plugins and PVC templates on the real API server: Volcano's MPI example with its ssh, svc
-(and mpi) plugins, and Caldera's ``tasks[].volumeClaimTemplates`` (DESIGN.md, Caldera
-extensions): what they create, what pods see, and that it all goes with the Job."""
+(and mpi) plugins, and Caldera's ``tasks[].volumeClaimTemplates`` (docs/compatibility.md,
+"What Caldera adds"): what they create, what pods see, and that it all goes with the Job."""
 
 from __future__ import annotations
 
@@ -234,7 +234,7 @@ async def test_pvcs_deleted_with_job(kube: KubeClient, namespace: str) -> None:
 
 
 async def test_job_volume_claim_generated_and_mounted(kube: KubeClient, namespace: str) -> None:
-    """spec.volumes with a volumeClaim and no name (section 2.5): the controller creates PVC
+    """spec.volumes with a volumeClaim and no name (Volcano's syncJob): the controller creates PVC
     ``<job>-pvc-<suffix>`` owned by the Job, writes its name back into the spec, records it in
     controlledResources and mounts it at mountPath in every pod."""
     claim = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}

@@ -1,4 +1,4 @@
-"""Volcano's lifecycle policies on the real API server (VOLCANO_API.md section 2): one test per
+"""Volcano's lifecycle policies (pkg/controllers/job/) on the real API server: one test per
 policy path — events, exit codes, timeouts, task-level over job-level policies, maxRetry,
 Commands, minSuccess, dependsOn, scaling and the last retry. Pods are kwok pods that run until
 deleted or exit when a test says so (``finish_pod``); the stand-in scheduler enqueues PodGroups
@@ -611,7 +611,7 @@ async def _pg_or_none(kube: KubeClient, ns: str, name: str) -> Any:
 @pytest.mark.usefixtures("scheduled")
 async def test_all_finished_below_min_available_fails(kube: KubeClient, namespace: str) -> None:
     """No policies: one pod succeeds and one fails with minAvailable 2; once every pod finished,
-    succeeded (1) < minAvailable (2) fails the Job (section 2.3, Running)."""
+    succeeded (1) < minAvailable (2) fails the Job (Volcano's state/running.go)."""
     tasks = [task("ok", 1, run_for="2s", exit_code=0), task("bad", 1, run_for="2s", exit_code=1)]
     await kube.create(JOB, job("fin", tasks), namespace=namespace)
     failed = await _phase(kube, namespace, "fin", "Failed")

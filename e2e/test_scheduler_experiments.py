@@ -558,7 +558,7 @@ async def _counts(exp: Experiment, groups: list[str]) -> dict[str, int]:
 
 
 async def test_drf_gives_competing_jobs_equal_pods(exp: Experiment) -> None:
-    """The seed's experiment: two jobs (PodGroups of minMember 1) of 300 and 60 one-cpu pods on
+    """The DRF experiment: two jobs (PodGroups of minMember 1) of 300 and 60 one-cpu pods on
     room for 120 get 60 pods each, although the big one is older (first come, first served
     would give it all 120)."""
     exp.make_nodes(15, 8)

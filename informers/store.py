@@ -138,7 +138,7 @@ class Delta(Generic[T]):
 
 class ResourceEventHandler(Protocol[T_contra]):
     """Receives store changes. Implementations must be fast and synchronous: they run inline in
-    the reflector's loop and should do nothing but enqueue keys (pitfall 2: queue keys, not events).
+    the reflector's loop and should do nothing but enqueue keys (queue keys, not events).
     """
 
     def on_add(self, obj: T_contra) -> None: ...

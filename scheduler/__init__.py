@@ -1,0 +1,44 @@
+"""The scheduler (``caldera scheduler``): Volcano's session, actions and plugins over a snapshot
+kept up to date from the informer cache. docs/architecture.md draws the whole; the pure core is
+``framework``, ``actions``, ``plugins``, ``api``, ``snapshot``, ``why`` and ``conf``, and the I/O
+is ``process`` and ``main``.
+
+The process:
+
+- `scheduler.main`: start-up, leadership and shutdown around the session loop;
+- `scheduler.process`: `SchedulerLoop`, the session loop and its I/O (binds with assumed pods,
+  evictions, PodGroup and Queue status, pod conditions, Events); `ConfSource` re-reads the
+  configuration file;
+- `scheduler.metrics`: `SchedulerMetrics`, the Prometheus metrics under Volcano's names;
+- `scheduler.registry`: the actions and plugins of this build, by configuration name;
+- `scheduler.conf`: the configuration file in Volcano's format, parsed strictly.
+
+The snapshot and what the scheduler writes:
+
+- `scheduler.api.types`: `TaskInfo`, `JobInfo`, `NodeInfo`, `QueueInfo`, `ClusterInfo`, the
+  session's view of pods, PodGroups, nodes and queues;
+- `scheduler.snapshot`: `build_cluster`, a `ClusterInfo` from the cached objects;
+- `scheduler.live_snapshot`: `LiveSnapshot`, the same `ClusterInfo` kept across sessions and
+  derived again only where the cache changed;
+- `scheduler.quiet`: `QuietSessions`, whether the next session may be skipped;
+- `scheduler.why`: the record of why a job waits, composed from the session's notes.
+
+The framework (Volcano's ``pkg/scheduler/framework``):
+
+- `scheduler.framework.plugin`: the `Plugin` and `Action` protocols and their `Arguments`;
+- `scheduler.framework.session`: `Session`, the callbacks plugins register, how tiers combine
+  them, and the `SessionResult`;
+- `scheduler.framework.statement`: `Statement`, a gang's placements committed whole or undone;
+- `scheduler.framework.status`: each PodGroup's status and each queue's allocation after a
+  session;
+- `scheduler.framework.runner`: `run_session`, one cycle: plugins open, actions run, plugins
+  close, status derived.
+
+The actions (``pkg/scheduler/actions``): `enqueue`, `allocate`, `backfill`, `preempt`,
+`reclaim`; with `scheduler.actions.placer` (a pod's best node, re-evaluating only changed nodes)
+and `scheduler.actions.room` (the node walk preempt and reclaim share to make room by eviction).
+
+The plugins (``pkg/scheduler/plugins``), one module each: `gang`, `priority`, `drf`,
+`proportion`, `binpack`, `nodeorder`, `predicates`, `task_topology`, `conformance`,
+`overcommit`, `preemption_toleration`.
+"""

@@ -11,7 +11,7 @@ Plugins and actions note what they find as the session runs (``Session.note_wait
 ``wait_record`` turns a job's notes into one bounded record; ``publish`` decides whether it
 is worth a write (the finding changed, and its stage changed or the last write is older than
 ``REFRESH_SECONDS``); ``unschedulable_reasons`` counts pods by reason for the
-``caldera_unschedule_task_count{reason}`` metric.
+``caldera_unschedule_task_reason_count{reason}`` metric.
 """
 
 from __future__ import annotations

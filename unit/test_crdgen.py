@@ -295,7 +295,7 @@ def test_structure_check_can_fail() -> None:
     assert ".spec.extendClusters[].capacity{}" in paths
 
 
-# VOLCANO_API.md 1.0: scope, short names, status subresource, printer columns.
+# Volcano's config/crd/volcano/bases: scope, short names, status subresource, printer columns.
 CRD_FACTS: list[tuple[str, str, str, list[str] | None, dict[str, Any] | None]] = [
     ("Job", "jobs.batch.volcano.sh", "Namespaced", ["vcjob", "vj"], {"status": {}}),
     ("CronJob", "cronjobs.batch.volcano.sh", "Namespaced", ["cronvcjob", "cronvj"], {"status": {}}),
@@ -427,7 +427,7 @@ MARKERS = [
 
 @pytest.mark.parametrize(("kind", "path", "expected"), MARKERS)
 def test_markers(kind: str, path: str, expected: dict[str, Any]) -> None:
-    """Defaults, bounds, patterns, enums and required lists are the ones VOLCANO_API.md lists."""
+    """Defaults, bounds, patterns, enums and required lists are Volcano's CRDs'."""
     node = _at(_schema(kind), path)
     assert {key: node.get(key) for key in expected} == expected
 

@@ -1,5 +1,5 @@
 """Tests of controllers.job.events: how informer notifications become job-controller requests
-(VOLCANO_API.md section 2.1)."""
+(Volcano's pkg/controllers/job/job_controller_handler.go)."""
 
 from __future__ import annotations
 
@@ -277,7 +277,7 @@ def test_on_pod_update(
     event: Event,
     exit_code: int | None,
 ) -> None:
-    """Each updatePod rule of section 2.1: PodFailed with the first container's exit code,
+    """Each rule of Volcano's updatePod: PodFailed with the first container's exit code,
     TaskCompleted when every replica succeeded, TaskFailed from restartCounts (0 means 3, -1
     unlimited), PodRunning / PodPending on transitions (overriding TaskFailed), else OutOfSync."""
     got = on_pod_update(old, new, [*siblings, old], max_retry, replicas)
@@ -423,7 +423,7 @@ def test_claim_keys_name_existing_claims_only() -> None:
 
 
 def test_pvc_add_syncs_the_jobs_waiting_for_it() -> None:
-    """A PVC appearing is a plain sync of each Job naming it (VOLCANO_API.md 2.5: Pending until
+    """A PVC appearing is a plain sync of each Job naming it (syncJob: Pending until
     the PVC is created), and of no other Job."""
     waiting = _job_with_volumes("w", VolumeSpec(mount_path="/d", volume_claim_name="data"))
     other = _job_with_volumes("o", VolumeSpec(mount_path="/d", volume_claim_name="else"))

@@ -1,5 +1,5 @@
 """Tests of controllers.job.policy: policy resolution (applyPolicies, GetStateAction) and the
-delayed-action bookkeeping (VOLCANO_API.md section 2.2)."""
+delayed-action bookkeeping (Volcano's pkg/controllers/job/job_controller_util.go)."""
 
 from __future__ import annotations
 
@@ -170,7 +170,7 @@ CASES: list[Any] = [
 
 @pytest.mark.parametrize(("the_job", "request_", "decision"), CASES)
 def test_apply_policies(the_job: Job, request_: Request, decision: Decision) -> None:
-    """Each rule of section 2.2 in order: Command action, internal events, stale uid/version,
+    """Each rule of applyPolicies in order: Command action, internal events, stale uid/version,
     task-then-job policies (event, events, *, PodPending with timeout, exit code, timeout as
     delay), default SyncJob; and each action's target."""
     assert apply_policies(the_job, request_) == decision

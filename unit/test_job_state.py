@@ -1,4 +1,4 @@
-"""Tests of controllers.job.state: the Job state machine (VOLCANO_API.md sections 2.3, 2.4, 2.6):
+"""Tests of controllers.job.state: the Job state machine (Volcano's job/state/*.go):
 every row of the action table, every update rule, kills, and the status it produces."""
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def job(
     )
 
 
-# --- plan: the action table of section 2.3 ------------------------------------------------------
+# --- plan: the action table of Volcano's job/state/*.go -----------------------------------------
 
 
 def kill_job(
@@ -215,8 +215,8 @@ TABLE: list[Any] = [
 
 @pytest.mark.parametrize(("phase", "action", "target", "expected"), TABLE)
 def test_plan_table(phase: str, action: Action, target: Target, expected: Plan) -> None:
-    """Every row of the section 2.3 table: which kill or sync, retained phases, version bump and
-    PodGroup deletion on full kills only, retryCount++ on Restart*/Resume, the forced phase or
+    """Every row of the state/*.go action table: which kill or sync, retained phases, version bump
+    and PodGroup deletion on full kills only, retryCount++ on Restart*/Resume, the forced phase or
     the state's update function. A new Job ("") behaves as Pending."""
     assert plan(job(phase), action, target) == expected
 
@@ -235,7 +235,7 @@ def test_last_retry_keeps_finished_pods(
     retry_count: int, action: Action, target: Target, retain: frozenset[str]
 ) -> None:
     """On the last retry (retryCount >= maxRetry-1) even RestartJob keeps Failed and Succeeded
-    pods (section 2.4)."""
+    pods (Volcano's killJob)."""
     assert plan(job(retry_count=retry_count), action, target).retain == retain
 
 
@@ -396,7 +396,7 @@ UPDATES: list[Any] = [
 
 @pytest.mark.parametrize(("the_job", "before", "c", "after"), UPDATES)
 def test_next_phase(the_job: Job, before: JobPhase, c: PodCounts, after: JobPhase | None) -> None:
-    """Each state's update function of section 2.3, rule by rule."""
+    """Each state's update function of state/*.go, rule by rule."""
     got = next_phase(the_job, before, c)
     assert (got.phase if got else None) == after
 
@@ -566,7 +566,7 @@ def test_transitions_follow_documented_edges(
     scenario: tuple[Job, Action, Target, PodCounts],
 ) -> None:
     """For any Job, action, target and pod counts: the phase moves only along an edge of the
-    section 2.3 table (or stays), the version grows by one exactly on full kills, retryCount by
+    state/*.go table (or stays), the version grows by one exactly on full kills, retryCount by
     one at most and only on Restart*/Resume, conditions hold at most one entry per phase and the
     current phase's entry is last when the phase changed."""
     the_job, action, target, c = scenario

@@ -1,5 +1,6 @@
 """Tests of controllers.job.status: pod counting, conditions, runningDuration, change detection
-and sync planning with the PodGroup gate and dependsOn (VOLCANO_API.md sections 1.1, 2.4, 2.5)."""
+and sync planning with the PodGroup gate and dependsOn (killJob and syncJob in Volcano's
+pkg/controllers/job/job_controller_actions.go)."""
 
 from __future__ import annotations
 

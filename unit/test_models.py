@@ -532,7 +532,7 @@ ENUMS = [
 
 @pytest.mark.parametrize(("enum_type", "values"), ENUMS, ids=[e.__name__ for e, _ in ENUMS])
 def test_enum_values_match_volcano(enum_type: type[Any], values: str) -> None:
-    """The string enums hold exactly the values VOLCANO_API.md lists."""
+    """The string enums hold exactly the values Volcano's API types define."""
     assert {str(v) for v in enum_type} == set(values.split())
 
 

@@ -87,7 +87,7 @@ def test_transitions(
     state: QueueState,
     mark: bool,
 ) -> None:
-    """Each (state, action, PodGroups, parent) goes where VOLCANO_API.md section 5 says."""
+    """Each (state, action, PodGroups, parent) goes where Volcano's queue controller sends it."""
     decision = decide(
         name="q",
         current=current,

@@ -1,4 +1,5 @@
-"""Job admission rules (VOLCANO_API.md 4.1 and 4.2): one row per default and per refusal."""
+"""Job admission rules (Volcano's pkg/webhooks/admission/jobs/): one row per default and per
+refusal."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""PodGroup and pod admission rules (VOLCANO_API.md 4.3 and 4.5)."""
+"""PodGroup and pod admission rules (Volcano's pkg/webhooks/admission/podgroups/ and pods/)."""
 
 from __future__ import annotations
 

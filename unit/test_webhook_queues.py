@@ -1,4 +1,5 @@
-"""Queue admission rules (VOLCANO_API.md 4.4): defaults, and one row per refusal."""
+"""Queue admission rules (Volcano's pkg/webhooks/admission/queues/): defaults, and one row per
+refusal."""
 
 from __future__ import annotations
 

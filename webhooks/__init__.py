@@ -1,7 +1,8 @@
 """The admission webhook: validation and defaulting of Jobs, Queues, PodGroups and Pods.
 
-Pure rules, one module per resource (`jobs`, `queues`, `podgroups`, `pods`, with `templates` and
-`names` for pod templates and Kubernetes names), decide over models and a `lookups.ClusterView`;
+Pure rules, one module per resource (`jobs`, `queues`, `podgroups`, `pods`; the pod-template and
+Kubernetes name checks they share with the job controller are `caldera.api.podtemplate` and
+`caldera.api.names`), decide over models and a `lookups.ClusterView`;
 `admission` is the AdmissionReview protocol, `review` routes a request body to the rules, and
 `server` is the aiohttp HTTPS process around them (`caldera webhook`). See docs/webhook.md.
 """

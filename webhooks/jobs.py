@@ -1,5 +1,6 @@
 """Admission of Volcano Jobs: defaulting (`mutate_job`) and validation (`validate_job_create`,
-`validate_job_update`), as VOLCANO_API.md sections 4.1 and 4.2 describe them.
+`validate_job_update`), as Volcano's pkg/webhooks/admission/jobs/mutate/mutate_job.go and
+jobs/validate/admit_job.go do.
 
 Messages. Volcano builds a job's refusal by concatenating `" <problem>;"` fragments; so does this
 module, with Volcano's wording, and each fragment starts with the field it is about
@@ -17,8 +18,8 @@ runs correctly:
   registered in Volcano but not run by Caldera's controller, are refused with that reason;
 - the pod-name check uses the task's last pod index (Volcano uses the task's position);
 - dependsOn must name tasks of the job; task maxRetry, minSuccess and networkTopology are checked;
-- Caldera's `volumeClaimTemplates` are checked (DESIGN.md): unique DNS-1123 label names, quantity
-  values, and `<template>-<job>-<task>-<index>` a DNS subdomain of at most 253 characters.
+- Caldera's `volumeClaimTemplates` are checked (docs/concepts.md): unique DNS-1123 label names,
+  quantity values, and `<template>-<job>-<task>-<index>` a DNS subdomain of at most 253 characters.
 
 Mutation patches field by field (never replacing whole tasks), so fields of a newer Volcano that
 the models do not know survive defaulting.
@@ -87,7 +88,7 @@ UPDATE_FORBIDDEN: Final = (
 
 
 def mutate_job(job: Job, *, scheduler_name: str) -> list[PatchOp]:
-    """The JSON patch that completes a new job with Volcano's defaults (section 4.1).
+    """The JSON patch that completes a new job with Volcano's defaults (mutate_job.go).
 
     queue "default", schedulerName, maxRetry 3 (job and tasks), task names `default<i>`, task
     minAvailable, job minAvailable (the sum of the defaulted tasks'), dnsPolicy

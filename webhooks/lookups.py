@@ -2,7 +2,7 @@
 
 Validation is pure over a `ClusterView`: the server passes one backed by the informer cache
 (`InformerView`), never the API server, so an admission costs no request and cannot deadlock
-with a `failurePolicy: Fail` webhook (pitfall 14); tests pass a `StaticView`.
+with a `failurePolicy: Fail` webhook; tests pass a `StaticView`.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Admission of PodGroups (VOLCANO_API.md section 4.5): the queue from the namespace annotation,
-and the queue and networkTopology checks.
+"""Admission of PodGroups (Volcano's pkg/webhooks/admission/podgroups/): the queue from the
+namespace annotation, and the queue and networkTopology checks.
 
 Pure functions over models and a `ClusterView`, no I/O.
 """

@@ -1,5 +1,5 @@
-"""Admission of pods (VOLCANO_API.md section 4.3, validate): the job disruption budget
-annotations of pods scheduled by a Caldera/Volcano scheduler.
+"""Admission of pods (Volcano's pkg/webhooks/admission/pods/validate/admit_pod.go): the job
+disruption budget annotations of pods scheduled by a Caldera/Volcano scheduler.
 
 `volcano.sh/jdb-min-available` and `volcano.sh/jdb-max-unavailable` must each be a positive
 integer or a percentage from 1% to 99%, and at most one of them may be set. Pods of other

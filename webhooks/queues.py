@@ -1,5 +1,5 @@
 """Admission of Volcano Queues: defaulting (`mutate_queue`) and validation (`validate_queue`),
-as VOLCANO_API.md section 4.4 describes them.
+as Volcano's pkg/webhooks/admission/queues/ does.
 
 Every message starts with the field it is about. Deliberate differences from Volcano:
 - a guarantee must be within `deserved` only when the queue sets `deserved` (a queue of the

@@ -7,8 +7,9 @@ certificate, and answer AdmissionReviews on the HTTPS port. No leader election: 
 answers, because every answer is a pure function of the request and the cache.
 
 A request that arrives before the caches have synced waits for them up to
-``cache_sync_timeout`` (pitfall 7: an empty cache would refuse every job as "queue not found"),
-then gets an error answer. Lookups never call the API server (pitfall 14).
+``cache_sync_timeout`` (an empty cache would refuse every job as "queue not found"),
+then gets an error answer. Lookups never call the API server, so they cannot deadlock with a
+``failurePolicy: Fail`` webhook.
 
 Certificates: a guarded background task looks at the modification time and size of the
 certificate and key files every ``cert_reload_interval`` seconds and, when they change, loads

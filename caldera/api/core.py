@@ -2,7 +2,7 @@
 
 Each holds only the fields some part of Caldera reads; the rest is skipped on decode, which keeps
 pod and node watch events cheap. Objects decoded from these models are therefore partial and must
-never be written back with PUT: changes to them are PATCHes (DESIGN.md, "Models and the wire").
+never be written back with PUT: changes to them are PATCHes (docs/architecture.md).
 Objects Caldera creates from scratch (Services, ConfigMaps, Secrets, Events, Leases) carry every
 field it sets.
 

@@ -10,8 +10,8 @@ keep whole (pod templates, PVC specs) are `type: object` with
 `x-kubernetes-preserve-unknown-fields: true`, so the API server prunes none of their fields.
 Markers (minimum, pattern, enum, required, CRD defaults) come from the `crd(...)` annotations of
 the models. Scope, short names, printer columns and the status subresource follow Volcano's CRDs
-(VOLCANO_API.md 1.0): PodGroup has `subresources: {}` because the scheduler writes its status with a
-plain update, and Command has no subresources at all. Every CRD carries
+(config/crd/volcano/bases): PodGroup has `subresources: {}` because the scheduler writes its
+status with a plain update, and Command has no subresources at all. Every CRD carries
 `helm.sh/resource-policy: keep`, so uninstalling the chart does not delete users' objects.
 
 Generated: Job, CronJob, Command, PodGroup, Queue. The CronJob CRD is installed so that Volcano

@@ -1,12 +1,14 @@
 """Knowledge about a Job spec that the job controller and the admission webhook share.
 
-- The job plugins (VOLCANO_API.md section 3): their names, their Go-flag-style arguments with
-  types and defaults, and `parse_plugin_args`, which reads `["--port=5000", "--ssh-port", "2022"]`
-  the way Go's `flag` package does and raises `PluginArgError` naming the plugin and the argument.
+- The job plugins (Volcano's pkg/controllers/job/plugins/): their names, their Go-flag-style
+  arguments with types and defaults, and `parse_plugin_args`, which reads `["--port=5000",
+  "--ssh-port", "2022"]` the way Go's `flag` package does and raises `PluginArgError` naming the
+  plugin and the argument.
 - The plugins a job needs (`required_plugins`): `svc` for the distributed-framework plugins,
   `ssh` for mpi.
-- Webhook defaults (section 4.1): task names `default<i>`, task minAvailable, job minAvailable,
-  maxRetry 3, and the name of a task's pods and PVCs.
+- Webhook defaults (Volcano's pkg/webhooks/admission/jobs/mutate/mutate_job.go): task names
+  `default<i>`, task minAvailable, job minAvailable, maxRetry 3, and the name of a task's pods
+  and PVCs.
 
 Pure functions over `caldera.api.volcano` models, no I/O.
 """

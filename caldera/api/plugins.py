@@ -4,9 +4,10 @@
 `["--port=5000"]` into a dict of values; this module builds on it and adds what both the
 controller and the webhook need beyond that:
 
-- `IMPLEMENTED_PLUGINS`: the plugins Caldera's job controller runs (VOLCANO_API.md section 3 plus
-  `mxnet`, a Caldera addition). `ray` and `hcclrank` are in Volcano's registry and parse, but the
-  controller does not run them; `unsupported_plugin_message` says so.
+- `IMPLEMENTED_PLUGINS`: the plugins Caldera's job controller runs (those of Volcano's
+  pkg/controllers/job/plugins/ plus `mxnet`, a Caldera addition). `ray` and `hcclrank` are in
+  Volcano's registry and parse, but the controller does not run them;
+  `unsupported_plugin_message` says so.
 - `parse_plugin_args(name, args)`: one frozen options object per plugin (`SvcOptions`,
   `SSHOptions`, ...), with checks across flags that the flag table alone cannot express (an empty
   role name, two roles naming the same task, user-provided ssh keys). Every problem is a

@@ -1,12 +1,12 @@
 """Volcano's CRDs as msgspec models: Job and CronJob, Command, PodGroup and Queue.
 
-Field names, defaults and markers follow VOLCANO_API.md section 1 (Volcano v1.9-v1.13, plus the
-optional v1.14 fields partitionPolicy, subGroupPolicy and dequeueStrategy). Defaults are what the
-stored object means when a key is absent (see `caldera.api.meta`): the CRD default where Volcano's
-CRD declares one (`spec.queue` "default", `spec.maxRetry` 3, Queue `weight` 1, ...), otherwise Go's
-zero value or None. Webhook defaults (schedulerName "volcano", task maxRetry 3, reclaimable true,
-minAvailable sums) are not model defaults: the mutating webhook applies them explicitly, as Volcano
-does.
+Field names, defaults and markers follow Volcano's API types (volcano-sh/apis pkg/apis/; Volcano
+v1.9-v1.13, plus the optional v1.14 fields partitionPolicy, subGroupPolicy and dequeueStrategy).
+Defaults are what the stored object means when a key is absent (see `caldera.api.meta`): the CRD
+default where Volcano's CRD declares one (`spec.queue` "default", `spec.maxRetry` 3, Queue `weight`
+1, ...), otherwise Go's zero value or None. Webhook defaults (schedulerName "volcano", task maxRetry
+3, reclaimable true, minAvailable sums) are not model defaults: the mutating webhook applies them
+explicitly, as Volcano does.
 
 Pod templates (`tasks[].template`), `volumes[].volumeClaim` and the Caldera extension
 `tasks[].volumeClaimTemplates[].spec` are plain dicts: they are handed to pods and PVCs whole, so no
@@ -226,7 +226,7 @@ class DequeueStrategy(enum.StrEnum):
     TRAVERSE = "traverse"
 
 
-# --- labels and annotations (VOLCANO_API.md 1.6) ------------------------------------------------
+# --- labels and annotations (volcano-sh/apis batch/v1alpha1/labels.go, scheduling/v1beta1) -----
 
 TASK_INDEX_KEY: Final = "volcano.sh/task-index"
 TASK_SPEC_KEY: Final = "volcano.sh/task-spec"

@@ -1,12 +1,23 @@
-"""The Volcano Job controller: its pure core, and (elsewhere) its reconcile loop and plugins.
+"""The Volcano Job controller: its pure core, its plugins and its reconcile loop.
 
-The pure core, no I/O anywhere (VOLCANO_API.md section 2):
+The pure core, no I/O anywhere (Volcano's pkg/controllers/job/):
 
-- `controllers.job.events`: informer notifications → `Request` (section 2.1);
+- `controllers.job.events`: informer notifications → `Request` (job_controller_handler.go);
 - `controllers.job.policy`: `Request` → `Decision` (action, delay, target), and the
-  `DelayedActions` bookkeeping of policy timeouts (section 2.2);
+  `DelayedActions` bookkeeping of policy timeouts (`applyPolicies` in job_controller_util.go);
 - `controllers.job.state`: the state machine: `plan` per action and state, `kill_victims`,
-  `next_phase`, `apply_plan` (sections 2.3, 2.4, 2.6);
+  `next_phase`, `apply_plan` (state/*.go, killJob in job_controller_actions.go);
 - `controllers.job.status`: pod counting, conditions, runningDuration, change detection and
-  `plan_sync` for pod creation and deletion (sections 1.1, 2.5).
+  `plan_sync` for pod creation and deletion (syncJob in job_controller_actions.go);
+- `controllers.job.pods`: the pods, PVCs and PodGroup a Job gets, with deterministic names;
+- `controllers.job.pending`: the ``PodGroupPending`` Event a Job gets while its PodGroup waits;
+- `controllers.job.plugins`: the job plugins (env, svc, ssh, tensorflow, pytorch, mpi, mxnet).
+
+Around it:
+
+- `controllers.job.controller`: `JobController`, the informer handlers, the per-Job inbox and
+  the reconcile that reads the cache, calls the pure core and writes (all the I/O but PVCs');
+- `controllers.job.created`: the pods created but not yet in the cache (bookkeeping), so a
+  reconcile does not create them twice;
+- `controllers.job.pvc_throttle`: `PvcCreator`, process-wide, fair, rate-limited PVC creation.
 """

@@ -1,4 +1,5 @@
-"""From informer notifications to job-controller requests (VOLCANO_API.md section 2.1).
+"""From informer notifications to job-controller requests (Volcano's
+pkg/controllers/job/job_controller_handler.go).
 
 Every function here is pure (no I/O): it reads the old and new objects handed to an informer
 handler, plus what the caller looked up in the cache, and returns the `Request` to enqueue, or None
@@ -17,7 +18,7 @@ Rules, as Volcano applies them:
 - Job add and update (spec or phase changed) → ``OutOfSync``; PodGroup phase change → ``Unknown``
   or a plain sync (event None); Command → ``CommandIssued`` carrying the command's action;
 - a PVC appearing → a plain sync of every Job whose ``spec.volumes`` names it (a Job waiting in
-  Pending for its claim, "until the PVC is created", section 2.5).
+  Pending for its claim, "until the PVC is created", as syncJob has it).
 """
 
 from __future__ import annotations
@@ -189,7 +190,7 @@ def on_pod_update(
     task_max_retry: int | None,
     task_replicas: int | None,
 ) -> Request | None:
-    """A pod changed: the event its phase transition means (section 2.1, updatePod).
+    """A pod changed: the event its phase transition means (Volcano's updatePod).
 
     ``task_pods`` are the pods of the same task as the cache holds them (``new`` replaces its
     older copy if present); ``task_max_retry`` and ``task_replicas`` come from the task's spec,

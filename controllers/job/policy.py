@@ -1,19 +1,21 @@
-"""Lifecycle policies: from a `Request` to an action (VOLCANO_API.md section 2.2).
+"""Lifecycle policies: from a `Request` to an action (Volcano's `applyPolicies` and
+`GetStateAction` in pkg/controllers/job/job_controller_util.go).
 
 `apply_policies` is Volcano's ``applyPolicies`` plus ``GetStateAction``: a pure function from the
 cached Job and a request to a `Decision` (the action, an optional delay, the action's target).
 
 `DelayedActions` is the bookkeeping of actions delayed by a policy ``timeout``, per job and per
-pod. It holds no timers: the I/O layer schedules ``add_after(token, delay)`` on its work queue for
-what `DelayedActions.schedule` returns and, when the timer fires, executes what
-`DelayedActions.take` returns (None: cancelled meanwhile; nothing to do). Cancellation therefore
-never has to reach into the queue. Usage per request::
+pod. It holds no timers: the I/O layer arms a timer for the token `DelayedActions.schedule`
+returns (the job controller's ``loop.call_later`` puts the token in the Job's inbox and queues
+the Job's key) and, when the timer fires, executes what `DelayedActions.take` returns (None:
+cancelled meanwhile; nothing to do). A cancelled entry's timer may still fire harmlessly. Usage
+per request::
 
     decision = apply_policies(job, request)
     delayed.on_request(request)             # cancellations by PodRunning / leaving Pending
     if decision.delay:                      # None or 0: run now
         entry = delayed.schedule(request, decision)
-        if entry: queue.add_after(entry.token, decision.delay)
+        if entry: arm_timer(entry.token, decision.delay)
     else:
         run(decision); delayed.on_action_ran(request.job_key, decision)
 
@@ -120,7 +122,8 @@ def _match(policies: Sequence[LifecyclePolicy], request: Request) -> Decision | 
 
 
 def apply_policies(job: Job, request: Request) -> Decision:
-    """The action for `request` on the cached `job` (section 2.2), first rule that applies:
+    """The action for `request` on the cached `job` (Volcano's `applyPolicies`), first rule that
+    applies:
 
     1. a Command's action is used as is;
     2. no event, or an internal event (OutOfSync, CommandIssued, PodRunning) → SyncJob;
@@ -170,7 +173,7 @@ class DelayedAction:
 
 
 class DelayedActions:
-    """Delayed actions per job and per pod, and the rules that cancel them (section 2.2):
+    """Delayed actions per job and per pod, and the rules that cancel them (as Volcano's):
 
     - a ``PodRunning`` event cancels the delayed PodFailed and PodEvicted actions of that pod;
     - an event showing that a pod left Pending (PodRunning, PodFailed, PodEvicted,

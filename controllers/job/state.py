@@ -1,4 +1,5 @@
-"""The Job state machine (VOLCANO_API.md sections 2.3, 2.4 and 2.6), as pure functions.
+"""The Job state machine as pure functions: Volcano's pkg/controllers/job/state/*.go and the
+killJob of its pkg/controllers/job/job_controller_actions.go.
 
 One reconcile of a Job runs one action (from `controllers.job.policy.apply_policies`) in the
 Job's current state. The I/O layer drives it in four steps:
@@ -224,7 +225,7 @@ def _normalise(action: Action, target: Target) -> tuple[Action, Target]:
 
 
 def plan(job: Job, action: Action, target: Target = JOB_TARGET) -> Plan:
-    """What `action` does in the Job's current state: the table of section 2.3.
+    """What `action` does in the Job's current state: the table of Volcano's state/*.go.
 
     A Job with a deletionTimestamp, or in a phase this machine does not know, gets
     ``Step.NONE``: Volcano's killJob and syncJob return at once for a Job being deleted.
@@ -322,7 +323,7 @@ def next_phase(job: Job, phase_before: JobPhase, counts: PodCounts) -> Transitio
 
     - Pending → Running when spec.minAvailable ≤ running + succeeded + failed;
     - Running → Completed / Failed / Pending by minSuccess, the task minAvailable rule,
-      spec.minAvailable and the pending count (section 2.3); no change with zero replicas;
+      spec.minAvailable and the pending count (state/running.go); no change with zero replicas;
     - Restarting → Failed when retryCount ≥ spec.maxRetry, else → Pending when
       Σreplicas - terminating ≥ status.minAvailable;
     - Aborting / Completing / Terminating → Aborted / Completed / Terminated when no pod is

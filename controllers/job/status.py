@@ -1,4 +1,6 @@
-"""Job status arithmetic and pod sync planning (VOLCANO_API.md sections 1.1, 2.4 and 2.5).
+"""Job status arithmetic and pod sync planning (killJob and syncJob in Volcano's
+pkg/controllers/job/job_controller_actions.go; JobStatus in volcano-sh/apis
+pkg/apis/batch/v1alpha1/job.go).
 
 Pure functions, no I/O:
 

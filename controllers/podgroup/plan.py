@@ -4,8 +4,9 @@ Pods that no Volcano Job created, whose ``spec.schedulerName`` is one of Caldera
 no group (neither ``scheduling.k8s.io/group-name`` nor its alias ``scheduling.volcano.sh/
 group-name``) get a PodGroup: one per controlling owner (``podgroup-<owner uid>``: all the pods of
 a ReplicaSet, StatefulSet or batch Job gang together), or one per bare pod
-(``podgroup-<pod uid>``). VOLCANO_API.md section 5 lists the fields; ``plan`` decides, for one
-group name, whether to create, update or delete the PodGroup and which pods to annotate.
+(``podgroup-<pod uid>``), with the fields Volcano's pkg/controllers/podgroup/ sets. ``plan``
+decides, for one group name, whether to create, update or delete the PodGroup and which pods to
+annotate.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The Queue state machine and hierarchy rules (pure logic, no I/O).
 
-States are Volcano's (VOLCANO_API.md section 5): Open, Closing, Closed, Unknown; an empty
+States are Volcano's (pkg/controllers/queue/state/): Open, Closing, Closed, Unknown; an empty
 ``status.state`` counts as Open. What moves a queue:
 
 - an action: ``OPEN`` or ``CLOSE`` from a Command, or ``SYNC`` for every other reason to look;

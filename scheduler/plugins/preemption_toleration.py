@@ -8,8 +8,8 @@ The victim pod's PriorityClass (``spec.priorityClassName``, looked up in
 ``ClusterInfo.priority_classes``) carries the policy in annotations, in one of two key families:
 
     preemption-toleration.scheduling.x-k8s.io/    upstream; toleration-seconds default 0
-    preemption-toleration.scheduling.sigs.k8s.io/ the seed article; toleration-seconds default
-                                                  forever
+    preemption-toleration.scheduling.sigs.k8s.io/ the plugin's first drafts; toleration-seconds
+                                                  default forever
 
 each with ``minimum-preemptable-priority`` (default: the class's value + 1) and
 ``toleration-seconds`` (negative: forever). A class carrying any x-k8s.io key is read in that

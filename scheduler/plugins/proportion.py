@@ -29,7 +29,7 @@ and repeats until nothing changes); computing the limit directly avoids its floa
 early stop. Where the two differ is a binding guarantee: Volcano adds weight shares *on top of*
 a guarantee in later rounds, order-dependently; here a guarantee is a floor of the queue's share.
 
-Callbacks, following ``VOLCANO_API.md`` section 6.3:
+Callbacks, following Volcano's pkg/scheduler/plugins/proportion/proportion.go:
 - queue order: higher ``spec.priority`` first, then the lower share (the largest
   ``allocated / deserved`` over the resources);
 - overused: ``deserved <= allocated`` in every resource (Volcano's ``LessEqual``);

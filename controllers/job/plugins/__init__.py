@@ -1,4 +1,5 @@
-"""Job plugins (VOLCANO_API.md section 3): env, svc, ssh, tensorflow, pytorch, mpi, and mxnet.
+"""Job plugins: env, svc, ssh, tensorflow, pytorch, mpi (Volcano's pkg/controllers/job/plugins/),
+and mxnet (Caldera's; docs/compatibility.md).
 
 `build_plugins(job)` is the registry: it adds the plugins the job needs (svc for the
 frameworks, ssh for mpi, never touching what the user set), parses every plugin's arguments and

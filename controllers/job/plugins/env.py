@@ -1,7 +1,7 @@
 """env plugin: every container and init container learns its pod's index within the task.
 
 Sets `VK_TASK_INDEX` (the old name) and `VC_TASK_INDEX`, both the index of the pod, as Volcano
-does (VOLCANO_API.md section 3). No arguments, no objects.
+does (pkg/controllers/job/plugins/env/env.go). No arguments, no objects.
 """
 
 from __future__ import annotations

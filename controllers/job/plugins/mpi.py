@@ -1,11 +1,11 @@
 """mpi plugin: the master learns its workers' hosts; every container opens the ssh port.
 
 The master task's containers and init containers get `MPI_HOST`, the worker task's hosts
-comma-joined (`<job>-<worker>-<i>.<job>`, VOLCANO_API.md section 3); every container and init
-container of the job declares port `mpijob-port` (`--port`, 22). A job without the worker task
-gives the master an empty MPI_HOST (Volcano fails there). The job also needs the svc plugin (the
-hosts resolve through its Service) and the ssh plugin (mpirun logs in with its keys); the webhook
-and `build_plugins` add both.
+comma-joined (`<job>-<worker>-<i>.<job>`, as Volcano's plugins/distributed-framework/mpi/mpi.go);
+every container and init container of the job declares port `mpijob-port` (`--port`, 22). A job
+without the worker task gives the master an empty MPI_HOST (Volcano fails there). The job also needs
+the svc plugin (the hosts resolve through its Service) and the ssh plugin (mpirun logs in with its
+keys); the webhook and `build_plugins` add both.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ worker replicas); master pods get `RANK=0`, worker pod i gets `RANK=i+1`; pods o
 no RANK. Containers declare port `pytorchjob-port`. With `--wait-master-enabled`, worker pods
 start with an init container `wait-for-master` that waits (up to `--wait-master-timeout`
 seconds) until the master's DNS name resolves, which the headless Service publishes once the
-master pod is ready. A job without the master task gets nothing (VOLCANO_API.md section 3).
+master pod is ready. A job without the master task gets nothing (Volcano's
+pkg/controllers/job/plugins/distributed-framework/pytorch/pytorch.go).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """ssh plugin: one key pair per job in Secret `<job>-ssh`, mounted in every pod.
 
-The Secret (VOLCANO_API.md section 3) holds `id_rsa` (an RSA 2048 key, PKCS#1 PEM
+The Secret (Volcano's plugins/ssh/ssh.go) holds `id_rsa` (an RSA 2048 key, PKCS#1 PEM
 "RSA PRIVATE KEY"), `id_rsa.pub` and `authorized_keys` (the public key in authorized_keys
 format), and `config`: `StrictHostKeyChecking no`, `UserKnownHostsFile /dev/null`, then a
 `Host`/`HostName`/`Port` stanza for every pod of the job. Each pod mounts the four files under

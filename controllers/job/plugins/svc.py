@@ -1,6 +1,6 @@
 """svc plugin: a headless Service, a hosts ConfigMap and a NetworkPolicy per job.
 
-Objects (VOLCANO_API.md section 3):
+Objects (Volcano's pkg/controllers/job/plugins/svc/svc.go):
 - ConfigMap `<job>-svc`: for each task T (task name with `-` turned into `_`), key `T.host` with
   one host per line, `VC_<UPPER(T)>_HOSTS` with the hosts comma-joined and `VC_<UPPER(T)>_NUM`
   with their count. A host is `<hostname>.<subdomain>` (see `base.host_name`). Rewritten on

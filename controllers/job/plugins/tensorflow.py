@@ -1,11 +1,11 @@
 """tensorflow plugin: `TF_CONFIG` for every container of a distributed TensorFlow job.
 
-`TF_CONFIG` is the JSON `{"cluster": {"ps": [...], "worker": [...], "chief": [...],
-"evaluator": [...]}, "task": {"type": <role>, "index": <i>}}` (VOLCANO_API.md section 3). The
-cluster lists `<host>:<port>` for every replica of each role's task (`--ps`, `--worker`,
-`--chief`, `--evaluator` name the tasks; a role without a task is left out); the task type is the
-pod's role, or its task name when the task has no role. A job of a single task with one replica
-is not distributed and gets nothing.
+`TF_CONFIG` is the JSON `{"cluster": {"ps": [...], "worker": [...], "chief": [...], "evaluator":
+[...]}, "task": {"type": <role>, "index": <i>}}` (Volcano's
+plugins/distributed-framework/tensorflow/tensorflow.go). The cluster lists `<host>:<port>` for every
+replica of each role's task (`--ps`, `--worker`, `--chief`, `--evaluator` name the tasks; a role
+without a task is left out); the task type is the pod's role, or its task name when the task has no
+role. A job of a single task with one replica is not distributed and gets nothing.
 """
 
 from __future__ import annotations
