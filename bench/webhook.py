@@ -38,6 +38,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -59,7 +60,7 @@ from e2e.cluster.pki import ensure_pki, write_serving_pair  # noqa: E402
 from unit.webhook_fixtures import queue, review, three_task_job  # noqa: E402
 from webhooks.lookups import StaticView  # noqa: E402
 from webhooks.review import Admission, AdmissionOptions  # noqa: E402
-from webhooks.server import WebhookMetrics, build_app  # noqa: E402
+from webhooks.server import CertificateReloader, WebhookMetrics, build_app  # noqa: E402
 
 GOAL_P99_MS: Final = 10.0
 NOOP_ANSWER: Final = json.dumps(
@@ -112,15 +113,30 @@ def _app(kind: str) -> web.Application:
     return app
 
 
-async def _serve(kind: str, port: int, cert: str, key: str) -> None:
-    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ctx.load_cert_chain(cert, key)
-    runner = web.AppRunner(_app(kind), access_log=None)
+async def _serve(kind: str, port: int, cert: str, key: str, reload: bool = False) -> None:
+    app = _app(kind)
+    watching: asyncio.Task[None] | None = None
+    if reload:
+        # As `caldera webhook` serves: the reloader's context, files looked at every 0.2 s.
+        certs = CertificateReloader(cert, key)
+        ctx = certs.context
+        watching = asyncio.create_task(certs.watch(0.2))
+
+        async def reloads(_request: web.Request) -> web.Response:
+            return web.json_response({"reloads": certs.reloads})
+
+        app.router.add_get("/bench/reloads", reloads)
+    else:
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ctx.load_cert_chain(cert, key)
+    runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", port, ssl_context=ctx).start()
     gc.freeze()  # as `caldera webhook` does once started
     print("ready", flush=True)
     await asyncio.Event().wait()
+    if watching is not None:  # never reached: the bench terminates the process
+        watching.cancel()
 
 
 # --- the load side ------------------------------------------------------------------------------
@@ -265,7 +281,9 @@ def _measure_go(
     return fixed, cap["rps"], pauses
 
 
-def _start_server(kind: str, port: int, cert: Path, key: Path) -> subprocess.Popen[str]:
+def _start_server(
+    kind: str, port: int, cert: Path, key: Path, *, reload: bool = False
+) -> subprocess.Popen[str]:
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -279,6 +297,7 @@ def _start_server(kind: str, port: int, cert: Path, key: Path) -> subprocess.Pop
             str(cert),
             "--key",
             str(key),
+            *(["--reload"] if reload else []),
         ],
         stdout=subprocess.PIPE,
         text=True,
@@ -305,6 +324,66 @@ async def _measure(
     return result, reviews_per_second
 
 
+def rotation(rate: float, seconds: float) -> int:
+    """Reviews at ``rate`` for ``seconds`` while the serving certificate is rewritten every
+    second: no review may fail (the goal of issue 16)."""
+    go = _go()
+    if go is None:
+        print("rotation needs go for the load generator")
+        return 1
+    body = json.dumps(review(three_task_job())).encode()
+    with tempfile.TemporaryDirectory() as tmp:
+        pki = ensure_pki(Path(tmp) / "pki")
+        serving = Path(tmp) / "tls"
+        cert, key = write_serving_pair(pki, serving, ["127.0.0.1"])
+        exe = build_loadgen(go, Path(tmp))
+        body_file = Path(tmp) / "review.json"
+        body_file.write_bytes(body)
+        port = free_port()
+        proc = _start_server("validate", port, cert, key, reload=True)
+        rotations = 0
+        stop = threading.Event()
+
+        def rotate() -> None:
+            nonlocal rotations
+            while not stop.wait(1.0):
+                write_serving_pair(pki, serving, ["127.0.0.1"])
+                rotations += 1
+
+        rotator = threading.Thread(target=rotate, daemon=True)
+        try:
+            time.sleep(0.2)
+            url = f"https://127.0.0.1:{port}/jobs/validate"
+            rotator.start()
+            r = _loadgen(
+                exe,
+                url,
+                body_file,
+                pki.ca_crt,
+                f"-rate={rate}",
+                f"-seconds={seconds}",
+                "-fresh-every=10",
+            )
+            stop.set()
+            rotator.join()
+            ctx = ssl.create_default_context(cafile=str(pki.ca_crt))
+            with urllib.request.urlopen(
+                f"https://127.0.0.1:{port}/bench/reloads", context=ctx
+            ) as resp:
+                reloads = json.loads(resp.read())["reloads"]
+        finally:
+            stop.set()
+            proc.terminate()
+            proc.wait()
+    failed = int(r["errors"])
+    print(
+        f"rotation: {rotations} certificates written, {reloads} loaded by the server; "
+        f"{int(r['sent'])} reviews at {rate:.0f}/s (every 10th on a new TLS connection): "
+        f"{failed} failed, p99 {r['p99_ms']:.2f} ms (goal: 0 failed)"
+    )
+    return 0 if failed == 0 else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rate", type=float, default=1000.0, help="requests per second")
@@ -320,10 +399,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--cert", help=argparse.SUPPRESS)
     parser.add_argument("--key", help=argparse.SUPPRESS)
+    parser.add_argument("--reload", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--rotate",
+        action="store_true",
+        help="rotate the serving certificate every second during a fixed-rate run of "
+        "/jobs/validate (every 10th review on a new connection) and count failed reviews",
+    )
     args = parser.parse_args(argv)
     if args.serve:
-        asyncio.run(_serve(args.serve, args.port, args.cert, args.key))
+        asyncio.run(_serve(args.serve, args.port, args.cert, args.key, args.reload))
         return 0
+    if args.rotate:
+        return rotation(args.rate, 2.0 if args.smoke else args.seconds)
     rate, seconds = (100.0, 1.0) if args.smoke else (args.rate, args.seconds)
     body = json.dumps(review(three_task_job())).encode()
     print(

@@ -30,6 +30,7 @@ func main() {
 	rate := flag.Float64("rate", 1000, "requests per second (open loop)")
 	seconds := flag.Float64("seconds", 10, "length of the run")
 	inFlight := flag.Int("in-flight", 0, "closed loop with this many requests in flight (capacity)")
+	freshEvery := flag.Int("fresh-every", 0, "send every Nth request on a new connection (a new TLS handshake); 0: never")
 	flag.Parse()
 
 	body, err := os.ReadFile(*bodyFile)
@@ -50,8 +51,22 @@ func main() {
 			ForceAttemptHTTP2: false,
 		},
 	}
+	// A client that never reuses a connection: each of its requests is a new TLS handshake,
+	// which sees the certificate the server holds at that moment (rotation tests).
+	fresh := &http.Client{
+		Timeout: 30 * time.Second,
+		Transport: &http.Transport{
+			TLSClientConfig:   &tls.Config{RootCAs: pool},
+			DisableKeepAlives: true,
+		},
+	}
+	var sent atomic.Int64
 	send := func() bool {
-		resp, err := client.Post(*url, "application/json", bytes.NewReader(body))
+		c := client
+		if *freshEvery > 0 && sent.Add(1)%int64(*freshEvery) == 0 {
+			c = fresh
+		}
+		resp, err := c.Post(*url, "application/json", bytes.NewReader(body))
 		if err != nil {
 			return false
 		}
