@@ -58,9 +58,9 @@ if str(REPO) not in sys.path:
 from e2e.cluster.control_plane import free_port  # noqa: E402
 from e2e.cluster.pki import ensure_pki, write_serving_pair  # noqa: E402
 from unit.webhook_fixtures import queue, review, three_task_job  # noqa: E402
-from webhooks.lookups import StaticView  # noqa: E402
 from webhooks.review import Admission, AdmissionOptions  # noqa: E402
 from webhooks.server import CertificateReloader, WebhookMetrics, build_app  # noqa: E402
+from webhooks.view import StaticView  # noqa: E402
 
 GOAL_P99_MS: Final = 10.0
 NOOP_ANSWER: Final = json.dumps(

@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from unit.webhook_fixtures import queue, review
-from webhooks.lookups import StaticView
 from webhooks.review import Admission, AdmissionOptions, decode_response
+from webhooks.view import StaticView
 
 ADMISSION = Admission(
     StaticView(

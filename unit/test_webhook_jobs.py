@@ -18,7 +18,7 @@ from unit.webhook_fixtures import (
     to_job,
 )
 from webhooks.jobs import mutate_job, validate_job_create, validate_job_update
-from webhooks.lookups import StaticView
+from webhooks.view import StaticView
 
 CLUSTER = StaticView(
     [

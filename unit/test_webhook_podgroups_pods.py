@@ -13,9 +13,9 @@ from caldera.api.volcano import (
     SubGroupPolicy,
 )
 from unit.webhook_fixtures import queue
-from webhooks.lookups import StaticView
 from webhooks.podgroups import mutate_podgroup, validate_podgroup
 from webhooks.pods import validate_pod
+from webhooks.view import StaticView
 
 CLUSTER = StaticView(
     [queue("default"), queue("team"), queue("shut", state="Closed")],

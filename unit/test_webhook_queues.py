@@ -10,8 +10,8 @@ import pytest
 
 from caldera.api.volcano import Guarantee, Queue, QueueStatus
 from unit.webhook_fixtures import queue
-from webhooks.lookups import StaticView
 from webhooks.queues import QueueRules, mutate_queue, validate_queue
+from webhooks.view import StaticView
 
 RULES = QueueRules()
 EXISTING = [

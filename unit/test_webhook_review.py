@@ -11,8 +11,8 @@ import pytest
 
 from unit.webhook_fixtures import job_dict, queue, review, task, three_task_job
 from webhooks.admission import escape_pointer
-from webhooks.lookups import StaticView
 from webhooks.review import Admission, AdmissionOptions, decode_response
+from webhooks.view import StaticView
 
 ADMISSION = Admission(StaticView([queue("default")]), AdmissionOptions())
 

@@ -20,9 +20,9 @@ from prometheus_client import CollectorRegistry
 
 from e2e.cluster.pki import Pki, ensure_pki, write_serving_pair
 from unit.webhook_fixtures import job_dict, queue, review
-from webhooks.lookups import StaticView
 from webhooks.review import Admission, AdmissionOptions
 from webhooks.server import CertificateReloader, WebhookMetrics, WebhookServer, build_app
+from webhooks.view import StaticView
 
 
 @dataclass

@@ -2,7 +2,8 @@
 
 Pure rules, one module per resource (`jobs`, `queues`, `podgroups`, `pods`; the pod-template and
 Kubernetes name checks they share with the job controller are `caldera.api.podtemplate` and
-`caldera.api.names`), decide over models and a `lookups.ClusterView`;
+`caldera.api.names`), decide over models and a `view.ClusterView` (the process gives them
+`lookups.InformerView`, over its informer cache);
 `admission` is the AdmissionReview protocol, `review` routes a request body to the rules, and
 `server` is the aiohttp HTTPS process around them (`caldera webhook`). See docs/webhook.md.
 """

@@ -63,7 +63,7 @@ from caldera.api.volcano import (
     policy_events,
 )
 from webhooks.admission import PatchOp, add
-from webhooks.lookups import ClusterView
+from webhooks.view import ClusterView
 
 __all__ = [
     "UPDATE_FORBIDDEN",

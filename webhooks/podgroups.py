@@ -9,7 +9,7 @@ from __future__ import annotations
 from caldera.api.volcano import DEFAULT_QUEUE, SCHEDULING_QUEUE_NAME_KEY, PodGroup, QueueState
 from webhooks.admission import PatchOp, add
 from webhooks.jobs import network_topology_error
-from webhooks.lookups import ClusterView
+from webhooks.view import ClusterView
 
 __all__ = ["mutate_podgroup", "validate_podgroup"]
 

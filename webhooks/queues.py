@@ -33,7 +33,7 @@ from caldera.api.volcano import (
     QueueState,
 )
 from webhooks.admission import Operation, PatchOp, add, escape_pointer
-from webhooks.lookups import ClusterView, queue_parent
+from webhooks.view import ClusterView, queue_parent
 
 __all__ = ["QueueRules", "mutate_queue", "validate_queue"]
 

@@ -37,10 +37,10 @@ from webhooks.admission import (
     encode_response,
 )
 from webhooks.jobs import mutate_job, validate_job_create, validate_job_update
-from webhooks.lookups import ClusterView
 from webhooks.podgroups import mutate_podgroup, validate_podgroup
 from webhooks.pods import validate_pod
 from webhooks.queues import QueueRules, mutate_queue, validate_queue
+from webhooks.view import ClusterView
 
 __all__ = ["Admission", "AdmissionOptions", "Answer", "decode_response"]
 

@@ -47,9 +47,10 @@ from caldera.process import StartupError, connect, stop_on_signals
 from caldera.settings import WebhookSettings
 from informers.factory import SharedInformerFactory
 from webhooks.admission import Verdict, encode_response
-from webhooks.lookups import QUEUE_PARENT_INDEX, InformerView, queue_parent
+from webhooks.lookups import InformerView
 from webhooks.queues import QueueRules
 from webhooks.review import Admission, AdmissionOptions
+from webhooks.view import QUEUE_PARENT_INDEX, queue_parent
 
 __all__ = [
     "CertificateReloader",
