@@ -64,8 +64,9 @@ unit: install  ## fast tests of pure logic
 e2e: install binaries  ## tests against the real local control plane
 	$(VENV)/bin/pytest e2e
 
-test: install binaries check  ## all checks and all tests (CI runs this)
+test: install binaries check  ## all checks, all tests and every benchmark once, small (CI runs this)
 	$(VENV)/bin/pytest
+	$(MAKE) --no-print-directory bench-smoke
 
 bench-smoke: install  ## every benchmark once, small
 	@for b in bench/*.py; do [ "$$b" = bench/__init__.py ] || $(PY) $$b --smoke || exit 1; done
