@@ -256,3 +256,24 @@ def test_reasons_are_counted_per_pod_without_values() -> None:
         "gang": 1,
         "other": 1,
     }
+
+
+def test_reclaim_considered_names_the_gang_rule() -> None:
+    """A queue over its share whose only job sits at its minAvailable gives nothing to a
+    starving gang of another queue: the record says reclaim was considered and why."""
+    running = make_job(
+        "full",
+        [make_task("full", i, status=TaskStatus.RUNNING, node="n0") for i in range(4)],
+        queue="qa",
+        phase="Running",
+    )
+    waiting = make_job("want", 2, queue="qb", created=1)
+    queues = [QueueInfo("qa"), QueueInfo("qb")]
+    cluster = make_cluster([make_node("n0", "4", "16Gi")], [running, waiting], queues)
+    ssn = run(cluster, FULL, PROPORTION)
+    record = ssn.result.podgroup_why["ns/want"]
+    assert record.stage == WaitStage.ALLOCATE
+    assert (
+        "reclaim considered: none of the 1 jobs with running pods in other queues may give "
+        "one (1 at minAvailable)"
+    ) in record.details, record.details
