@@ -6,7 +6,7 @@ from caldera.api.core import Taint
 from scheduler.actions.backfill import BackfillAction
 from scheduler.api.types import TaskStatus
 from scheduler.framework.session import Session
-from unit.test_sched_allocate import binds, make_cluster, make_job, make_node, make_task, run
+from unit.sched_fixtures import binds, make_cluster, make_job, make_node, make_task, run
 
 
 def test_best_effort_pods_bind_where_predicates_pass() -> None:

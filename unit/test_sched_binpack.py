@@ -9,7 +9,7 @@ import pytest
 from caldera.api.resources import Resources
 from scheduler.framework.plugin import Arguments
 from scheduler.plugins.binpack import BinpackPlugin, binpack_score
-from unit.test_sched_allocate import binds, make_cluster, make_job, make_node, make_task, run
+from unit.sched_fixtures import binds, make_cluster, make_job, make_node, make_task, run
 
 
 def test_sixteen_small_pods_fill_one_node_first() -> None:

@@ -6,7 +6,7 @@ from scheduler.api.types import TaskStatus
 from scheduler.framework.plugin import Arguments
 from scheduler.framework.session import Session
 from scheduler.plugins.conformance import ConformancePlugin
-from unit.test_sched_allocate import make_cluster, make_job, make_node, make_task
+from unit.sched_fixtures import make_cluster, make_job, make_node, make_task
 
 
 def test_critical_and_system_pods_are_filtered_out() -> None:

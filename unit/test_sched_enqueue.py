@@ -6,7 +6,7 @@ from __future__ import annotations
 from scheduler.actions.enqueue import EnqueueAction
 from scheduler.api.types import JobInfo, QueueInfo
 from scheduler.framework.session import Session
-from unit.test_sched_allocate import make_cluster, make_job, make_node
+from unit.sched_fixtures import make_cluster, make_job, make_node
 
 
 def _session(*jobs: JobInfo, queues: tuple[QueueInfo, ...] = ()) -> Session:

@@ -8,7 +8,7 @@ from scheduler.api.types import TaskStatus
 from scheduler.framework.plugin import Arguments, PluginOption
 from scheduler.framework.session import Session
 from scheduler.plugins.gang import GangPlugin, job_valid
-from unit.test_sched_allocate import binds, make_cluster, make_job, make_node, make_task, run
+from unit.sched_fixtures import binds, make_cluster, make_job, make_node, make_task, run
 
 
 def test_six_pod_gang_on_room_for_five_reports_volcano_messages() -> None:

@@ -11,7 +11,7 @@ from scheduler.framework.runner import run_session
 from scheduler.framework.session import Session, SessionResult
 from scheduler.metrics import SchedulerMetrics
 from scheduler.registry import REGISTRY
-from unit.test_sched_allocate import make_cluster, make_job, make_node
+from unit.sched_fixtures import make_cluster, make_job, make_node
 
 
 def _session() -> SessionResult:

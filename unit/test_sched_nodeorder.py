@@ -16,7 +16,7 @@ from scheduler.plugins.nodeorder import (
     least_requested,
     most_requested,
 )
-from unit.test_sched_allocate import binds, make_cluster, make_job, make_node, make_task, run
+from unit.sched_fixtures import binds, make_cluster, make_job, make_node, make_task, run
 
 
 def test_kube_scheduler_formulas() -> None:

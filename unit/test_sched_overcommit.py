@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from scheduler.api.types import TaskStatus
-from unit.test_sched_allocate import make_cluster, make_job, make_node, make_task, run
+from unit.sched_fixtures import make_cluster, make_job, make_node, make_task, run
 
 
 def test_enqueue_respects_the_factor() -> None:

@@ -19,7 +19,7 @@ from scheduler.api.types import NodeInfo, TaskInfo, TaskStatus
 from scheduler.framework.plugin import Arguments
 from scheduler.framework.session import Session
 from scheduler.plugins.predicates import PredicatesPlugin, insufficient_resources, shortfall
-from unit.test_sched_allocate import (
+from unit.sched_fixtures import (
     binds,
     expr,
     make_cluster,

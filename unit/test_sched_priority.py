@@ -7,7 +7,7 @@ from scheduler.api.types import JobInfo, TaskStatus
 from scheduler.framework.plugin import Arguments
 from scheduler.framework.session import Session
 from scheduler.plugins.priority import PriorityPlugin
-from unit.test_sched_allocate import binds, make_cluster, make_job, make_node, make_task, run
+from unit.sched_fixtures import binds, make_cluster, make_job, make_node, make_task, run
 
 
 def _session(*jobs: JobInfo) -> Session:

@@ -29,7 +29,7 @@ from scheduler.framework.runner import run_session
 from scheduler.framework.session import Session
 from scheduler.registry import REGISTRY
 from scheduler.why import gate_text, message_reasons, publish, unschedulable_reasons
-from unit.test_sched_allocate import (
+from unit.sched_fixtures import (
     DEFAULT_PLUGINS,
     T0,
     make_cluster,
