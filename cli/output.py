@@ -513,18 +513,8 @@ def _indent(text: str, prefix: str = "  ") -> list[str]:
     return [prefix + line for line in text.rstrip("\n").split("\n")]
 
 
-def render_job_view(
-    job: Job,
-    *,
-    podgroup: PodGroup | None,
-    pods: Sequence[Pod],
-    events: Sequence[Event],
-    now: dt.datetime,
-    why: Sequence[str] = (),
-) -> str:
-    """`caldera job view`: the job's spec and status, its tasks, pods, PodGroup, why the gang
-    waits (if it does), the ``Why`` lines of `cli.why` (``caldera job why``), and the events of
-    the job, its PodGroup and its pods, oldest first."""
+def _job_fields(job: Job, now: dt.datetime) -> list[str]:
+    """The job's spec and status, one aligned ``Key: value`` line each."""
     meta, spec, status = job.metadata, job.spec, job.status
     state = status.state
     age = format_age(meta.creation_timestamp, now)
@@ -562,17 +552,19 @@ def render_job_view(
             )
         )
     width = max(len(k) for k, _ in fields) + 2
-    lines = [f"{(k + ':').ljust(width)}{v}" for k, v in fields]
+    return [f"{(k + ':').ljust(width)}{v}" for k, v in fields]
 
-    lines.append("Tasks:")
-    task_rows = []
-    for task in spec.tasks:
-        counts = status.task_status_count.get(task.name)
+
+def _job_tasks(job: Job) -> list[str]:
+    """The ``Tasks:`` table: replicas, minimum and pods by phase, per task."""
+    rows = []
+    for task in job.spec.tasks:
+        counts = job.status.task_status_count.get(task.name)
         by_phase = counts.phase if counts is not None else {}
         image = ",".join(
             str(c.get("image", "")) for c in task.template.get("spec", {}).get("containers", [])
         )
-        task_rows.append(
+        rows.append(
             [
                 task.name or "<none>",
                 str(task.replicas),
@@ -584,14 +576,13 @@ def render_job_view(
                 image or "<none>",
             ]
         )
-    lines += _indent(
-        render_table(
-            ["Name", "Replicas", "Min", "Pending", "Running", "Succeeded", "Failed", "Image"],
-            task_rows,
-        )
-    )
+    headers = ["Name", "Replicas", "Min", "Pending", "Running", "Succeeded", "Failed", "Image"]
+    return ["Tasks:", *_indent(render_table(headers, rows))]
 
-    lines.append("PodGroup:")
+
+def _job_podgroup(podgroup: PodGroup | None, events: Sequence[Event]) -> list[str]:
+    """The ``PodGroup:`` section with its conditions, and why the gang waits, if it does."""
+    lines = ["PodGroup:"]
     if podgroup is None:
         lines.append("  <none>")
     else:
@@ -610,46 +601,68 @@ def render_job_view(
     unschedulable = gang_status(podgroup, events)
     if unschedulable:
         lines.append(f"Unschedulable: {unschedulable}")
+    return lines
+
+
+def _job_pods(pods: Sequence[Pod], now: dt.datetime) -> list[str]:
+    """The ``Pods:`` table."""
+    if not pods:
+        return ["Pods:", "  <none>"]
+    rows = []
+    for pod in sorted(pods, key=lambda p: p.metadata.name):
+        s = pod_status(pod, now)
+        rows.append(
+            [
+                pod.metadata.name,
+                s.ready,
+                s.status,
+                s.restarts,
+                pod.spec.node_name or "<none>",
+                format_age(pod.metadata.creation_timestamp, now),
+            ]
+        )
+    return [
+        "Pods:",
+        *_indent(render_table(["Name", "Ready", "Status", "Restart", "Node", "Age"], rows)),
+    ]
+
+
+def _job_events(events: Sequence[Event], now: dt.datetime) -> list[str]:
+    """The ``Events:`` table, oldest first."""
+    if not events:
+        return ["Events:", "  <none>"]
+    rows = []
+    for e in sorted(events, key=_event_time):
+        obj = e.involved_object
+        source = e.source.component or e.reporting_component or ""
+        rows.append(
+            [
+                e.type or "Normal",
+                e.reason,
+                format_age(_event_time(e) or None, now),
+                f"{obj.kind.lower()}/{obj.name}",
+                source or "<none>",
+                " ".join(e.message.split()),
+            ]
+        )
+    headers = ["Type", "Reason", "Age", "Object", "From", "Message"]
+    return ["Events:", *_indent(render_table(headers, rows))]
+
+
+def render_job_view(
+    job: Job,
+    *,
+    podgroup: PodGroup | None,
+    pods: Sequence[Pod],
+    events: Sequence[Event],
+    now: dt.datetime,
+    why: Sequence[str] = (),
+) -> str:
+    """`caldera job view`: the job's spec and status, its tasks, pods, PodGroup, why the gang
+    waits (if it does), the ``Why`` lines of `cli.why` (``caldera job why``), and the events of
+    the job, its PodGroup and its pods, oldest first."""
+    lines = [*_job_fields(job, now), *_job_tasks(job), *_job_podgroup(podgroup, events)]
     if why:
-        lines.append("Why:")
-        lines += [f"  {line}" for line in why]
-
-    lines.append("Pods:")
-    if pods:
-        rows = []
-        for pod in sorted(pods, key=lambda p: p.metadata.name):
-            s = pod_status(pod, now)
-            rows.append(
-                [
-                    pod.metadata.name,
-                    s.ready,
-                    s.status,
-                    s.restarts,
-                    pod.spec.node_name or "<none>",
-                    format_age(pod.metadata.creation_timestamp, now),
-                ]
-            )
-        lines += _indent(render_table(["Name", "Ready", "Status", "Restart", "Node", "Age"], rows))
-    else:
-        lines.append("  <none>")
-
-    lines.append("Events:")
-    if events:
-        rows = []
-        for e in sorted(events, key=_event_time):
-            obj = e.involved_object
-            source = e.source.component or e.reporting_component or ""
-            rows.append(
-                [
-                    e.type or "Normal",
-                    e.reason,
-                    format_age(_event_time(e) or None, now),
-                    f"{obj.kind.lower()}/{obj.name}",
-                    source or "<none>",
-                    " ".join(e.message.split()),
-                ]
-            )
-        lines += _indent(render_table(["Type", "Reason", "Age", "Object", "From", "Message"], rows))
-    else:
-        lines.append("  <none>")
+        lines += ["Why:", *(f"  {line}" for line in why)]
+    lines += [*_job_pods(pods, now), *_job_events(events, now)]
     return "\n".join(lines) + "\n"
