@@ -143,6 +143,7 @@ class JobEventReason(enum.StrEnum):
     SUCCESSFUL_CREATE = "SuccessfulCreate"
     FAILED_DELETE = "FailedDelete"
     SUCCESSFUL_DELETE = "SuccessfulDelete"
+    INVALID_POLICY = "InvalidPolicy"  # Caldera's: a stored policy no controller runs
 
 
 class NumaPolicy(enum.StrEnum):
