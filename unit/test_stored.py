@@ -6,7 +6,12 @@ from __future__ import annotations
 import pytest
 
 from caldera.api.meta import ObjectMeta
-from caldera.api.stored import not_found, policy_errors, queue_spec_errors
+from caldera.api.stored import (
+    command_target_error,
+    not_found,
+    policy_errors,
+    queue_spec_errors,
+)
 from caldera.api.volcano import (
     Guarantee,
     Job,
@@ -137,3 +142,18 @@ def test_policy_problems_says_the_policy_is_ignored() -> None:
     assert policy_problems(job).startswith('spec.policies[0].action: Unsupported value: "Explode"')
     assert policy_problems(job).endswith("; the policy is ignored")
     assert policy_problems(Job()) == ""
+
+
+@pytest.mark.parametrize(
+    ("exists", "age", "want"),
+    [
+        (True, 100.0, None),
+        (False, 1.0, None),
+        (False, 5.0, 'target.name: Not found: "j"'),
+        (False, 100.0, 'target.name: Not found: "j"'),
+    ],
+    ids=["exists", "in-grace", "grace-over", "old"],
+)
+def test_command_target_error(exists: bool, age: float, want: str | None) -> None:
+    """A Command for a missing Job is removed, naming target.name, only after its grace."""
+    assert command_target_error("j", exists=exists, age=age, grace=5.0) == want

@@ -22,6 +22,7 @@ from caldera.api.volcano import (
     policy_events,
 )
 
+UNKNOWN_TARGET: Final = "UnknownTarget"  # the reason of a removed Command that names nothing
 WEIGHT_MIN: Final = 1
 WEIGHT_MAX: Final = 65535  # the CRD's bounds of spec.weight
 
@@ -75,3 +76,12 @@ def queue_spec_errors(spec: QueueSpec) -> list[str]:
     except QuantityError as exc:
         errors.append(f"spec: {exc}")
     return errors
+
+
+def command_target_error(target_name: str, *, exists: bool, age: float, grace: float) -> str | None:
+    """Why a Command aimed at a Job is removed unrun: its target does not exist and the Command is
+    older than `grace` seconds (a Job created with its Command can reach the cache later). None:
+    keep it (it exists, or wait). Volcano deletes such a Command without a word."""
+    if exists or age < grace:
+        return None
+    return not_found("target.name", target_name)

@@ -27,6 +27,7 @@ from typing import Any, Final
 
 from caldera.api.kinds import COMMAND, PODGROUP, QUEUE
 from caldera.api.meta import ObjectMeta, ObjectReference
+from caldera.api.stored import UNKNOWN_TARGET, not_found
 from caldera.api.volcano import (
     CLOSED_BY_PARENT_KEY,
     DEFAULT_QUEUE,
@@ -161,6 +162,15 @@ class QueueController(Controller):
                 uid=command.metadata.uid,
             )
         )
+        if cached is None:
+            # Volcano drops it silently; the user is told which field named nothing.
+            self.ctx.recorder.record(
+                involved,
+                "Warning",
+                UNKNOWN_TARGET,
+                f"Command {name} was removed: {not_found('target.name', target)}",
+            )
+            return
         if command.action not in (Action.OPEN, Action.CLOSE):
             self.ctx.recorder.record(
                 involved,
