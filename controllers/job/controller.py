@@ -40,7 +40,7 @@ from caldera.api.kinds import (
     kind_for,
 )
 from caldera.api.meta import ObjectReference, format_duration
-from caldera.api.podtemplate import job_template_errors
+from caldera.api.podtemplate import job_template_errors, unsupported
 from caldera.api.stored import policy_errors
 from caldera.api.volcano import (
     BATCH_API_VERSION,
@@ -364,8 +364,8 @@ class JobController(Controller):
                 job,
                 "Warning",
                 JobEventReason.COMMAND_ISSUED,
-                f"Command {item.name} has unknown action {item.unknown_action}; it was removed. "
-                f"Use one of {', '.join(sorted(_USER_ACTIONS))}.",
+                f"Command {item.name} has unknown action {item.unknown_action}; it was removed: "
+                + unsupported("action", item.unknown_action, POLICY_ACTIONS),
             )
             return True
         self._event(
