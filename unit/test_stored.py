@@ -81,10 +81,7 @@ def test_policy_errors(spec: JobSpec, want: list[str]) -> None:
         ),
         (
             QueueSpec(weight=70000),
-            [
-                "spec.weight: Invalid value: 70000: must be between 1 and 65535; the scheduler "
-                "uses 65535"
-            ],
+            ["spec.weight: Invalid value: 70000: must be between 1 and 65535"],
         ),
         (
             QueueSpec(capability={"cpu": "2"}, guarantee=Guarantee(resource={"cpu": "4"})),

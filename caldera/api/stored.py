@@ -57,9 +57,11 @@ def queue_spec_errors(spec: QueueSpec) -> list[str]:
     guarantee or deserved above the capability, a quantity that does not parse."""
     errors: list[str] = []
     if not WEIGHT_MIN <= spec.weight <= WEIGHT_MAX:
+        # The scheduler's proportion plugin reads a weight below 1 as 1 (never divides by it).
+        used = f"; the scheduler uses {WEIGHT_MIN}" if spec.weight < WEIGHT_MIN else ""
         errors.append(
             f"spec.weight: Invalid value: {spec.weight}: must be between {WEIGHT_MIN} and "
-            f"{WEIGHT_MAX}; the scheduler uses {WEIGHT_MIN if spec.weight < 1 else WEIGHT_MAX}"
+            f"{WEIGHT_MAX}{used}"
         )
     try:
         capability = {r: to_milli(r, q) for r, q in spec.capability.items()}
