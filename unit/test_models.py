@@ -380,6 +380,15 @@ FULL_OBJECTS: list[tuple[type[msgspec.Struct], dict[str, Any]]] = [
                 "completed": 1,
                 "reservation": {"nodes": ["n1"], "resource": {"cpu": "1"}},
                 "allocated": {"cpu": "2"},
+                "conditions": [
+                    {
+                        "type": "InvalidSpec",
+                        "status": "True",
+                        "lastTransitionTime": "2026-01-01T00:00:00Z",
+                        "reason": "InvalidSpec",
+                        "message": "spec.weight: Invalid value: -1",
+                    }
+                ],
             },
         },
     ),

@@ -92,7 +92,8 @@ def _duplicate(path: str, value: object) -> str:
     return f"{path}: Duplicate value: {_show(value)}"
 
 
-def _unsupported(path: str, value: object, supported: tuple[str, ...]) -> str:
+def unsupported(path: str, value: object, supported: tuple[str, ...]) -> str:
+    """`field: Unsupported value: "v": supported values: ...` (k8s field.NotSupported)."""
     shown = ", ".join(f'"{s}"' for s in supported)
     return f"{path}: Unsupported value: {_show(value)}: supported values: {shown}"
 
@@ -220,7 +221,7 @@ def _ports_errors(path: str, ports: object) -> list[str]:
         errors += _port_number(f"{p}.hostPort", port.get("hostPort"), zero_ok=True)
         protocol = port.get("protocol")
         if protocol is not None and protocol not in PORT_PROTOCOLS:
-            errors.append(_unsupported(f"{p}.protocol", protocol, PORT_PROTOCOLS))
+            errors.append(unsupported(f"{p}.protocol", protocol, PORT_PROTOCOLS))
         name = port.get("name")
         if isinstance(name, str) and name:
             errors += [invalid(f"{p}.name", name, e) for e in _port_name_errors(name)]
@@ -354,10 +355,10 @@ def template_errors(
     errors += _volumes_errors(f"{path}.spec.volumes", spec.get("volumes"))
     restart = spec.get("restartPolicy")
     if restart is not None and restart not in RESTART_POLICIES:
-        errors.append(_unsupported(f"{path}.spec.restartPolicy", restart, RESTART_POLICIES))
+        errors.append(unsupported(f"{path}.spec.restartPolicy", restart, RESTART_POLICIES))
     dns = spec.get("dnsPolicy")
     if dns is not None and dns not in DNS_POLICIES:
-        errors.append(_unsupported(f"{path}.spec.dnsPolicy", dns, DNS_POLICIES))
+        errors.append(unsupported(f"{path}.spec.dnsPolicy", dns, DNS_POLICIES))
     host_network = spec.get("hostNetwork")
     if host_network is not None and not isinstance(host_network, bool):
         errors.append(_type_error(f"{path}.spec.hostNetwork", host_network, "a boolean"))

@@ -143,6 +143,7 @@ class JobEventReason(enum.StrEnum):
     SUCCESSFUL_CREATE = "SuccessfulCreate"
     FAILED_DELETE = "FailedDelete"
     SUCCESSFUL_DELETE = "SuccessfulDelete"
+    INVALID_POLICY = "InvalidPolicy"  # Caldera's: a stored policy no controller runs
 
 
 class NumaPolicy(enum.StrEnum):
@@ -598,8 +599,19 @@ class Reservation(Model, frozen=True):
     resource: ResourceList = {}
 
 
+class QueueCondition(Model, frozen=True):
+    """One entry of Queue.status.conditions (a Caldera extension: Volcano's Queue has none)."""
+
+    type: str = ""
+    status: str = ""  # "True" / "False" / "Unknown"
+    last_transition_time: Time | None = None
+    reason: str = ""
+    message: str = ""
+
+
 class QueueStatus(Model, frozen=True):
-    """Queue.status. Since Volcano v1.11 the PodGroup counts are no longer written."""
+    """Queue.status. Since Volcano v1.11 the PodGroup counts are no longer written. ``conditions``
+    is Caldera's: the queue controller reports a spec the webhook would have refused there."""
 
     state: Annotated[str, crd(enum=QueueState)] = ""
     unknown: NonNegative32 = 0
@@ -609,6 +621,7 @@ class QueueStatus(Model, frozen=True):
     completed: NonNegative32 = 0
     reservation: Reservation = Reservation()
     allocated: ResourceList = {}
+    conditions: tuple[QueueCondition, ...] = ()
 
 
 class Queue(Model, frozen=True):

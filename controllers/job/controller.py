@@ -40,7 +40,8 @@ from caldera.api.kinds import (
     kind_for,
 )
 from caldera.api.meta import ObjectReference, format_duration
-from caldera.api.podtemplate import job_template_errors
+from caldera.api.podtemplate import job_template_errors, unsupported
+from caldera.api.stored import policy_errors
 from caldera.api.volcano import (
     BATCH_API_VERSION,
     CONTROLLER_OUT_OF_SYNC_KEY,
@@ -70,7 +71,15 @@ from controllers.job.pods import (
 )
 from controllers.job.policy import Decision, DelayedActions, apply_policies
 from controllers.job.pvc_throttle import PvcCreator
-from controllers.job.state import INVALID_TEMPLATE, Plan, Step, apply_plan, kill_victims, plan
+from controllers.job.state import (
+    INVALID_TEMPLATE,
+    Plan,
+    Step,
+    apply_plan,
+    kill_victims,
+    note_problems,
+    plan,
+)
 from controllers.job.status import (
     PodCounts,
     PodSlot,
@@ -112,6 +121,15 @@ class _CommandItem:
 
 
 _Item = Request | _Timer | _CommandItem
+
+
+def policy_problems(job: Job) -> str:
+    """The Job's policies that no controller runs (stored without the webhook), as one message;
+    such a policy acts as SyncJob, as in Volcano. "" when there is none. Pure."""
+    errors = policy_errors(job.spec)
+    if not errors:
+        return ""
+    return ("; ".join(errors) + "; the policy is ignored")[:_MAX_STATE_MESSAGE]
 
 
 def job_pod_key(pod: Pod) -> list[str]:
@@ -346,8 +364,8 @@ class JobController(Controller):
                 job,
                 "Warning",
                 JobEventReason.COMMAND_ISSUED,
-                f"Command {item.name} has unknown action {item.unknown_action}; it was removed. "
-                f"Use one of {', '.join(sorted(_USER_ACTIONS))}.",
+                f"Command {item.name} has unknown action {item.unknown_action}; it was removed: "
+                + unsupported("action", item.unknown_action, POLICY_ACTIONS),
             )
             return True
         self._event(
@@ -417,14 +435,20 @@ class JobController(Controller):
         if controlled:
             merged = {**new_status.controlled_resources, **controlled}
             new_status = msgspec.structs.replace(new_status, controlled_resources=merged)
+        problems = policy_problems(job)
+        new_status = note_problems(new_status, problems)
         if not status_changed(job.status, new_status):
             return job
         try:
-            return await self.ctx.client.update_status(
+            written = await self.ctx.client.update_status(
                 JOB, msgspec.structs.replace(job, status=new_status)
             )
         except Conflict:
             raise  # a newer Job is in flight; the retry reads it from the cache
+        if problems and problems not in job.status.state.message:
+            # Once: from now on the stored message carries it (a restart reads it back).
+            self._event(job, "Warning", JobEventReason.INVALID_POLICY, problems)
+        return written
 
     # ---- kill -------------------------------------------------------------------------------
 

@@ -67,6 +67,7 @@ __all__ = [
     "current_phase",
     "kill_victims",
     "next_phase",
+    "note_problems",
     "plan",
 ]
 
@@ -407,3 +408,14 @@ def apply_plan(job: Job, p: Plan, counts: PodCounts, now: dt.datetime) -> JobSta
         if duration is not None:
             status = replace(status, running_duration=duration)
     return status
+
+
+def note_problems(status: JobStatus, problems: str) -> JobStatus:
+    """``status.state.message`` with `problems` (the Job's policies no controller runs) appended,
+    re-added after each phase change so the user sees it while the Job exists. A Job ended for
+    a `KEPT_REASONS` reason keeps its message. Pure; no I/O."""
+    state = status.state
+    if not problems or problems in state.message or state.reason in KEPT_REASONS:
+        return status
+    message = f"{state.message}; {problems}" if state.message else problems
+    return replace(status, state=replace(state, message=message))

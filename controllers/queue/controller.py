@@ -23,10 +23,14 @@ The root and default queues are created when missing (at start and whenever one 
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any, Final
 
+import msgspec
+
 from caldera.api.kinds import COMMAND, PODGROUP, QUEUE
-from caldera.api.meta import ObjectMeta, ObjectReference
+from caldera.api.meta import ObjectMeta, ObjectReference, format_time, parse_time
+from caldera.api.stored import UNKNOWN_TARGET, not_found, queue_spec_errors
 from caldera.api.volcano import (
     CLOSED_BY_PARENT_KEY,
     DEFAULT_QUEUE,
@@ -38,6 +42,7 @@ from caldera.api.volcano import (
     QueueSpec,
 )
 from caldera.kube.errors import AlreadyExists, Conflict, NotFound
+from controllers.queue.badinput import INVALID_SPEC, podgroup_conditions, queue_conditions
 from controllers.queue.metrics import QueueMetrics, count_phases
 from controllers.queue.state import (
     Action,
@@ -50,6 +55,8 @@ from controllers.queue.state import (
 from controllers.runtime import Controller, ControllerContext, Result
 from informers.store import HandlerFuncs, split_key
 
+QUEUE_GRACE: Final = 5.0
+"""Seconds a PodGroup waits for its queue to reach the cache before it is reported missing."""
 BY_PARENT: Final = "queue-controller/queues-by-parent"
 BY_QUEUE: Final = "queue-controller/podgroups-by-queue"
 BUILTIN_QUEUES: Final = {
@@ -133,9 +140,8 @@ class QueueController(Controller):
     async def reconcile(self, key: str) -> Result | None:
         if "/" in key:
             await self._take_command(key)
-        else:
-            await self._sync_queue(key)
-        return None
+            return None
+        return await self._sync_queue(key)
 
     async def _take_command(self, key: str) -> None:
         command = self.commands.store.get(key)
@@ -161,6 +167,15 @@ class QueueController(Controller):
                 uid=command.metadata.uid,
             )
         )
+        if cached is None:
+            # Volcano drops it silently; the user is told which field named nothing.
+            self.ctx.recorder.record(
+                involved,
+                "Warning",
+                UNKNOWN_TARGET,
+                f"Command {name} was removed: {not_found('target.name', target)}",
+            )
+            return
         if command.action not in (Action.OPEN, Action.CLOSE):
             self.ctx.recorder.record(
                 involved,
@@ -174,20 +189,24 @@ class QueueController(Controller):
         self._pending[target] = Action(command.action)
         self.queue.add(target)
 
-    async def _sync_queue(self, name: str) -> None:
+    async def _sync_queue(self, name: str) -> Result | None:
         queue = self.queues.store.get(name)
+        groups = self.podgroups.store.by_index(BY_QUEUE, name)
         if queue is None:
             self._pending.pop(name, None)
             self.queue_metrics.forget(name)
             if name in BUILTIN_QUEUES:
                 await self._create_builtin(name)
-            return
-        counts = count_phases(self.podgroups.store.by_index(BY_QUEUE, name))
+                return None
+            return await self._mark_groups(groups, queue_exists=False)
+        counts = count_phases(groups)
         self.queue_metrics.set(name, counts)
         if queue.metadata.deletion_timestamp:
-            return
+            return None
+        await self._mark_groups(groups, queue_exists=True)
         action = self._pending.pop(name, Action.SYNC)
         try:
+            queue = await self._report_spec(queue)
             if needs_root_parent(queue):
                 queue = await self._patch(queue, spec={"parent": ROOT_QUEUE})
             await self._converge(queue, action, sum(counts.values()))
@@ -195,6 +214,64 @@ class QueueController(Controller):
             if action is not Action.SYNC:
                 self._pending.setdefault(name, action)
             raise
+        return None
+
+    async def _report_spec(self, queue: Queue) -> Queue:
+        """A spec the webhook would refuse (stored without it) is named in the InvalidSpec
+        condition and a Warning Event, once; the queue keeps working (the scheduler clamps the
+        weight to 1..65535 and gives the guarantee even above the capability)."""
+        errors = queue_spec_errors(queue.spec)
+        conditions = queue_conditions(queue, errors, format_time(dt.datetime.now(dt.UTC)))
+        if conditions is None:
+            return queue
+        body = {
+            "metadata": {"resourceVersion": queue.metadata.resource_version},
+            "status": {"conditions": msgspec.to_builtins(conditions)},
+        }
+        written = await self.ctx.client.patch_status(QUEUE, queue.metadata.name, body)
+        if errors:
+            ref = _queue_ref(queue.metadata.name, queue.metadata.uid)
+            self.ctx.recorder.record(ref, "Warning", INVALID_SPEC, "; ".join(errors))
+        return written
+
+    async def _mark_groups(self, groups: list[PodGroup], *, queue_exists: bool) -> Result | None:
+        """PodGroups naming a missing queue get an Unschedulable condition and a Warning Event
+        naming spec.queue, once; the condition goes when the queue exists. A PodGroup younger
+        than ``QUEUE_GRACE`` is looked at again later: its queue may be on its way."""
+        now = dt.datetime.now(dt.UTC)
+        wait: float | None = None
+        for group in groups:
+            if not queue_exists and group.metadata.creation_timestamp:
+                age = (now - parse_time(group.metadata.creation_timestamp)).total_seconds()
+                if age < QUEUE_GRACE:
+                    left = QUEUE_GRACE - age
+                    wait = left if wait is None else min(wait, left)
+                    continue
+            conditions = podgroup_conditions(group, queue_exists=queue_exists, now=format_time(now))
+            if conditions is None:
+                continue
+            meta = group.metadata
+            body = {
+                "metadata": {"resourceVersion": meta.resource_version},
+                "status": {"conditions": msgspec.to_builtins(conditions)},
+            }
+            try:
+                # No status subresource on PodGroups; the resourceVersion guards the scheduler's
+                # own writes.
+                await self.ctx.client.patch(PODGROUP, meta.name, body, namespace=meta.namespace)
+            except NotFound:
+                continue
+            if not queue_exists:
+                ref = ObjectReference(
+                    api_version=PODGROUP.api_version,
+                    kind=PODGROUP.kind,
+                    namespace=meta.namespace,
+                    name=meta.name,
+                    uid=meta.uid,
+                )
+                message = not_found("spec.queue", group.spec.queue)
+                self.ctx.recorder.record(ref, "Warning", "Unschedulable", message)
+        return Result(requeue_after=wait) if wait is not None else None
 
     async def _converge(self, queue: Queue, action: Action, podgroups: int) -> None:
         name = queue.metadata.name

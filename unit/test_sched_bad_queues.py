@@ -1,0 +1,34 @@
+"""The scheduler's proportion plugin on Queue specs the webhook would refuse (stored without it):
+a weight below 1 counts as 1 and nothing divides by it; a guarantee above the capability is given
+(the guarantee wins). No session fails on them."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler.api.types import QueueInfo
+from unit.test_sched_proportion import add_job, cpu, new_cluster, open_session
+
+
+@pytest.mark.parametrize(
+    ("a", "want_a", "want_b"),
+    [
+        pytest.param(QueueInfo("a", weight=-3), "5", "5", id="negative-weight-is-1"),
+        pytest.param(QueueInfo("a", weight=0), "5", "5", id="zero-weight-is-1"),
+        pytest.param(
+            QueueInfo("a", capability=cpu("2"), guarantee=cpu("4")),
+            "4",
+            "6",
+            id="guarantee-above-capability",
+        ),
+    ],
+)
+def test_bad_queue_specs_schedule(a: QueueInfo, want_a: str, want_b: str) -> None:
+    """Deserved shares stay defined and non-negative beside a valid queue of weight 1."""
+    cluster = new_cluster("10")
+    cluster.queues = {"a": a, "b": QueueInfo("b")}
+    add_job(cluster, "ja", "a", pending=50)
+    add_job(cluster, "jb", "b", pending=50)
+    _, plugin = open_session(cluster)
+    assert plugin.queue_attrs["a"].deserved == cpu(want_a)
+    assert plugin.queue_attrs["b"].deserved == cpu(want_b)
