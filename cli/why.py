@@ -14,7 +14,7 @@ The order, and what ends the list early:
    job that the job controller has not consumed yet (it deletes each one it executes).
 3. ``queue``: the job's queue is missing or not Open; the scheduler admits nothing from it.
 4. ``dependsOn``: a task whose pods wait for the tasks it depends on, by the job controller's rule
-   (`controllers.job.status.dependencies_met`, Volcano's ``waitDependsOnTaskMeetCondition``).
+   (`controllers.job.sync.dependencies_met`, Volcano's ``waitDependsOnTaskMeetCondition``).
 5. The scheduler's record (`caldera.api.why`, the PodGroup annotation ``WHY_ANNOTATION``): its
    stage (``enqueue``, ``queue``, ``allocate``, ``none``), summary and detail lines with their
    age; ``stale`` when the record's stage contradicts the PodGroup's phase.
@@ -50,7 +50,7 @@ from caldera.api.volcano import (
 )
 from caldera.api.why import WHY_ANNOTATION, WaitRecord, WaitStage, decode_record
 from cli.output import human_duration
-from controllers.job.status import dependencies_met, task_min_available
+from controllers.job.sync import dependencies_met, task_min_available
 
 __all__ = ["MAX_POD_MESSAGES", "Finding", "Stage", "explain", "render_lines"]
 
@@ -266,7 +266,7 @@ def _queue(job: Job, queue: Queue | None) -> Finding | None:
 
 
 def _ready(pod: Pod) -> bool:
-    # The job controller's rule (controllers.job.status, Volcano's isDependsOnPodsReady):
+    # The job controller's rule (controllers.job.sync, Volcano's isDependsOnPodsReady):
     # Succeeded, or Running with every container Ready.
     if pod.status.phase == PodPhase.SUCCEEDED:
         return True

@@ -125,7 +125,9 @@ def queue_info(q: Queue) -> QueueInfo:
     capability = _resources(q.spec.capability) if q.spec.capability else None
     return QueueInfo(
         name=q.metadata.name,
-        weight=q.spec.weight or 1,
+        # A weight below 1 (stored before the CRD bounded it) counts as 1, as the queue
+        # controller's InvalidSpec condition tells the user; nothing divides by it.
+        weight=max(q.spec.weight or 1, 1),
         capability=capability,
         guarantee=_resources(q.spec.guarantee.resource),
         reclaimable=q.spec.reclaimable is not False,

@@ -28,13 +28,11 @@ from controllers.job.status import (
     PodSlot,
     append_condition,
     count_pods,
-    dependencies_met,
-    plan_sync,
-    pods_may_be_created,
     running_duration,
     status_changed,
     with_counts,
 )
+from controllers.job.sync import dependencies_met, plan_sync, pods_may_be_created
 
 
 def pod(

@@ -1,12 +1,16 @@
-"""The scheduler's proportion plugin on Queue specs the webhook would refuse (stored without it):
-a weight below 1 counts as 1 and nothing divides by it; a guarantee above the capability is given
-(the guarantee wins). No session fails on them."""
+"""The scheduler (its snapshot and proportion plugin) on Queue specs the webhook would refuse
+(stored without it): a weight below 1 counts as 1 and nothing divides by it; a guarantee above
+the capability is given (the guarantee wins). No session fails on them."""
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
+from caldera.api.meta import ObjectMeta
+from caldera.api.volcano import Queue, QueueSpec
 from scheduler.api.types import QueueInfo
+from scheduler.snapshot import queue_info
 from unit.test_sched_proportion import add_job, cpu, new_cluster, open_session
 
 
@@ -32,3 +36,10 @@ def test_bad_queue_specs_schedule(a: QueueInfo, want_a: str, want_b: str) -> Non
     _, plugin = open_session(cluster)
     assert plugin.queue_attrs["a"].deserved == cpu(want_a)
     assert plugin.queue_attrs["b"].deserved == cpu(want_b)
+
+
+def test_the_snapshot_reads_a_weight_below_1_as_1() -> None:
+    """A Queue stored with weight -3 (before the CRD's bounds) enters the snapshot with 1."""
+    stored = Queue(metadata=ObjectMeta(name="old"), spec=QueueSpec(weight=-3))
+    assert queue_info(stored).weight == 1
+    assert queue_info(msgspec.structs.replace(stored, spec=QueueSpec(weight=7))).weight == 7

@@ -7,8 +7,9 @@ The pure core, no I/O anywhere (Volcano's pkg/controllers/job/):
   `DelayedActions` bookkeeping of policy timeouts (`applyPolicies` in job_controller_util.go);
 - `controllers.job.state`: the state machine: `plan` per action and state, `kill_victims`,
   `next_phase`, `apply_plan` (state/*.go, killJob in job_controller_actions.go);
-- `controllers.job.status`: pod counting, conditions, runningDuration, change detection and
-  `plan_sync` for pod creation and deletion (syncJob in job_controller_actions.go);
+- `controllers.job.status`: pod counting, conditions, runningDuration and change detection;
+- `controllers.job.sync`: `plan_sync`, the pods a sync creates and deletes, with the PodGroup
+  gate and dependsOn (syncJob in job_controller_actions.go);
 - `controllers.job.pods`: the pods, PVCs and PodGroup a Job gets, with deterministic names;
 - `controllers.job.pending`: the ``PodGroupPending`` Event a Job gets while its PodGroup waits;
 - `controllers.job.plugins`: the job plugins (env, svc, ssh, tensorflow, pytorch, mpi, mxnet).

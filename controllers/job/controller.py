@@ -84,10 +84,10 @@ from controllers.job.status import (
     PodCounts,
     PodSlot,
     count_pods,
-    plan_sync,
     pod_task,
     status_changed,
 )
+from controllers.job.sync import plan_sync
 from controllers.runtime import Controller, ControllerContext, Result
 from informers.store import HandlerFuncs
 

@@ -23,7 +23,7 @@ from caldera.api.jobspec import pod_name
 from caldera.api.meta import ObjectMeta, OwnerReference, ResourceList
 from caldera.api.resources import Resources, pod_requests
 from caldera.api.volcano import Job, PodGroup, PodGroupSpec, TaskSpec
-from controllers.job.status import task_min_available
+from controllers.job.sync import task_min_available
 
 DEFAULT_TASK_SPEC = "default"
 _DNS1123_SUBDOMAIN = re.compile(

@@ -46,9 +46,9 @@ from controllers.job.status import (
     append_condition,
     pod_task,
     running_duration,
-    task_min_available,
     with_counts,
 )
+from controllers.job.sync import task_min_available
 
 __all__ = [
     "FINISHED_PHASES",
