@@ -13,9 +13,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from caldera.api import core, kinds, volcano
+from caldera.api.duration import (
+    DurationError,
+    format_duration,
+    format_duration_ns,
+    parse_duration,
+    parse_duration_ns,
+)
 from caldera.api.meta import (
     Condition,
-    DurationError,
     ListMeta,
     ObjectList,
     ObjectMeta,
@@ -27,13 +33,9 @@ from caldera.api.meta import (
     controller_of,
     encode,
     find_condition,
-    format_duration,
-    format_duration_ns,
     format_micro_time,
     format_time,
     object_key,
-    parse_duration,
-    parse_duration_ns,
     parse_time,
 )
 from unit.examples import EXAMPLES

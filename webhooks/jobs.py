@@ -34,6 +34,7 @@ from typing import Final
 
 import msgspec
 
+from caldera.api.duration import DurationError, parse_duration
 from caldera.api.jobspec import (
     PLUGINS,
     default_max_retry,
@@ -44,7 +45,6 @@ from caldera.api.jobspec import (
     pvc_name,
     required_plugins,
 )
-from caldera.api.meta import DurationError, parse_duration
 from caldera.api.names import dns1123_label, dns1123_subdomain, go_list, qualified_name
 from caldera.api.plugins import MPIOptions, PluginArgumentError, parse_plugin_args
 from caldera.api.podtemplate import invalid, quantity_errors, template_errors, template_volume_names

@@ -300,7 +300,7 @@ class LifecyclePolicy(Model, frozen=True):
     event: Annotated[str, crd(enum=Event)] = ""
     events: tuple[Annotated[str, crd(enum=Event)], ...] = ()
     exit_code: Int32 | None = None
-    timeout: str | None = None  # a Go duration, see meta.parse_duration
+    timeout: str | None = None  # a Go duration, see duration.parse_duration
 
 
 class DependsOn(Model, frozen=True):

@@ -29,6 +29,7 @@ from typing import Any
 import msgspec
 
 from caldera.api.core import PersistentVolumeClaim, Pod, PriorityClass
+from caldera.api.duration import format_duration
 from caldera.api.kinds import (
     COMMAND,
     JOB,
@@ -39,7 +40,7 @@ from caldera.api.kinds import (
     SECRET,
     kind_for,
 )
-from caldera.api.meta import ObjectReference, format_duration
+from caldera.api.meta import ObjectReference
 from caldera.api.podtemplate import job_template_errors, unsupported
 from caldera.api.stored import policy_errors
 from caldera.api.volcano import (

@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from caldera.api.meta import DurationError, parse_duration
+from caldera.api.duration import DurationError, parse_duration
 from caldera.api.volcano import Action, Event, Job, LifecyclePolicy, policy_events
 from controllers.job.events import Request
 from controllers.job.state import JOB_TARGET, Target, TargetKind

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from caldera.api.core import Pod, PodPhase
-from caldera.api.meta import format_duration, parse_time
+from caldera.api.duration import format_duration
+from caldera.api.meta import parse_time
 from caldera.api.volcano import (
     TASK_SPEC_KEY,
     JobCondition,
