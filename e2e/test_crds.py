@@ -27,6 +27,7 @@ import pytest
 import yaml
 
 from caldera.api import volcano
+from caldera.api.codec import encode
 from caldera.api.kinds import (
     COMMAND,
     CONFIGMAP,
@@ -38,7 +39,7 @@ from caldera.api.kinds import (
     KindInfo,
     resource_path,
 )
-from caldera.api.meta import ObjectMeta, encode
+from caldera.api.meta import ObjectMeta
 from caldera.kube.client import KubeClient
 from caldera.kube.errors import NotFound
 from e2e.cluster.control_plane import kubectl

@@ -33,8 +33,9 @@ from typing import Generic, TypeVar
 
 import structlog
 
+from caldera.api.codec import UndecodableError
 from caldera.api.kinds import KindInfo
-from caldera.api.meta import Status, UndecodableError, WatchEvent, WatchEventType
+from caldera.api.meta import Status, WatchEvent, WatchEventType
 from caldera.kube.client import KubeClient
 from caldera.kube.errors import ApiConnectionError, ApiError, Gone, error_from_status
 from caldera.ratelimit import jittered_backoff

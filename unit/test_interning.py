@@ -11,8 +11,9 @@ import msgspec
 import pytest
 
 from caldera.api import core
+from caldera.api.codec import encode
 from caldera.api.kinds import POD
-from caldera.api.meta import OwnerReference, encode
+from caldera.api.meta import OwnerReference
 from informers.factory import default_transforms
 from informers.interning import PodInterner
 

@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from caldera.api import core, kinds, volcano
+from caldera.api.codec import WatchEventDecoder, encode
 from caldera.api.duration import (
     DurationError,
     format_duration,
@@ -27,11 +28,9 @@ from caldera.api.meta import (
     ObjectMeta,
     OwnerReference,
     Status,
-    WatchEventDecoder,
     WatchEventType,
     condition_is_true,
     controller_of,
-    encode,
     find_condition,
     format_micro_time,
     format_time,

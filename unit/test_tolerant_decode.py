@@ -6,8 +6,8 @@ from __future__ import annotations
 import msgspec
 import pytest
 
+from caldera.api.codec import UndecodableError, drop_nulls
 from caldera.api.kinds import POD, PODGROUP
-from caldera.api.meta import UndecodableError, drop_nulls
 
 
 def test_drop_nulls_removes_null_members_at_every_depth() -> None:

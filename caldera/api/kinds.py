@@ -15,7 +15,7 @@ from typing import Any, Final, Generic, TypeVar
 from urllib.parse import quote
 
 from caldera.api import core, volcano
-from caldera.api.meta import ListDecoder, ObjectDecoder, WatchEventDecoder
+from caldera.api.codec import ListDecoder, ObjectDecoder, WatchEventDecoder
 
 __all__ = [
     "ALL_KINDS",

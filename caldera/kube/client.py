@@ -59,8 +59,9 @@ import structlog
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from caldera import __version__
+from caldera.api.codec import ENCODER
 from caldera.api.kinds import POD, KindInfo, resource_path
-from caldera.api.meta import ENCODER, ObjectList, Status, WatchEvent
+from caldera.api.meta import ObjectList, Status, WatchEvent
 from caldera.kube.config import ConnectionSettings, load_config, load_kubeconfig
 from caldera.kube.errors import (
     ApiConnectionError,

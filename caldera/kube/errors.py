@@ -30,7 +30,8 @@ from collections.abc import Mapping
 
 import msgspec
 
-from caldera.api.meta import STATUS_DECODER, Status, StatusDetails
+from caldera.api.codec import STATUS_DECODER
+from caldera.api.meta import Status, StatusDetails
 
 __all__ = [
     "MAX_BODY_CHARS",
