@@ -298,7 +298,8 @@ class WatchEventType(enum.StrEnum):
 
 
 class WatchEvent(Model, Generic[T], frozen=True):
-    """One line of a watch stream. For ERROR events `object` is a Status (see `caldera.api.codec.WatchEventDecoder`)."""
+    """One line of a watch stream. For ERROR events `object` is a Status (see
+    `caldera.api.codec.WatchEventDecoder`)."""
 
     type: str = ""
     object: T | None = None
