@@ -253,12 +253,18 @@ def _loadgen(exe: Path, url: str, body: Path, ca: Path, *flags: str) -> dict[str
     return result
 
 
-def gc_pauses(port: int, ca: Path) -> dict[str, float]:
-    """The server's GC pauses since the last call (and a reset)."""
+def bench_figures(port: int, path: str, ca: Path) -> dict[str, float]:
+    """GET one of the bench's own JSON endpoints (``/bench/gc``, ``/bench/reloads``) of the
+    server under test."""
     ctx = ssl.create_default_context(cafile=str(ca))
-    with urllib.request.urlopen(f"https://127.0.0.1:{port}/bench/gc", context=ctx) as resp:
+    with urllib.request.urlopen(f"https://127.0.0.1:{port}{path}", context=ctx) as resp:
         result: dict[str, float] = json.loads(resp.read())
     return result
+
+
+def gc_pauses(port: int, ca: Path) -> dict[str, float]:
+    """The server's GC pauses since the last call (and a reset)."""
+    return bench_figures(port, "/bench/gc", ca)
 
 
 def _measure_go(
@@ -366,11 +372,7 @@ def rotation(rate: float, seconds: float) -> int:
             )
             stop.set()
             rotator.join()
-            ctx = ssl.create_default_context(cafile=str(pki.ca_crt))
-            with urllib.request.urlopen(
-                f"https://127.0.0.1:{port}/bench/reloads", context=ctx
-            ) as resp:
-                reloads = json.loads(resp.read())["reloads"]
+            reloads = int(bench_figures(port, "/bench/reloads", pki.ca_crt)["reloads"])
         finally:
             stop.set()
             proc.terminate()

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import secrets
 import subprocess
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +34,7 @@ from e2e.cluster.caldera_processes import webhook_configurations
 from e2e.cluster.control_plane import free_port, kubectl
 from e2e.cluster.pki import write_serving_pair
 from e2e.conftest import Cluster
-from e2e.waiting import eventually
+from e2e.waiting import eventually, until
 from unit.test_webhook_jobs import CREATE_RULES, UPDATE_RULES
 from unit.webhook_fixtures import job_dict, task
 
@@ -90,15 +89,6 @@ def _configurations(url: str, ca: bytes, namespace: str) -> list[dict[str, Any]]
         queue_selector={"matchLabels": {LABEL: TOKEN}},
         hook_domain=f"{TOKEN}.caldera.io",
     )
-
-
-def _wait(probe: Any, what: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if probe():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture(scope="module")
@@ -170,8 +160,8 @@ def webhook(
             "-p",
             '{"status":{"state":"Closed"}}',
         )
-        _wait(lambda: proc.get("/readyz")[0] == 200, "the webhook to be ready")
-        _wait(
+        until(lambda: proc.get("/readyz")[0] == 200, what="the webhook to be ready")
+        until(
             lambda: (
                 subprocess.run(
                     [
@@ -188,7 +178,7 @@ def webhook(
                 ).returncode
                 == 0
             ),
-            "the namespace's default ServiceAccount",
+            what="the namespace's default ServiceAccount",
         )
         ca = cluster.plane.pki.ca_crt.read_bytes()
         configs = _configurations(f"https://127.0.0.1:{port}", ca, namespace)
@@ -222,7 +212,7 @@ def webhook(
             )
             return "unable to find job queue" in done.stderr
 
-        _wait(effective, "the API server to call the webhook")
+        until(effective, what="the API server to call the webhook")
         yield setup
     finally:
         for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
@@ -750,6 +740,10 @@ async def test_certificate_rotation(webhook: Webhook, cluster: Cluster, kube: Ku
     assert cluster.plane is not None
     tls_dir = Path(webhook.process.log_path).parent / "tls"
     write_serving_pair(cluster.plane.pki, tls_dir, ["127.0.0.1"])
-    _wait(lambda: "serving certificate reloaded" in webhook.process.log(), "the reload", 15)
+    until(
+        lambda: "serving certificate reloaded" in webhook.process.log(),
+        what="the reload",
+        timeout=15,
+    )
     refusal = await _refusal(kube, JOB, _job(webhook, job_dict(queue="ghost"), "r1"))
     assert "unable to find job queue" in refusal

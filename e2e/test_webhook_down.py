@@ -12,10 +12,8 @@ from __future__ import annotations
 import json
 import secrets
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -27,6 +25,7 @@ from e2e.cluster.caldera_processes import webhook_configurations
 from e2e.cluster.control_plane import free_port, kubectl
 from e2e.cluster.pki import write_serving_pair
 from e2e.conftest import Cluster
+from e2e.waiting import until
 from unit.webhook_fixtures import job_dict
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("crds")]
@@ -48,15 +47,6 @@ def _kubectl(
     )
 
 
-def _until(probe: Any, what: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if probe():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 class Hook:
     """One ``caldera webhook`` on a fixed port, which the test can kill and start again."""
 
@@ -75,7 +65,7 @@ class Hook:
             log_dir=self.tmp,
         )
         process = self.process
-        _until(lambda: process.get("/readyz")[0] == 200, "the webhook to be ready")
+        until(lambda: process.get("/readyz")[0] == 200, what="the webhook to be ready")
 
     def kill(self) -> None:
         assert self.process is not None
@@ -152,7 +142,7 @@ async def test_webhook_down_refuses_clearly_and_recovers(
             "volcano"
         )
 
-    _until(mutated_by_dry_run, "the API server to call the webhook")
+    until(mutated_by_dry_run, what="the API server to call the webhook")
 
     webhook.kill()
     done = _kubectl(cluster, "apply", "-f", "-", stdin=manifest)

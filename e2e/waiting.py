@@ -26,3 +26,16 @@ async def eventually(
             return last
         await asyncio.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+def until(
+    probe: Callable[[], object], *, what: str, timeout: float = 60.0, interval: float = 0.5
+) -> None:
+    """The blocking form of ``eventually``, for tests that drive kubectl: call ``probe`` until
+    it returns something true; fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if probe():
+            return
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")

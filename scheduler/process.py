@@ -185,7 +185,6 @@ class SchedulerLoop:
         self._run = run_in_thread or asyncio.to_thread
         self._unschedulable_seen: dict[str, str] = {}  # pod uid -> last message written
         self.quiet = QuietSessions()
-        self._last: SessionResult | None = None
 
     async def ensure_default_queues(self) -> None:
         """Volcano's scheduler creates ``root`` and ``default`` when they are missing."""
@@ -229,9 +228,10 @@ class SchedulerLoop:
         self._forget_seen_assumptions()
         conf = self.conf.refresh()
         news = self.live.has_news(self.assumed)
-        if self._last is not None and self.quiet.may_skip(conf, news=news, now=started):
+        last = self.quiet.repeat(conf, news=news, now=started)
+        if last is not None:
             self.metrics.skipped.inc()
-            return self._last
+            return last
         cluster, report = self.live.update(self.cached, assumed=self.assumed)
         for key, queue in report.missing_queue.items():
             log.debug("queue of job does not exist, ignoring it", job=key, queue=queue)
@@ -246,7 +246,6 @@ class SchedulerLoop:
         self.metrics.observe(result)
         writes = await self.apply(result)
         self.quiet.record(conf, result, writes, now=started)
-        self._last = result
         self.metrics.e2e_latency.observe((time.monotonic() - started) * 1000)
         return result
 
@@ -301,9 +300,7 @@ class SchedulerLoop:
 
     async def _bind(self, namespace: str, name: str, uid: str, node: str) -> None:
         async with self._bind_gate:
-            pod = ObjectReference(
-                api_version="v1", kind="Pod", namespace=namespace, name=name, uid=uid
-            )
+            pod = pod_ref(namespace, name, uid)
             try:
                 await self.client.bind(namespace, name, node, uid=uid)
                 self.metrics.attempts.labels(result="scheduled").inc()
@@ -321,7 +318,7 @@ class SchedulerLoop:
         try:
             await self.client.evict(namespace, name)
             self.metrics.evictions.inc()
-            ref = ObjectReference(api_version="v1", kind="Pod", namespace=namespace, name=name)
+            ref = pod_ref(namespace, name)
             self.recorder.record(ref, "Normal", "Evict", f"Pod is evicted, because of {reason}")
         except NotFound:
             pass
@@ -404,9 +401,7 @@ class SchedulerLoop:
                         )
                         self._unschedulable_seen[uid] = message
                         # Volcano's taskUnschedulable: the event goes with the condition.
-                        ref = ObjectReference(
-                            api_version="v1", kind="Pod", namespace=namespace, name=name, uid=uid
-                        )
+                        ref = pod_ref(namespace, name, uid)
                         self.recorder.record(ref, "Warning", "FailedScheduling", message)
                     except (ApiError, ApiConnectionError) as exc:
                         log.debug("pod condition write failed", pod=key, error=str(exc))
@@ -426,6 +421,11 @@ class SchedulerLoop:
             writes.append(write(key, uid, message))
         await asyncio.gather(*writes)
         return len(writes)
+
+
+def pod_ref(namespace: str, name: str, uid: str = "") -> ObjectReference:
+    """The reference an Event about a pod names."""
+    return ObjectReference(api_version="v1", kind="Pod", namespace=namespace, name=name, uid=uid)
 
 
 def scheduler_conf_path(settings: SchedulerSettings) -> str:

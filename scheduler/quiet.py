@@ -56,14 +56,19 @@ class QuietSessions:
     max_quiet: float = MAX_QUIET_SECONDS
     _conf: SchedulerConf | None = None
     _since: float | None = None  # when the last session that changed nothing ran
+    _result: SessionResult | None = None  # and what it decided
     skipped: int = 0  # sessions skipped, for tests and logs
 
     def record(self, conf: SchedulerConf, result: SessionResult, writes: int, now: float) -> None:
         """Note a session that ran, with the writes made for it; ``now`` in seconds."""
         if changed_nothing(result, writes) and not reads_clock(conf):
-            self._conf, self._since = conf, now
+            self._conf, self._since, self._result = conf, now, result
         else:
-            self._conf = self._since = None
+            self._conf = self._since = self._result = None
+
+    def repeat(self, conf: SchedulerConf, *, news: bool, now: float) -> SessionResult | None:
+        """The last session's result when the next session may be skipped, else None."""
+        return self._result if self.may_skip(conf, news=news, now=now) else None
 
     def may_skip(self, conf: SchedulerConf, *, news: bool, now: float) -> bool:
         """Whether the next session would repeat the last one, which changed nothing."""

@@ -75,19 +75,19 @@ def gate_text(
     )
 
 
-def _tasks_line(job: JobInfo) -> list[str]:
-    """One line per (task, fit error): which nodes rejected the task's pods and why."""
-    by_role: dict[tuple[str, str], int] = {}
-    for task in job.tasks_in(TaskStatus.PENDING):
-        message = job.fit_errors.get(task.uid)
-        if message:
-            by_role[(task.role, message)] = by_role.get((task.role, message), 0) + 1
+def _task_lines(job: JobInfo) -> list[str]:
+    """One line per (task, fit error): which nodes rejected the task's pods and why, with the
+    task's pending pods."""
     pending: dict[str, int] = {}
+    failed: set[tuple[str, str]] = set()
     for task in job.tasks_in(TaskStatus.PENDING):
         pending[task.role] = pending.get(task.role, 0) + 1
+        message = job.fit_errors.get(task.uid)
+        if message:
+            failed.add((task.role, message))
     return [
-        f"task {role or '(none)'} ({pending.get(role, n)} pending): {message}"
-        for (role, message), n in sorted(by_role.items())
+        f"task {role or '(none)'} ({pending[role]} pending): {message}"
+        for role, message in sorted(failed)
     ]
 
 
@@ -105,7 +105,7 @@ def wait_record(
             return bounded(stage, found[0], [*found[1:], *details], time)
     allocate = [text for s, text in notes if s == WaitStage.ALLOCATE]
     if allocate:
-        return bounded(WaitStage.ALLOCATE, allocate[0], [*_tasks_line(job), *details], time)
+        return bounded(WaitStage.ALLOCATE, allocate[0], [*_task_lines(job), *details], time)
     return None
 
 

@@ -105,8 +105,7 @@ class PreemptAction:
                 attempt.statements.append(stmt)
             elif failed is None:
                 failed = task
-        attempt.finish(ssn, job)
-        if failed is not None and not ssn.job_pipelined(job):
+        if not attempt.finish(ssn, job) and failed is not None:
             where = f"in queue {queue.name}"
             why = finder.why_no_room(failed, queue=queue, where=where, owners=owners)
             ssn.note_wait(job.key, DETAIL, why)

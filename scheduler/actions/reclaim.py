@@ -103,7 +103,6 @@ class ReclaimAction:
                 attempt.statements.append(stmt)
             else:
                 failed = failed or task
-        attempt.finish(ssn, job)
-        if failed is not None and not ssn.job_pipelined(job):
+        if not attempt.finish(ssn, job) and failed is not None:
             why = finder.why_no_room(failed, queue=queue, where="in other queues", owners=owners)
             ssn.note_wait(job.key, DETAIL, why)

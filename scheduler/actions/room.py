@@ -103,13 +103,14 @@ class Attempt:
             stmt.discard()
         self.statements.clear()
 
-    def finish(self, ssn: Session, job: JobInfo) -> None:
+    def finish(self, ssn: Session, job: JobInfo) -> bool:
         """Commit if the job is now pipelined, else discard: a gang is never left half
-        evicted for."""
+        evicted for. True when committed."""
         if ssn.job_pipelined(job):
             self.commit()
-        else:
-            self.discard()
+            return True
+        self.discard()
+        return False
 
 
 def pending_in_order(ssn: Session, job: JobInfo) -> list[TaskInfo]:

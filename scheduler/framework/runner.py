@@ -62,7 +62,6 @@ def run_session(session: Session, conf: SchedulerConf, registry: Registry) -> Se
         current = job.podgroup.status if job.podgroup is not None else PodGroupStatus()
         if status_changed(current, status):
             session.result.podgroup_status[job.key] = status
-    for job in session.jobs.values():
         found = wait_record(job, session.wait_notes.get(job.key, ()), session.now)
         record, held = publish(job, found, session.now)
         if record is not None:
