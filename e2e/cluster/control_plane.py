@@ -30,6 +30,7 @@ from e2e.cluster.processes import ProcessTable
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 STAGES = HERE / "stages.yaml"
+AUDIT_POLICY = HERE / "audit-policy.yaml"
 CACHE = Path(os.environ.get("CALDERA_CACHE", Path.home() / ".cache" / "caldera"))
 DEFAULT_DIR = CACHE / "cluster" / "default"
 
@@ -121,6 +122,9 @@ class ControlPlane:
         self.procs = ProcessTable(self.dir)
         self.pki = Pki(self.dir / "pki")
         self.kubeconfig = self.dir / "kubeconfig"
+        # Requests made with ServiceAccount tokens (Caldera's processes run as the chart's
+        # ServiceAccounts in the privilege audit), one JSON line each; see audit-policy.yaml.
+        self.audit_log = self.dir / "logs" / "audit.log"
         self._state_path = self.dir / "state.json"
 
     # ---- state -------------------------------------------------------------------------------
@@ -293,6 +297,11 @@ class ControlPlane:
                 "--authorization-mode=Node,RBAC",
                 "--allow-privileged=true",
                 "--profiling=false",
+                f"--audit-policy-file={AUDIT_POLICY}",
+                f"--audit-log-path={self.audit_log}",
+                "--audit-log-format=json",
+                "--audit-log-maxsize=500",
+                "--audit-log-maxbackup=2",
                 "--v=1",
             ]
         if name == "kube-controller-manager":
