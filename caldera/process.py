@@ -27,22 +27,47 @@ class StartupError(Exception):
     """The process cannot start; the message is the one line the user sees."""
 
 
-async def connect(settings: ProcessSettings, registry: CollectorRegistry) -> KubeClient:
-    """A client that has answered once, or StartupError naming what is wrong."""
+# How long a starting process waits for an API server that does not answer (restarting, or its
+# address not routable yet) before it gives up with one line. A process that exited at once
+# would crash-loop through an API server restart and come back only after the kubelet's backoff.
+STARTUP_PATIENCE = 60.0
+RETRY_EVERY = 2.0
+
+
+def _worth_waiting(exc: Exception) -> bool:
+    """An API server that is down or overloaded may come back; a 401, 403 or 404 will not."""
+    if isinstance(exc, ApiError):
+        return exc.status >= 500 or exc.status == 429
+    return True
+
+
+async def connect(
+    settings: ProcessSettings, registry: CollectorRegistry, *, patience: float = STARTUP_PATIENCE
+) -> KubeClient:
+    """A client that has answered once, or StartupError naming what is wrong: at once for a bad
+    kubeconfig or a refusal, after ``patience`` seconds of an API server that does not answer."""
     try:
         connection = await load_config(settings.kubeconfig, context=settings.context)
     except ConfigError as exc:
         raise StartupError(str(exc)) from None
     options = ClientOptions(qps=settings.kube_qps, burst=settings.kube_burst)
     client = KubeClient(connection, options, registry=registry)
-    try:
-        async with asyncio.timeout(15):
-            await client.request("GET", "/version")
-    except (ApiError, ApiConnectionError, TimeoutError) as exc:
-        await client.close()
-        reason = str(exc) or type(exc).__name__
-        raise StartupError(f"cannot reach the API server at {connection.host}: {reason}") from None
-    return client
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + patience
+    while True:
+        try:
+            async with asyncio.timeout(15):
+                await client.request("GET", "/version")
+            return client
+        except (ApiError, ApiConnectionError, TimeoutError) as exc:
+            reason = str(exc) or type(exc).__name__
+            if not _worth_waiting(exc) or loop.time() + RETRY_EVERY > deadline:
+                await client.close()
+                raise StartupError(
+                    f"cannot reach the API server at {connection.host}: {reason}"
+                ) from None
+            log.warning("the API server does not answer yet; waiting", error=reason)
+            await asyncio.sleep(RETRY_EVERY)
 
 
 def stop_on_signals() -> asyncio.Event:

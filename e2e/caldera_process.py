@@ -65,6 +65,7 @@ class CalderaProcess:
         """SIGKILL: a crash, no clean-up."""
         self.proc.kill()
         self.proc.wait()
+        self._log.close()
 
     def stop(self, timeout: float = 30) -> int:
         """SIGTERM and wait; returns the exit code."""

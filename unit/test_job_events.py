@@ -161,6 +161,40 @@ def test_on_pod_add(out_of_sync: bool, event: Event) -> None:
 
 
 @pytest.mark.parametrize(
+    ("first_seen", "siblings", "replicas", "event", "exit_code"),
+    [
+        pytest.param(pod("Failed", exit_code=3), [], 2, Event.POD_FAILED, 3, id="failed"),
+        pytest.param(pod("Succeeded"), [], 1, Event.TASK_COMPLETED, None, id="task-done"),
+        pytest.param(
+            pod("Succeeded"),
+            [pod("Running", name="j-worker-1", uid="u1")],
+            2,
+            Event.OUT_OF_SYNC,
+            None,
+            id="task-not-done",
+        ),
+        pytest.param(pod("Succeeded"), [], None, Event.OUT_OF_SYNC, None, id="job-not-cached"),
+        pytest.param(
+            pod("Failed", exit_code=3, out_of_sync=True),
+            [],
+            1,
+            Event.OUT_OF_SYNC,
+            None,
+            id="failed-out-of-sync",
+        ),
+    ],
+)
+def test_a_pod_first_seen_finished_is_judged_as_it_finished(
+    first_seen: Pod, siblings: list[Pod], replicas: int | None, event: Event, exit_code: int | None
+) -> None:
+    """A pod the controller first sees already finished (it finished while the controller was
+    restarting) sends what its finishing would have sent: PodFailed with its exit code, or
+    TaskCompleted once every replica of its task succeeded, so exitCode and TaskCompleted
+    policies still act; PodPending would leave an MPI job running forever."""
+    assert on_pod_add(first_seen, siblings, 3, replicas) == expected(event, exit_code)
+
+
+@pytest.mark.parametrize(
     ("in_cache", "out_of_sync", "event"),
     [
         pytest.param(True, False, Event.POD_EVICTED, id="evicted"),

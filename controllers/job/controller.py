@@ -28,7 +28,7 @@ from typing import Any
 
 import msgspec
 
-from caldera.api.core import PersistentVolumeClaim, Pod, PriorityClass
+from caldera.api.core import PersistentVolumeClaim, Pod, PodPhase, PriorityClass
 from caldera.api.duration import format_duration
 from caldera.api.kinds import (
     COMMAND,
@@ -50,6 +50,7 @@ from caldera.api.volcano import (
     POLICY_ACTIONS,
     Action,
     Command,
+    Event,
     Job,
     JobEventReason,
     PodGroup,
@@ -124,6 +125,11 @@ class _CommandItem:
 _Item = Request | _Timer | _CommandItem
 
 
+def _pod_policy_item(item: _Item) -> bool:
+    """A request from a pod first seen finished, put ahead of the syncs by `_post_first`."""
+    return isinstance(item, Request) and item.event in (Event.POD_FAILED, Event.TASK_COMPLETED)
+
+
 def policy_problems(job: Job) -> str:
     """The Job's policies that no controller runs (stored without the webhook), as one message;
     such a policy acts as SyncJob, as in Volcano. "" when there is none. Pure."""
@@ -159,6 +165,8 @@ class JobController(Controller):
     def __init__(self, ctx: ControllerContext) -> None:
         super().__init__(ctx)
         self._inbox: dict[str, list[_Item]] = {}
+        # Finished pods seen before their Job was cached, by Job key (see `_pod_added`).
+        self._finished_before_job: dict[str, set[str]] = {}
         self._delayed = DelayedActions()
         self._timers: dict[int, asyncio.TimerHandle] = {}
         # key -> (resourceVersions our writes replaced, the Job our last write returned): until
@@ -212,7 +220,24 @@ class JobController(Controller):
         if request is not None:
             self._post(request, request.job_key)
 
+    def _post_first(self, request: Request | None) -> None:
+        """Post a finished pod's request ahead of the Job's queued syncs: a sync that ran first
+        would see every pod finished and end the Job by minSuccess before the pod's policy
+        (an exitCode AbortJob, a TaskCompleted) could act, as it does when watched live."""
+        if request is not None:
+            inbox = self._inbox.setdefault(request.job_key, [])
+            ahead = next(
+                (i for i, item in enumerate(inbox) if not _pod_policy_item(item)), len(inbox)
+            )
+            inbox.insert(ahead, request)
+            self.queue.add(request.job_key)
+
     def _job_added(self, job: Job) -> None:
+        key = f"{job.metadata.namespace}/{job.metadata.name}"
+        for name in sorted(self._finished_before_job.pop(key, ())):
+            pod = self.pods.store.get(f"{job.metadata.namespace}/{name}")
+            if pod is not None:
+                self._post_first(events.on_pod_add(pod, *self._task_context(pod)))
         self._post_request(events.on_job_add(job))
 
     def _job_updated(self, old: Job, new: Job) -> None:
@@ -243,7 +268,17 @@ class JobController(Controller):
 
     def _pod_added(self, pod: Pod) -> None:
         self._seen(pod)
-        self._post_request(events.on_pod_add(pod))
+        if pod.status.phase not in (PodPhase.SUCCEEDED, PodPhase.FAILED):
+            self._post_request(events.on_pod_add(pod))
+            return
+        siblings, max_retry, replicas = self._task_context(pod)
+        keys = job_pod_key(pod)
+        if replicas is None and keys:
+            # The Job is not cached yet (the informers list in parallel at start): judge the
+            # pod when it is, or TaskCompleted could not be told.
+            self._finished_before_job.setdefault(keys[0], set()).add(pod.metadata.name)
+            return
+        self._post_first(events.on_pod_add(pod, siblings, max_retry, replicas))
 
     def _pod_updated(self, old: Pod, new: Pod) -> None:
         siblings, max_retry, replicas = self._task_context(new)

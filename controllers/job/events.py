@@ -12,7 +12,8 @@ Rules, as Volcano applies them:
   annotations job-name, job-version (an integer) and task-spec;
 - a pod marked ``volcano.sh/controller-out-of-sync: "true"`` (the controller is killing it) only
   ever yields ``OutOfSync``: its own events must not trigger policies again;
-- add → ``PodPending``; update → ``PodFailed`` (with the exit code of the first container),
+- add → ``PodPending`` (a pod first seen finished: as an update from an unknown phase);
+  update → ``PodFailed`` (with the exit code of the first container),
   ``TaskCompleted``, ``TaskFailed``, ``PodRunning``, ``PodPending`` or ``OutOfSync``; delete →
   ``PodEvicted`` (``OutOfSync`` for a pod the cache did not hold);
 - Job add and update (spec or phase changed) → ``OutOfSync``; PodGroup phase change → ``Unknown``
@@ -26,6 +27,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
+
+import msgspec
 
 from caldera.api.core import Pod, PodPhase
 from caldera.api.meta import OwnerReference, controller_of
@@ -175,11 +178,29 @@ def _with(task_pods: Sequence[Pod], new: Pod) -> list[Pod]:
 # --- pods ---------------------------------------------------------------------------------------
 
 
-def on_pod_add(pod: Pod) -> Request | None:
+def on_pod_add(
+    pod: Pod,
+    task_pods: Sequence[Pod] = (),
+    task_max_retry: int | None = None,
+    task_replicas: int | None = None,
+) -> Request | None:
     """A pod appeared: ``PodPending`` (``OutOfSync`` if marked), None if not a Job's pod.
 
-    Pure; no I/O.
+    A pod first seen already Succeeded or Failed finished while nobody watched: the controller
+    was restarting, or a watch gap hid its transition. It gets the event `on_pod_update` gives
+    for a transition from an unknown phase (``PodFailed`` with its exit code, ``TaskCompleted``
+    when its task is done), so its policies still act; Volcano's addPod says ``PodPending`` and
+    an MPI job whose launcher finished during a controller restart then runs forever. A request
+    from a pod of an older run is ignored by `apply_policies` as usual, and the finished phases
+    ignore actions, so seeing the same pod again after another restart changes nothing.
     """
+    if pod.status.phase in (PodPhase.SUCCEEDED, PodPhase.FAILED):
+        unseen = msgspec.structs.replace(
+            pod,
+            metadata=msgspec.structs.replace(pod.metadata, resource_version=""),
+            status=msgspec.structs.replace(pod.status, phase=""),
+        )
+        return on_pod_update(unseen, pod, task_pods, task_max_retry, task_replicas)
     return _pod_request(pod, Event.POD_PENDING)
 
 

@@ -71,12 +71,17 @@ def _ready(port: int) -> bool:
         return False
 
 
+def apply_crds(plane: ControlPlane) -> None:
+    """Caldera's CRDs applied server-side and Established."""
+    plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_DIR))
+    plane.kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(CRD_DIR))
+
+
 def start_caldera(plane: ControlPlane, timeout: float = 60) -> dict[str, int]:
     """Apply the CRDs, start the webhook, the controllers and the scheduler (those not running
     yet), wait until each is ready and the scheduler has created the default queue, and register
     the webhook with the API server; returns each process's metrics port."""
-    plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_DIR))
-    plane.kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(CRD_DIR))
+    apply_crds(plane)
     state_path = plane.dir / "caldera.json"
     state: dict[str, int] = json.loads(state_path.read_text()) if state_path.exists() else {}
     certs = plane.dir / "webhook-certs"
