@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from caldera.api.podtemplate import unsupported
+from caldera.api.fielderrors import unsupported
 from caldera.api.quantity import QuantityError
 from caldera.api.resources import to_milli
 from caldera.api.volcano import (

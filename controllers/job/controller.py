@@ -30,6 +30,7 @@ import msgspec
 
 from caldera.api.core import PersistentVolumeClaim, Pod, PriorityClass
 from caldera.api.duration import format_duration
+from caldera.api.fielderrors import unsupported
 from caldera.api.kinds import (
     COMMAND,
     JOB,
@@ -41,7 +42,7 @@ from caldera.api.kinds import (
     kind_for,
 )
 from caldera.api.meta import ObjectReference
-from caldera.api.podtemplate import job_template_errors, unsupported
+from caldera.api.podtemplate import job_template_errors
 from caldera.api.stored import policy_errors
 from caldera.api.volcano import (
     BATCH_API_VERSION,
