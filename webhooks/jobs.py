@@ -24,7 +24,8 @@ runs correctly:
 Mutation patches field by field (never replacing whole tasks), so fields of a newer Volcano that
 the models do not know survive defaulting.
 
-Pure functions over models and a `ClusterView`, no I/O.
+Functions over models and a `ClusterView`. An import-linter contract keeps this module free of I/O
+(docs/architecture.md).
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ Every message starts with the field it is about. Deliberate differences from Vol
   Volcano added later (depth, self parent, hierarchical resources) use its newer wording where
   it has one. docs/webhook.md lists what remains different.
 
-Pure functions over models and a `ClusterView`, no I/O.
+Functions over models and a `ClusterView`. An import-linter contract keeps this module free of I/O
+(docs/architecture.md).
 """
 
 from __future__ import annotations

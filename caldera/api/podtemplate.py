@@ -26,7 +26,7 @@ tolerations, topology spread, environment variable sources, and the rest of the 
 The template is the raw JSON the user wrote (passed to the pods whole), so every access checks
 the type first: a string where an object belongs is reported, never raised.
 
-Pure functions, no I/O.
+An import-linter contract keeps this module free of I/O (docs/architecture.md).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 (it was not registered, or the object was stored before an upgrade).
 
 Each function names the field in Kubernetes' ``field: Unsupported value`` / ``Not found`` form, so
-the Event and the status message tell the user what to fix. Pure; no I/O.
+the Event and the status message tell the user what to fix.
 """
 
 from __future__ import annotations

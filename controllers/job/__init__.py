@@ -1,6 +1,7 @@
 """The Volcano Job controller: its pure core, its plugins and its reconcile loop.
 
-The pure core, no I/O anywhere (Volcano's pkg/controllers/job/):
+The pure core (Volcano's pkg/controllers/job/), kept free of I/O by an import-linter contract
+(docs/architecture.md):
 
 - `controllers.job.events`: informer notifications → `Request` (job_controller_handler.go);
 - `controllers.job.policy`: `Request` → `Decision` (action, delay, target), and the

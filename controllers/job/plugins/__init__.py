@@ -187,10 +187,9 @@ def make_plugin(options: PluginOptions, *, ssh_key_pair: SSHKeyPair | None = Non
 def build_plugins(job: Job, *, ssh_key_pair: SSHKeyPair | None = None) -> PluginSet:
     """The plugins of `job` (with the ones it requires), or why they cannot run.
 
-    A purely computational function: never raises for a bad spec. Plugins run in
-    `PLUGIN_ORDER`; unknown or unsupported plugins and bad arguments become `PluginError`s, and
-    then no plugin is returned (a job with half its plugins would get broken pods).
-    `ssh_key_pair` is the job's key pair when the caller has one (see
+    Never raises for a bad spec. Plugins run in `PLUGIN_ORDER`; unknown or unsupported plugins and
+    bad arguments become `PluginError`s, and then no plugin is returned (a job with half its plugins
+    would get broken pods). `ssh_key_pair` is the job's key pair when the caller has one (see
     `PluginSet.with_ssh_key_pair`).
     """
     wanted = with_required_plugins(job.spec.plugins)
