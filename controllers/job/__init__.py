@@ -13,13 +13,13 @@ The pure core (Volcano's pkg/controllers/job/), kept free of I/O by an import-li
   gate and dependsOn (syncJob in job_controller_actions.go);
 - `controllers.job.pods`: the pods, PVCs and PodGroup a Job gets, with deterministic names;
 - `controllers.job.pending`: the ``PodGroupPending`` Event a Job gets while its PodGroup waits;
-- `controllers.job.plugins`: the job plugins (env, svc, ssh, tensorflow, pytorch, mpi, mxnet).
+- `controllers.job.plugins`: the job plugins (env, svc, ssh, tensorflow, pytorch, mpi, mxnet);
+- `controllers.job.created`: the pods created but not yet in the cache (bookkeeping, the clock
+  passed in), so a reconcile does not create them twice.
 
 Around it:
 
 - `controllers.job.controller`: `JobController`, the informer handlers, the per-Job inbox and
   the reconcile that reads the cache, calls the pure core and writes (all the I/O but PVCs');
-- `controllers.job.created`: the pods created but not yet in the cache (bookkeeping), so a
-  reconcile does not create them twice;
 - `controllers.job.pvc_throttle`: `PvcCreator`, process-wide, fair, rate-limited PVC creation.
 """

@@ -12,7 +12,8 @@ so a Job's requests run one after another. ``reconcile(key)`` drains the inbox:
 
 A key with an empty inbox (a resync, a retry) is a plain SyncJob, so the loop stays level-based:
 whatever was missed, the next sync converges. All decisions are the pure modules' (events,
-policy, state, status, pods, plugins); this module only reads the cache and writes.
+policy, state, sync, status, pending, pods, plugins; ``created`` remembers the pods a reconcile
+created until the cache shows them); this module only reads the cache and writes.
 """
 
 from __future__ import annotations

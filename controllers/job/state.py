@@ -12,7 +12,7 @@ Job's current state. The I/O layer drives it in four steps:
    machine does not know).
 2. For kills: ``victims = kill_victims(p, pods)``; patch each with
    ``volcano.sh/controller-out-of-sync: "true"``, then delete it; ``counts = count_pods(pods,
-   deleted=<names actually deleted>)``. For syncs: ``status.plan_sync`` and its counts.
+   deleted=<names actually deleted>)``. For syncs: ``sync.plan_sync`` and its counts.
 3. ``new = apply_plan(job, p, counts, now)``: the new JobStatus, with the phase change of
    ``p.phase`` or of `next_phase` (the per-state update function), a condition and
    lastTransitionTime when the phase changed, ``runningDuration`` on kills.
