@@ -20,7 +20,7 @@ Method.
    asks for more when it drops below its low-water mark), with each client's own read buffer
    size: aiohttp's default (64 KiB) for Caldera, 2 MiB for kubernetes-asyncio.
 3. Caldera path: the real `informers.reflector.Reflector._watch` loop over the real
-   `caldera.kube.client.WatchStream` (which splits chunks into lines and decodes each with
+   `caldera.kube.watch.WatchStream` (which splits chunks into lines and decodes each with
    `POD.watch_decoder` into the slim `caldera.api.core.Pod`), applying events to a real
    `informers.store.Store` through `_apply`, with the transform every process's pod informer
    applies (`informers.factory.default_transforms`: `informers.interning.PodInterner`, which
@@ -86,7 +86,8 @@ from kubernetes_asyncio.client import Configuration
 
 from caldera.api import core
 from caldera.api.kinds import POD, KindInfo
-from caldera.kube.client import KubeClient, WatchStream
+from caldera.kube.client import KubeClient
+from caldera.kube.watch import WatchStream
 from informers.factory import default_transforms
 from informers.reflector import Reflector
 from informers.store import Store

@@ -20,7 +20,7 @@ import msgspec
 
 from caldera.api.kinds import COMMAND, KindInfo, resource_path
 from caldera.api.meta import OwnerReference
-from caldera.kube.client import ClientOptions, KubeClient, RetryOptions, list_query
+from caldera.kube.client import ClientOptions, KubeClient
 from caldera.kube.config import ConfigError, load_config
 from caldera.kube.errors import (
     AlreadyExists,
@@ -30,6 +30,8 @@ from caldera.kube.errors import (
     NotFound,
     Unauthorized,
 )
+from caldera.kube.requests import list_query
+from caldera.kube.retry import RetryOptions
 from cli.errors import fail
 
 __all__ = [

@@ -1,9 +1,8 @@
 """``caldera job why``: why a job waits, in plain words, one finding per stage that holds it.
 
-A purely computational module with no side effects: `explain` takes the Job, its PodGroup, its
-Queue, its pods, the Commands naming it and `now`, and returns `Finding`s in order of
-precedence. ``cli/job.py`` fetches those objects and prints the findings, alone (``job why``)
-or as the "Why" section of ``job view``.
+`explain` is a pure function: it takes the Job, its PodGroup, its Queue, its pods, the Commands
+naming it and `now`, and returns `Finding`s in order of precedence. ``cli/job.py`` fetches those
+objects and prints the findings, alone (``job why``) or as the "Why" section of ``job view``.
 
 The order, and what ends the list early:
 
@@ -120,7 +119,7 @@ def explain(
     `queue` None means the job's queue does not exist, unless `queue_readable` is False (the
     user may not read it: queues are cluster-scoped), when nothing is said about it. `pods` are
     the job's pods, `commands` the Commands in its namespace (those not naming the job are
-    ignored). Pure; no I/O.
+    ignored).
     """
     phase = job.status.state.phase
     done = _not_waiting(job, phase)

@@ -7,8 +7,8 @@ then start each controller's workers.
 
 Shutdown on SIGTERM or SIGINT, in order: readiness goes false; controllers stop taking keys and
 reconciles in flight get ``shutdown_grace_period`` seconds to finish; workers are cancelled; the
-informers stop; the Lease is released so a standby takes over at once; Events are flushed; the
-client and the HTTP server close. A lost Lease ends the process with exit code 1 (the kubelet
+Lease is released so a standby takes over at once; the informers stop; Events are flushed; the
+HTTP server and the client close. A lost Lease ends the process with exit code 1 (the kubelet
 restarts it as a candidate).
 """
 

@@ -26,8 +26,9 @@ from caldera.api.kinds import (
     KindInfo,
 )
 from caldera.api.meta import parse_time
-from caldera.kube.client import KubeClient, PropagationPolicy
+from caldera.kube.client import KubeClient
 from caldera.kube.errors import NotFound
+from caldera.kube.requests import PropagationPolicy
 from e2e.job_fixtures import (  # noqa: F401 - fixtures
     RUN_FOR,
     get_pod,

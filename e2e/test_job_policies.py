@@ -16,8 +16,9 @@ import pytest
 from caldera.api.kinds import COMMAND, EVENT, JOB, POD, PODGROUP
 from caldera.api.meta import parse_time
 from caldera.api.volcano import Job
-from caldera.kube.client import KubeClient, PatchType
+from caldera.kube.client import KubeClient
 from caldera.kube.errors import NotFound
+from caldera.kube.requests import PatchType
 from e2e.conftest import Cluster
 from e2e.job_fixtures import (  # noqa: F401 - fixtures
     enqueued_only,

@@ -27,7 +27,7 @@ from caldera.api.meta import (
     Status,
     type_meta,
 )
-from caldera.kube.client import ClientOptions, KubeClient, PatchType, PropagationPolicy
+from caldera.kube.client import ClientOptions, KubeClient
 from caldera.kube.errors import (
     AlreadyExists,
     Conflict,
@@ -39,6 +39,7 @@ from caldera.kube.errors import (
     error_from_status,
 )
 from caldera.kube.events import EventRecorder
+from caldera.kube.requests import PatchType, PropagationPolicy
 from e2e.cluster.control_plane import ControlPlane
 from e2e.conftest import Cluster
 from e2e.waiting import eventually

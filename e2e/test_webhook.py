@@ -27,8 +27,9 @@ from typing import Any
 import pytest
 
 from caldera.api.kinds import JOB, POD, PODGROUP, QUEUE, resource_path
-from caldera.kube.client import KubeClient, PatchType
+from caldera.kube.client import KubeClient
 from caldera.kube.errors import ApiError
+from caldera.kube.requests import PatchType
 from e2e.caldera_process import CalderaProcess
 from e2e.cluster.caldera_processes import webhook_configurations
 from e2e.cluster.control_plane import free_port, kubectl

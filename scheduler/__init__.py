@@ -1,7 +1,8 @@
 """The scheduler (``caldera scheduler``): Volcano's session, actions and plugins over a snapshot
 kept up to date from the informer cache. docs/architecture.md draws the whole; the pure core is
-``framework``, ``actions``, ``plugins``, ``api``, ``snapshot``, ``why`` and ``conf``, and the I/O
-is ``process`` and ``main``.
+``framework``, ``actions``, ``plugins``, ``api``, ``snapshot``, ``live_snapshot``, ``quiet``,
+``why`` and ``conf`` (an import-linter contract keeps them free of I/O), and the I/O is
+``process`` and ``main``.
 
 The process:
 

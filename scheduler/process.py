@@ -49,9 +49,10 @@ from caldera.api.volcano import (
     Queue,
     QueueSpec,
 )
-from caldera.kube.client import KubeClient, PatchType
+from caldera.kube.client import KubeClient
 from caldera.kube.errors import AlreadyExists, ApiConnectionError, ApiError, Conflict, NotFound
 from caldera.kube.events import EventRecorder
+from caldera.kube.requests import PatchType
 from caldera.settings import SchedulerSettings
 from informers.factory import SharedInformer, SharedInformerFactory
 from informers.store import HandlerFuncs, KubeObject

@@ -1,4 +1,4 @@
-"""Build a session's ClusterInfo from the scheduler's cached objects (pure; no I/O).
+"""Build a session's ClusterInfo from the scheduler's cached objects.
 
 What the snapshot holds (Volcano's rules):
 - every PodGroup whose queue exists becomes a job; its pods are those annotated with its name

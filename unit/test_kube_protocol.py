@@ -1,7 +1,8 @@
-"""Protocol edge cases of caldera.kube.client that a real API server cannot be made to produce on
-demand (a 429 with Retry-After, a 503, a watch stream cut mid-line, a silent stream, a refused
-connection, an expiring token), against a small in-process aiohttp server; and the pure request
-building and retry rule. Everything else is tested on the real server in e2e/test_kube_client.py.
+"""Protocol edge cases of the API client (caldera.kube.client and .watch) that a real API server
+cannot be made to produce on demand (a 429 with Retry-After, a 503, a watch stream cut mid-line,
+a silent stream, a refused connection, an expiring token), against a small in-process aiohttp
+server; and the pure request building (caldera.kube.requests) and retry rule
+(caldera.kube.retry). Everything else is tested on the real server in e2e/test_kube_client.py.
 """
 
 from __future__ import annotations
@@ -21,21 +22,7 @@ from prometheus_client import CollectorRegistry
 from caldera.api.core import ConfigMap
 from caldera.api.kinds import CONFIGMAP
 from caldera.api.meta import ObjectMeta, StatusCause, StatusDetails
-from caldera.kube.client import (
-    ClientOptions,
-    KubeClient,
-    PatchType,
-    PropagationPolicy,
-    RetryOptions,
-    binding,
-    delete_options,
-    encode_body,
-    eviction,
-    list_query,
-    patch_request,
-    retry_delay,
-    watch_query,
-)
+from caldera.kube.client import ClientOptions, KubeClient
 from caldera.kube.config import ConnectionSettings
 from caldera.kube.errors import (
     ApiConnectionError,
@@ -46,6 +33,18 @@ from caldera.kube.errors import (
     TooManyRequests,
     Unauthorized,
 )
+from caldera.kube.requests import (
+    PatchType,
+    PropagationPolicy,
+    binding,
+    delete_options,
+    encode_body,
+    eviction,
+    list_query,
+    patch_request,
+    watch_query,
+)
+from caldera.kube.retry import RetryOptions, retry_delay
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 

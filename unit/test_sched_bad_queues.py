@@ -10,8 +10,10 @@ import pytest
 from caldera.api.meta import ObjectMeta
 from caldera.api.volcano import Queue, QueueSpec
 from scheduler.api.types import QueueInfo
+from scheduler.framework.plugin import Arguments
+from scheduler.plugins.proportion import ProportionPlugin
 from scheduler.snapshot import queue_info
-from unit.test_sched_proportion import add_job, cpu, new_cluster, open_session
+from unit.sched_fixtures import add_job, cpu, cpu_cluster, open_session
 
 
 @pytest.mark.parametrize(
@@ -29,11 +31,11 @@ from unit.test_sched_proportion import add_job, cpu, new_cluster, open_session
 )
 def test_bad_queue_specs_schedule(a: QueueInfo, want_a: str, want_b: str) -> None:
     """Deserved shares stay defined and non-negative beside a valid queue of weight 1."""
-    cluster = new_cluster("10")
-    cluster.queues = {"a": a, "b": QueueInfo("b")}
-    add_job(cluster, "ja", "a", pending=50)
-    add_job(cluster, "jb", "b", pending=50)
-    _, plugin = open_session(cluster)
+    cluster = cpu_cluster({"n0": "10"}, [a, QueueInfo("b")])
+    add_job(cluster, "ja", queue="a", pending=50)
+    add_job(cluster, "jb", queue="b", pending=50)
+    plugin = ProportionPlugin(Arguments("proportion", {}))
+    open_session(cluster, [plugin])
     assert plugin.queue_attrs["a"].deserved == cpu(want_a)
     assert plugin.queue_attrs["b"].deserved == cpu(want_b)
 

@@ -3,81 +3,18 @@ namespace fairness with weights."""
 
 from __future__ import annotations
 
-import datetime as dt
-
 import pytest
 
 from caldera.api.resources import Resources
-from scheduler.api.types import ClusterInfo, JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus
-from scheduler.framework.plugin import Arguments, PluginOption
+from scheduler.api.types import TaskStatus
+from scheduler.framework.plugin import Arguments
 from scheduler.framework.session import Session
 from scheduler.plugins.drf import DrfPlugin, dominant_share
-
-T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
-
-
-def cpu(amount: str) -> Resources:
-    return Resources.from_list({"cpu": amount})
+from unit.sched_fixtures import add_job, cpu, cpu_cluster, open_session
 
 
-def new_cluster(total_cpu: int, nodes: int = 1) -> ClusterInfo:
-    cluster = ClusterInfo(now=T0)
-    cluster.queues["default"] = QueueInfo("default")
-    for n in range(nodes):
-        name = f"n{n}"
-        cluster.nodes[name] = NodeInfo(
-            name, Resources.from_list({"cpu": str(total_cpu // nodes), "pods": "1000"})
-        )
-    return cluster
-
-
-def add_job(
-    cluster: ClusterInfo,
-    name: str,
-    *,
-    running: int = 0,
-    pending: int = 0,
-    namespace: str = "ns",
-    size: str = "1",
-) -> JobInfo:
-    job = JobInfo(
-        key=f"{namespace}/{name}",
-        namespace=namespace,
-        name=name,
-        queue="default",
-        priority=0,
-        min_available=1,
-        min_task_member={},
-        min_resources=Resources(),
-        creation=T0,
-        phase="Running",
-    )
-    for i in range(running + pending):
-        status = TaskStatus.RUNNING if i < running else TaskStatus.PENDING
-        task = TaskInfo(
-            uid=f"{namespace}-{name}-{i}",
-            namespace=namespace,
-            name=f"{name}-{i:03d}",
-            job=job.key,
-            role="w",
-            resreq=cpu(size),
-            init_resreq=cpu(size),
-            priority=0,
-            status=status,
-            node_name="n0" if status == TaskStatus.RUNNING else "",
-        )
-        job.add_task(task)
-        if status == TaskStatus.RUNNING:
-            cluster.nodes["n0"].add_task(task)
-    cluster.jobs[job.key] = job
-    return job
-
-
-def open_session(cluster: ClusterInfo, **arguments: object) -> tuple[Session, DrfPlugin]:
-    ssn = Session(cluster, [[PluginOption("drf")]])
-    plugin = DrfPlugin(Arguments("drf", arguments))
-    plugin.on_session_open(ssn)
-    return ssn, plugin
+def drf(**arguments: object) -> DrfPlugin:
+    return DrfPlugin(Arguments("drf", arguments))
 
 
 @pytest.mark.parametrize(
@@ -128,10 +65,11 @@ def _place_in_job_order(ssn: Session) -> list[str]:
 def test_two_hungry_jobs_alternate_to_equal_shares(total: int, big: int, small: int) -> None:
     """Jobs of 300 and 60 pods take turns, so they end with equal numbers until the small one
     has all it asked for."""
-    cluster = new_cluster(total, nodes=4)
+    cluster = cpu_cluster({f"n{i}": str(total // 4) for i in range(4)})
     add_job(cluster, "big", pending=300)
     add_job(cluster, "small", pending=60)
-    ssn, plugin = open_session(cluster)
+    plugin = drf()
+    ssn = open_session(cluster, [plugin])
     placed = _place_in_job_order(ssn)
     assert placed.count("big") == big
     assert placed.count("small") == small
@@ -155,10 +93,10 @@ def test_preemptable_compares_shares_after_exchange(
     preemptor_running: int, victim_running: int, candidates: int, allowed: int
 ) -> None:
     """A victim's job must keep a share at least the preemptor job's after the exchange."""
-    cluster = new_cluster(10)
+    cluster = cpu_cluster({"n0": "10"})
     hungry = add_job(cluster, "hungry", running=preemptor_running, pending=1)
     rich = add_job(cluster, "rich", running=victim_running)
-    ssn, _ = open_session(cluster)
+    ssn = open_session(cluster, [drf()])
     preemptor = next(hungry.tasks_in(TaskStatus.PENDING))
     victims = ssn.preemptable(preemptor, list(rich.tasks.values())[:candidates])
     assert len(victims) == allowed
@@ -166,9 +104,9 @@ def test_preemptable_compares_shares_after_exchange(
 
 def test_tasks_of_the_preemptor_job_are_not_judged() -> None:
     """Moving resources inside one job does not change its share: drf lets it through."""
-    cluster = new_cluster(10)
+    cluster = cpu_cluster({"n0": "10"})
     job = add_job(cluster, "j", running=1, pending=1)
-    ssn, _ = open_session(cluster)
+    ssn = open_session(cluster, [drf()])
     preemptor = next(job.tasks_in(TaskStatus.PENDING))
     running = list(job.tasks_in(TaskStatus.RUNNING))
     assert ssn.preemptable(preemptor, running) == running
@@ -176,9 +114,10 @@ def test_tasks_of_the_preemptor_job_are_not_judged() -> None:
 
 def test_shares_follow_allocate_evict_and_discard() -> None:
     """The allocate handlers keep job and namespace shares current."""
-    cluster = new_cluster(10)
+    cluster = cpu_cluster({"n0": "10"})
     job = add_job(cluster, "j", running=2, pending=2)
-    ssn, plugin = open_session(cluster)
+    plugin = drf()
+    ssn = open_session(cluster, [plugin])
     assert plugin.job_shares["ns/j"] == pytest.approx(0.2)
     stmt = ssn.statement()
     stmt.allocate(next(job.tasks_in(TaskStatus.PENDING)), "n0")
@@ -203,28 +142,28 @@ def test_namespace_fairness_orders_by_weighted_namespace_share(
     fairness: bool, weights: dict[str, int], first: str
 ) -> None:
     """With namespace fairness on, the less served namespace (share / weight) goes first."""
-    cluster = new_cluster(100)
+    cluster = cpu_cluster({"n0": "100"})
     cluster.namespace_weights = weights
     add_job(cluster, "big-ns-small-job", namespace="a", running=2, pending=1)
     add_job(cluster, "filler", namespace="a", running=40)
     add_job(cluster, "small-ns-big-job", namespace="b", running=20, pending=1)
-    ssn, _ = open_session(cluster, **{"drf.namespace-fairness": fairness})
+    ssn = open_session(cluster, [drf(**{"drf.namespace-fairness": fairness})])
     contenders = [ssn.jobs["a/big-ns-small-job"], ssn.jobs["b/small-ns-big-job"]]
     assert ssn.sorted_jobs(contenders)[0].key == first
 
 
 def test_namespace_fairness_in_preemption() -> None:
     """Across namespaces the weighted namespace shares decide before the job shares."""
-    cluster = new_cluster(100)
+    cluster = cpu_cluster({"n0": "100"})
     add_job(cluster, "poor", namespace="a", running=10, pending=1)
     add_job(cluster, "rich", namespace="b", running=5)
     add_job(cluster, "rich-filler", namespace="b", running=40)
-    ssn, _ = open_session(cluster, **{"drf.namespace-fairness": True})
+    ssn = open_session(cluster, [drf(**{"drf.namespace-fairness": True})])
     preemptor = next(ssn.jobs["a/poor"].tasks_in(TaskStatus.PENDING))
     victims = list(ssn.jobs["b/rich"].tasks.values())
     # Job shares alone would refuse (poor 0.11 > rich 0.04); namespace b is far richer.
     assert ssn.preemptable(preemptor, victims[:1]) == victims[:1]
-    ssn2, _ = open_session(cluster)
+    ssn2 = open_session(cluster, [drf()])
     assert ssn2.preemptable(preemptor, victims[:1]) == []
 
 

@@ -3,82 +3,19 @@ queue order, overused, allocatable, enqueueable and reclaimable as Volcano defin
 
 from __future__ import annotations
 
-import datetime as dt
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from caldera.api.resources import Resources
-from scheduler.api.types import ClusterInfo, JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus
-from scheduler.framework.plugin import Arguments, PluginOption
-from scheduler.framework.session import Session
+from scheduler.api.types import QueueInfo, TaskStatus
+from scheduler.framework.plugin import Arguments
 from scheduler.plugins.proportion import QUOTA_EVENT, Claim, ProportionPlugin, water_fill
-
-T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
-
-
-def cpu(amount: str) -> Resources:
-    return Resources.from_list({"cpu": amount})
+from unit.sched_fixtures import add_job, cpu, cpu_cluster, open_session
 
 
-def new_cluster(node_cpu: str = "10", nodes: int = 1) -> ClusterInfo:
-    cluster = ClusterInfo(now=T0)
-    for n in range(nodes):
-        name = f"n{n}"
-        cluster.nodes[name] = NodeInfo(name, Resources.from_list({"cpu": node_cpu, "pods": "110"}))
-    return cluster
-
-
-def add_job(
-    cluster: ClusterInfo,
-    name: str,
-    queue: str,
-    *,
-    running: int = 0,
-    pending: int = 0,
-    size: str = "1",
-    phase: str = "Running",
-    min_resources: Resources | None = None,
-) -> JobInfo:
-    job = JobInfo(
-        key=f"ns/{name}",
-        namespace="ns",
-        name=name,
-        queue=queue,
-        priority=0,
-        min_available=1,
-        min_task_member={},
-        min_resources=min_resources or Resources(),
-        creation=T0,
-        phase=phase,
-    )
-    for i in range(running + pending):
-        status = TaskStatus.RUNNING if i < running else TaskStatus.PENDING
-        task = TaskInfo(
-            uid=f"{name}-{i}",
-            namespace="ns",
-            name=f"{name}-{i}",
-            job=job.key,
-            role="w",
-            resreq=cpu(size),
-            init_resreq=cpu(size),
-            priority=0,
-            status=status,
-            node_name="n0" if status == TaskStatus.RUNNING else "",
-        )
-        job.add_task(task)
-        if status == TaskStatus.RUNNING:
-            cluster.nodes["n0"].add_task(task)
-    cluster.jobs[job.key] = job
-    return job
-
-
-def open_session(cluster: ClusterInfo) -> tuple[Session, ProportionPlugin]:
-    ssn = Session(cluster, [[PluginOption("proportion")]])
-    plugin = ProportionPlugin(Arguments("proportion", {}))
-    plugin.on_session_open(ssn)
-    return ssn, plugin
+def proportion() -> ProportionPlugin:
+    return ProportionPlugin(Arguments("proportion", {}))
 
 
 @pytest.mark.parametrize(
@@ -155,12 +92,11 @@ def test_water_fill_invariants(total: int, claims: list[Claim]) -> None:
 
 def test_saturated_queues_split_three_to_one() -> None:
     """Two queues of weights 3 and 1 that both ask for more than the cluster get 3:1."""
-    cluster = new_cluster("8")
-    cluster.queues["a"] = QueueInfo("a", weight=3)
-    cluster.queues["b"] = QueueInfo("b", weight=1)
-    add_job(cluster, "ja", "a", pending=20)
-    add_job(cluster, "jb", "b", pending=20)
-    _, plugin = open_session(cluster)
+    cluster = cpu_cluster({"n0": "8"}, [QueueInfo("a", weight=3), QueueInfo("b", weight=1)])
+    add_job(cluster, "ja", queue="a", pending=20)
+    add_job(cluster, "jb", queue="b", pending=20)
+    plugin = proportion()
+    open_session(cluster, [plugin])
     assert plugin.queue_attrs["a"].deserved == cpu("6")
     assert plugin.queue_attrs["b"].deserved == cpu("2")
 
@@ -200,22 +136,22 @@ def test_saturated_queues_split_three_to_one() -> None:
 )
 def test_deserved_from_queue_specs(a: QueueInfo, b: QueueInfo, want_a: str, want_b: str) -> None:
     """Capability, Volcano's cpu 0 = unlimited, and guarantees shape the deserved share."""
-    cluster = new_cluster("10")
-    cluster.queues = {"a": a, "b": b}
-    add_job(cluster, "ja", "a", pending=50)
-    add_job(cluster, "jb", "b", pending=50)
-    _, plugin = open_session(cluster)
+    cluster = cpu_cluster({"n0": "10"}, [a, b])
+    add_job(cluster, "ja", queue="a", pending=50)
+    add_job(cluster, "jb", queue="b", pending=50)
+    plugin = proportion()
+    open_session(cluster, [plugin])
     assert plugin.queue_attrs["a"].deserved == cpu(want_a)
     assert plugin.queue_attrs["b"].deserved == cpu(want_b)
 
 
 def test_request_caps_deserved_and_leftover_goes_to_the_hungry_queue() -> None:
     """A queue asking for 1 cpu deserves 1; the other gets the rest; an empty queue gets 0."""
-    cluster = new_cluster("10")
-    cluster.queues = {n: QueueInfo(n) for n in ("a", "b", "idle")}
-    add_job(cluster, "ja", "a", running=1)
-    add_job(cluster, "jb", "b", pending=30)
-    _, plugin = open_session(cluster)
+    cluster = cpu_cluster({"n0": "10"}, [QueueInfo(n) for n in ("a", "b", "idle")])
+    add_job(cluster, "ja", queue="a", running=1)
+    add_job(cluster, "jb", queue="b", pending=30)
+    plugin = proportion()
+    open_session(cluster, [plugin])
     assert plugin.queue_attrs["a"].deserved == cpu("1")
     assert plugin.queue_attrs["b"].deserved == cpu("9")
     assert plugin.queue_attrs["idle"].deserved == Resources()
@@ -223,27 +159,29 @@ def test_request_caps_deserved_and_leftover_goes_to_the_hungry_queue() -> None:
 
 def test_queue_order_priority_then_share() -> None:
     """Higher spec.priority first; among equals the queue with the lower share first."""
-    cluster = new_cluster("10")
-    cluster.queues = {
-        "busy": QueueInfo("busy"),
-        "calm": QueueInfo("calm"),
-        "vip": QueueInfo("vip", priority=5),
-    }
-    add_job(cluster, "jbusy", "busy", running=5, pending=5)
-    add_job(cluster, "jcalm", "calm", running=1, pending=5)
-    add_job(cluster, "jvip", "vip", running=4, pending=5)
-    ssn, _ = open_session(cluster)
+    cluster = cpu_cluster(
+        {"n0": "10"},
+        [
+            QueueInfo("busy"),
+            QueueInfo("calm"),
+            QueueInfo("vip", priority=5),
+        ],
+    )
+    add_job(cluster, "jbusy", queue="busy", running=5, pending=5)
+    add_job(cluster, "jcalm", queue="calm", running=1, pending=5)
+    add_job(cluster, "jvip", queue="vip", running=4, pending=5)
+    ssn = open_session(cluster, [proportion()])
     ordered = sorted(ssn.queues.values(), key=ssn.queue_order_key())
     assert [q.name for q in ordered] == ["vip", "calm", "busy"]
 
 
 def test_overused_when_deserved_is_reached_in_every_resource() -> None:
     """Overused means deserved <= allocated (Volcano's LessEqual)."""
-    cluster = new_cluster("4")
-    cluster.queues = {"a": QueueInfo("a"), "b": QueueInfo("b")}
-    add_job(cluster, "ja", "a", running=2, pending=2)
-    add_job(cluster, "jb", "b", running=1, pending=3)
-    ssn, plugin = open_session(cluster)
+    cluster = cpu_cluster({"n0": "4"}, [QueueInfo("a"), QueueInfo("b")])
+    add_job(cluster, "ja", queue="a", running=2, pending=2)
+    add_job(cluster, "jb", queue="b", running=1, pending=3)
+    plugin = proportion()
+    ssn = open_session(cluster, [plugin])
     assert plugin.queue_attrs["a"].deserved == cpu("2")
     assert ssn.overused(ssn.queues["a"]) is True
     assert ssn.overused(ssn.queues["b"]) is False
@@ -252,11 +190,11 @@ def test_overused_when_deserved_is_reached_in_every_resource() -> None:
 def test_allocatable_and_preemptive_stop_at_the_deserved_share() -> None:
     """Competing queues take tasks only while they stay within their deserved share
     (Volcano's queueAllocatable), for allocate and for reclaim alike."""
-    cluster = new_cluster("4")
-    cluster.queues = {"a": QueueInfo("a"), "b": QueueInfo("b")}
-    ja = add_job(cluster, "ja", "a", running=2, pending=2)
-    jb = add_job(cluster, "jb", "b", running=1, pending=3)
-    ssn, plugin = open_session(cluster)
+    cluster = cpu_cluster({"n0": "4"}, [QueueInfo("a"), QueueInfo("b")])
+    ja = add_job(cluster, "ja", queue="a", running=2, pending=2)
+    jb = add_job(cluster, "jb", queue="b", running=1, pending=3)
+    plugin = proportion()
+    ssn = open_session(cluster, [plugin])
     assert plugin.queue_attrs["a"].deserved == cpu("2")
     task_a = next(iter(ja.tasks_in(TaskStatus.PENDING)))
     task_b = next(iter(jb.tasks_in(TaskStatus.PENDING)))
@@ -270,11 +208,11 @@ def test_allocatable_and_preemptive_stop_at_the_deserved_share() -> None:
 def test_reclaimable_counts_only_what_the_victim_requests() -> None:
     """A queue at its deserved memory but below its deserved cpu keeps its cpu pods: losing
     one would put it below its share of what it lost, and it would reclaim it back."""
-    cluster = new_cluster("4")
-    cluster.queues = {"a": QueueInfo("a"), "b": QueueInfo("b")}
-    victim = add_job(cluster, "v", "a", running=1, pending=2)
-    add_job(cluster, "other", "b", running=3)
-    ssn, plugin = open_session(cluster)
+    cluster = cpu_cluster({"n0": "4"}, [QueueInfo("a"), QueueInfo("b")])
+    victim = add_job(cluster, "v", queue="a", running=1, pending=2)
+    add_job(cluster, "other", queue="b", running=3)
+    plugin = proportion()
+    ssn = open_session(cluster, [plugin])
     attr = plugin.queue_attrs["a"]
     attr.deserved = Resources.from_list({"cpu": "2", "memory": "0"})  # held memory 0 >= 0
     reclaimer = next(iter(ssn.jobs["ns/other"].tasks.values()))
@@ -284,33 +222,39 @@ def test_reclaimable_counts_only_what_the_victim_requests() -> None:
 def test_allocatable_checks_real_capability() -> None:
     """A task is allocatable while allocated + request stays within the real capability
     (deserved never exceeds it)."""
-    cluster = new_cluster("10")
-    cluster.queues = {
-        "capped": QueueInfo("capped", capability=cpu("3")),
-        "other": QueueInfo("other", guarantee=cpu("8")),
-    }
-    add_job(cluster, "jc", "capped", running=2, pending=3)
-    ssn, plugin = open_session(cluster)
+    cluster = cpu_cluster(
+        {"n0": "10"},
+        [
+            QueueInfo("capped", capability=cpu("3")),
+            QueueInfo("other", guarantee=cpu("8")),
+        ],
+    )
+    add_job(cluster, "jc", queue="capped", running=2, pending=3)
+    plugin = proportion()
+    ssn = open_session(cluster, [plugin])
     pending = next(iter(ssn.jobs["ns/jc"].tasks_in(TaskStatus.PENDING)))
     # real capability: min(3, 10 - 8 guaranteed elsewhere) = 2, already used.
     assert plugin.queue_attrs["capped"].real_capability.get("cpu") == 2000
     assert ssn.allocatable(ssn.queues["capped"], pending) is False
     ssn.queues["other"].guarantee = Resources()
-    ssn, plugin = open_session(cluster)
+    ssn = open_session(cluster, [proportion()])
     assert ssn.allocatable(ssn.queues["capped"], pending) is True
 
 
 def test_enqueueable_closed_queue_and_quota() -> None:
     """Closed queues reject; minResources beyond the quota reject with Volcano's event; an
     enqueued job's minResources count against the next one."""
-    cluster = new_cluster("10")
-    cluster.queues = {"q": QueueInfo("q", capability=cpu("4")), "shut": QueueInfo("shut")}
+    cluster = cpu_cluster({"n0": "10"}, [QueueInfo("q", capability=cpu("4")), QueueInfo("shut")])
     cluster.queues["shut"].state = "Closed"
-    add_job(cluster, "run", "q", running=1, min_resources=cpu("1"))  # not elastic
-    first = add_job(cluster, "first", "q", pending=2, phase="Pending", min_resources=cpu("2"))
-    second = add_job(cluster, "second", "q", pending=2, phase="Pending", min_resources=cpu("2"))
-    shut = add_job(cluster, "shutjob", "shut", pending=1, phase="Pending")
-    ssn, _ = open_session(cluster)
+    add_job(cluster, "run", queue="q", running=1, min_resources={"cpu": "1"})  # not elastic
+    first = add_job(
+        cluster, "first", queue="q", pending=2, phase="Pending", min_resources={"cpu": "2"}
+    )
+    second = add_job(
+        cluster, "second", queue="q", pending=2, phase="Pending", min_resources={"cpu": "2"}
+    )
+    shut = add_job(cluster, "shutjob", queue="shut", pending=1, phase="Pending")
+    ssn = open_session(cluster, [proportion()])
     assert ssn.job_enqueueable(shut) is False
     assert ssn.result.events == []
     assert ssn.job_enqueueable(first) is True
@@ -328,21 +272,20 @@ def test_enqueueable_closed_queue_and_quota() -> None:
 
 def test_job_without_min_resources_is_enqueueable() -> None:
     """A job with no minResources is always permitted by an open queue."""
-    cluster = new_cluster("1")
-    cluster.queues = {"q": QueueInfo("q", capability=cpu("1"))}
-    add_job(cluster, "full", "q", running=1)
-    job = add_job(cluster, "j", "q", pending=5, phase="Pending")
-    ssn, _ = open_session(cluster)
+    cluster = cpu_cluster({"n0": "1"}, [QueueInfo("q", capability=cpu("1"))])
+    add_job(cluster, "full", queue="q", running=1)
+    job = add_job(cluster, "j", queue="q", pending=5, phase="Pending")
+    ssn = open_session(cluster, [proportion()])
     assert ssn.job_enqueueable(job) is True
 
 
 def test_reclaimable_keeps_victim_queue_at_deserved() -> None:
     """Victims are allowed only while their queue stays at or above its deserved share."""
-    cluster = new_cluster("4")
-    cluster.queues = {"a": QueueInfo("a"), "b": QueueInfo("b")}
-    rich = add_job(cluster, "rich", "a", running=4)
-    poor = add_job(cluster, "poor", "b", pending=4)
-    ssn, plugin = open_session(cluster)
+    cluster = cpu_cluster({"n0": "4"}, [QueueInfo("a"), QueueInfo("b")])
+    rich = add_job(cluster, "rich", queue="a", running=4)
+    poor = add_job(cluster, "poor", queue="b", pending=4)
+    plugin = proportion()
+    ssn = open_session(cluster, [plugin])
     assert plugin.queue_attrs["a"].deserved == cpu("2")
     reclaimer = next(iter(poor.tasks.values()))
     victims = ssn.reclaimable(reclaimer, list(rich.tasks.values()))
@@ -351,10 +294,10 @@ def test_reclaimable_keeps_victim_queue_at_deserved() -> None:
 
 def test_allocate_handler_keeps_allocated_current() -> None:
     """Allocations and their undoing move the queue's allocated amount and share."""
-    cluster = new_cluster("4")
-    cluster.queues = {"a": QueueInfo("a")}
-    job = add_job(cluster, "j", "a", pending=4)
-    ssn, plugin = open_session(cluster)
+    cluster = cpu_cluster({"n0": "4"}, [QueueInfo("a")])
+    job = add_job(cluster, "j", queue="a", pending=4)
+    plugin = proportion()
+    ssn = open_session(cluster, [plugin])
     attr = plugin.queue_attrs["a"]
     stmt = ssn.statement()
     for task in list(job.tasks.values())[:3]:

@@ -1,7 +1,7 @@
 """reclaim: a queue below its deserved share takes resources back from other, reclaimable and
 overused queues, down to their deserved share and never below a victim gang's minAvailable.
 
-Proportion is the real plugin; gang is the stand-in of ``test_sched_preempt``.
+Proportion is the real plugin; gang is the stand-in of ``sched_fixtures``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from scheduler.plugins.preemption_toleration import (
 )
 from scheduler.plugins.proportion import ProportionPlugin
 from scheduler.registry import ACTIONS, PLUGINS, REGISTRY
-from unit.test_sched_preempt import StandInGang, add_job, new_cluster, open_session
+from unit.sched_fixtures import StandInGang, add_job, cpu_cluster, open_session
 
 
 def tiers(*extra: Plugin) -> list[list[Plugin]]:
@@ -33,11 +33,11 @@ def tiers(*extra: Plugin) -> list[list[Plugin]]:
 
 
 def two_queues(reclaimable: bool = True) -> ClusterInfo:
-    return new_cluster({"n0": "4"}, [QueueInfo("rich", reclaimable=reclaimable), QueueInfo("poor")])
+    return cpu_cluster({"n0": "4"}, [QueueInfo("rich", reclaimable=reclaimable), QueueInfo("poor")])
 
 
 def run(cluster: ClusterInfo, plugins: Sequence[Sequence[Plugin]]) -> Session:
-    ssn = open_session(cluster, plugins)
+    ssn = open_session(cluster, *plugins)
     ReclaimAction().execute(ssn)
     return ssn
 
@@ -96,7 +96,7 @@ def test_overused_queue_does_not_reclaim() -> None:
 
 def test_same_queue_is_not_reclaimed_from() -> None:
     """Reclaim only takes from other queues (within a queue, preempt decides)."""
-    cluster = new_cluster({"n0": "2"})
+    cluster = cpu_cluster({"n0": "2"})
     add_job(cluster, "old", running=["n0"] * 2)
     add_job(cluster, "new", pending=1)
     ssn = run(cluster, tiers())
@@ -121,7 +121,7 @@ def test_reclaim_honours_preemption_toleration() -> None:
         ),
         value=0,
     )
-    add_job(cluster, "hog", queue="rich", running=["n0"] * 4, class_name="patient")
+    add_job(cluster, "hog", queue="rich", running=["n0"] * 4, priority_class="patient")
     add_job(cluster, "new", queue="poor", pending=1)
     toleration = PreemptionTolerationPlugin(Arguments("preemption-toleration", {}))
     assert run(cluster, tiers(toleration)).result.evictions == []
@@ -150,7 +150,7 @@ def test_every_tier_must_allow_a_victim() -> None:
     """Gang in the first tier would give up a pod of queue a; proportion in the second tier
     refuses, since a would drop below its deserved share, so nothing is reclaimed (Volcano lets
     the first tier decide, and two such queues then reclaim from each other forever)."""
-    cluster = new_cluster(
+    cluster = cpu_cluster(
         {"n0": "4"}, [QueueInfo("a"), QueueInfo("b"), QueueInfo("c", reclaimable=False)]
     )
     add_job(cluster, "ja", queue="a", running=["n0"] * 2)

@@ -3,15 +3,10 @@ and the task-order annotation orders tasks."""
 
 from __future__ import annotations
 
-import datetime as dt
-
 import pytest
 
-from caldera.api.meta import ObjectMeta
-from caldera.api.resources import Resources
-from caldera.api.volcano import PodGroup
-from scheduler.api.types import ClusterInfo, JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus
-from scheduler.framework.plugin import Arguments, PluginOption
+from scheduler.api.types import JobInfo, TaskStatus
+from scheduler.framework.plugin import Arguments
 from scheduler.framework.session import Session
 from scheduler.plugins.task_topology import (
     AFFINITY_KEY,
@@ -20,60 +15,13 @@ from scheduler.plugins.task_topology import (
     TaskTopologyPlugin,
     parse_groups,
 )
+from unit.sched_fixtures import add_job, cpu_cluster, open_session
 
-T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
-
-
-def new_cluster(nodes: int = 3) -> ClusterInfo:
-    cluster = ClusterInfo(now=T0)
-    cluster.queues["default"] = QueueInfo("default")
-    for n in range(nodes):
-        name = f"n{n}"
-        cluster.nodes[name] = NodeInfo(name, Resources.from_list({"cpu": "8", "pods": "110"}))
-    return cluster
+NODES = {"n0": "8", "n1": "8", "n2": "8"}
 
 
-def add_job(
-    cluster: ClusterInfo, name: str, roles: dict[str, int], annotations: dict[str, str]
-) -> JobInfo:
-    pg = PodGroup(metadata=ObjectMeta(name=name, namespace="ns", annotations=annotations))
-    job = JobInfo(
-        key=f"ns/{name}",
-        namespace="ns",
-        name=name,
-        queue="default",
-        priority=0,
-        min_available=1,
-        min_task_member={},
-        min_resources=Resources(),
-        creation=T0,
-        podgroup=pg,
-    )
-    req = Resources.from_list({"cpu": "1"})
-    for role, count in roles.items():
-        for i in range(count):
-            job.add_task(
-                TaskInfo(
-                    uid=f"{name}-{role}-{i}",
-                    namespace="ns",
-                    name=f"{name}-{role}-{i}",
-                    job=job.key,
-                    role=role,
-                    resreq=req,
-                    init_resreq=req,
-                    priority=0,
-                    status=TaskStatus.PENDING,
-                )
-            )
-    cluster.jobs[job.key] = job
-    return job
-
-
-def open_session(cluster: ClusterInfo, weight: float = 1.0) -> Session:
-    ssn = Session(cluster, [[PluginOption("task-topology")]])
-    plugin = TaskTopologyPlugin(Arguments("task-topology", {"task-topology.weight": weight}))
-    plugin.on_session_open(ssn)
-    return ssn
+def task_topology(weight: float = 1.0) -> TaskTopologyPlugin:
+    return TaskTopologyPlugin(Arguments("task-topology", {"task-topology.weight": weight}))
 
 
 def place_greedily(ssn: Session, job: JobInfo) -> dict[str, str]:
@@ -105,9 +53,11 @@ def test_parse_groups(value: str, groups: list[set[str]]) -> None:
 
 def test_affine_tasks_gather_on_their_partners_node() -> None:
     """With affinity ps,worker the workers follow the ps to its node."""
-    cluster = new_cluster()
-    job = add_job(cluster, "tf", {"ps": 1, "worker": 3}, {AFFINITY_KEY: "ps,worker"})
-    ssn = open_session(cluster)
+    cluster = cpu_cluster(NODES)
+    job = add_job(
+        cluster, "tf", roles={"ps": 1, "worker": 3}, annotations={AFFINITY_KEY: "ps,worker"}
+    )
+    ssn = open_session(cluster, [task_topology()])
     ps = next(t for t in job.tasks.values() if t.role == "ps")
     ssn.statement().allocate(ps, "n2")
     worker = next(t for t in job.tasks.values() if t.role == "worker")
@@ -119,25 +69,29 @@ def test_affine_tasks_gather_on_their_partners_node() -> None:
 
 def test_anti_affine_tasks_spread() -> None:
     """With anti-affinity ps, the ps land on different nodes and a full node scores lower."""
-    cluster = new_cluster()
-    job = add_job(cluster, "tf", {"ps": 3}, {ANTI_AFFINITY_KEY: "ps"})
-    ssn = open_session(cluster, weight=2)
+    cluster = cpu_cluster(NODES)
+    job = add_job(cluster, "tf", roles={"ps": 3}, annotations={ANTI_AFFINITY_KEY: "ps"})
+    ssn = open_session(cluster, [task_topology(weight=2)])
     placed = place_greedily(ssn, job)
     assert sorted(placed.values()) == ["n0", "n1", "n2"]
-    extra = add_job(cluster, "tf2", {"ps": 1}, {})  # another job: unaffected
+    extra = add_job(cluster, "tf2", roles={"ps": 1}, annotations={})  # another job: unaffected
     assert ssn.node_score(next(iter(extra.tasks.values())), ssn.nodes["n0"]) == 0
 
 
 def test_affinity_and_anti_affinity_together() -> None:
     """Workers stay with the ps, and the two ps groups (ps anti-affine) spread."""
-    cluster = new_cluster(nodes=2)
+    cluster = cpu_cluster({"n0": "8", "n1": "8"})
     job = add_job(
         cluster,
         "tf",
-        {"ps": 2, "worker": 2},
-        {AFFINITY_KEY: "ps,worker", ANTI_AFFINITY_KEY: "ps", TASK_ORDER_KEY: "ps,worker"},
+        roles={"ps": 2, "worker": 2},
+        annotations={
+            AFFINITY_KEY: "ps,worker",
+            ANTI_AFFINITY_KEY: "ps",
+            TASK_ORDER_KEY: "ps,worker",
+        },
     )
-    ssn = open_session(cluster)
+    ssn = open_session(cluster, [task_topology()])
     placed = place_greedily(ssn, job)
     assert placed["tf-ps-0"] != placed["tf-ps-1"]
     assert {placed["tf-worker-0"], placed["tf-worker-1"]} <= {placed["tf-ps-0"], placed["tf-ps-1"]}
@@ -160,9 +114,11 @@ def test_affinity_and_anti_affinity_together() -> None:
 def test_task_order(annotations: dict[str, str], first: list[str], rest: set[str]) -> None:
     """Listed tasks first in the annotation's order; else self anti-affinity before affinity;
     tasks without any topology last."""
-    cluster = new_cluster()
-    job = add_job(cluster, "tf", {"worker": 1, "chief": 1, "ps": 1, "eval": 1}, annotations)
-    ssn = open_session(cluster)
+    cluster = cpu_cluster(NODES)
+    job = add_job(
+        cluster, "tf", roles={"worker": 1, "chief": 1, "ps": 1, "eval": 1}, annotations=annotations
+    )
+    ssn = open_session(cluster, [task_topology()])
     ordered = [t.role for t in sorted(job.tasks.values(), key=ssn.task_order_key())]
     assert ordered[: len(first)] == first
     assert set(ordered[len(first) : len(first) + len(rest)]) == rest
@@ -172,9 +128,11 @@ def test_task_order(annotations: dict[str, str], first: list[str], rest: set[str
 
 def test_inter_task_affinity_does_not_relate_a_task_to_itself() -> None:
     """Affinity "ps,worker" draws workers to ps, but not ps to ps (Volcano's reading)."""
-    cluster = new_cluster()
-    job = add_job(cluster, "tf", {"ps": 2, "worker": 1}, {AFFINITY_KEY: "ps,worker"})
-    ssn = open_session(cluster)
+    cluster = cpu_cluster(NODES)
+    job = add_job(
+        cluster, "tf", roles={"ps": 2, "worker": 1}, annotations={AFFINITY_KEY: "ps,worker"}
+    )
+    ssn = open_session(cluster, [task_topology()])
     ps0, ps1, worker = sorted(job.tasks.values(), key=lambda t: t.name)
     ssn.statement().allocate(ps0, "n1")
     assert ssn.node_score(ps1, ssn.nodes["n1"]) == 0
@@ -183,9 +141,9 @@ def test_inter_task_affinity_does_not_relate_a_task_to_itself() -> None:
 
 def test_jobs_without_annotations_register_nothing() -> None:
     """No topology annotations anywhere: the plugin stays out of the session."""
-    cluster = new_cluster()
-    job = add_job(cluster, "plain", {"w": 2}, {})
-    ssn = open_session(cluster)
+    cluster = cpu_cluster(NODES)
+    job = add_job(cluster, "plain", roles={"w": 2}, annotations={})
+    ssn = open_session(cluster, [task_topology()])
     task = next(iter(job.tasks.values()))
     assert ssn.node_score(task, ssn.nodes["n0"]) == 0
     assert ssn._registered("node_order") == []

@@ -7,7 +7,7 @@ base64 JSON patch. Objects are kept as `msgspec.Raw` here and decoded by the han
 model of the expected kind, so a review is parsed once and a malformed object becomes a refusal
 that names the field, not an exception.
 
-Pure data and functions, no I/O.
+An import-linter contract keeps this module free of I/O (docs/architecture.md).
 """
 
 from __future__ import annotations

@@ -24,7 +24,8 @@ runs correctly:
 Mutation patches field by field (never replacing whole tasks), so fields of a newer Volcano that
 the models do not know survive defaulting.
 
-Pure functions over models and a `ClusterView`, no I/O.
+Functions over models and a `ClusterView`. An import-linter contract keeps this module free of I/O
+(docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from typing import Final
 import msgspec
 
 from caldera.api.duration import DurationError, parse_duration
+from caldera.api.fielderrors import invalid, quantity_errors
 from caldera.api.jobspec import (
     PLUGINS,
     default_max_retry,
@@ -47,7 +49,7 @@ from caldera.api.jobspec import (
 )
 from caldera.api.names import dns1123_label, dns1123_subdomain, go_list, qualified_name
 from caldera.api.plugins import MPIOptions, PluginArgumentError, parse_plugin_args
-from caldera.api.podtemplate import invalid, quantity_errors, template_errors, template_volume_names
+from caldera.api.podtemplate import template_errors, template_volume_names
 from caldera.api.volcano import (
     DEFAULT_QUEUE,
     POLICY_ACTIONS,

@@ -1,7 +1,8 @@
 """Admission of PodGroups (Volcano's pkg/webhooks/admission/podgroups/): the queue from the
 namespace annotation, and the queue and networkTopology checks.
 
-Pure functions over models and a `ClusterView`, no I/O.
+Functions over models and a `ClusterView`. An import-linter contract keeps this module free of I/O
+(docs/architecture.md).
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ disruption budget annotations of pods scheduled by a Caldera/Volcano scheduler.
 integer or a percentage from 1% to 99%, and at most one of them may be set. Pods of other
 schedulers are always admitted.
 
-Pure functions over models, no I/O.
+Functions over models. An import-linter contract keeps this module free of I/O
+(docs/architecture.md).
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ Every message starts with the field it is about. Deliberate differences from Vol
   Volcano added later (depth, self parent, hierarchical resources) use its newer wording where
   it has one. docs/webhook.md lists what remains different.
 
-Pure functions over models and a `ClusterView`, no I/O.
+Functions over models and a `ClusterView`. An import-linter contract keeps this module free of I/O
+(docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from caldera.api.fielderrors import invalid, quantity_errors
 from caldera.api.meta import ResourceList
-from caldera.api.podtemplate import invalid
-from caldera.api.quantity import QuantityError, parse_quantity
+from caldera.api.quantity import QuantityError
 from caldera.api.resources import to_milli
 from caldera.api.volcano import (
     DEFAULT_QUEUE,
@@ -68,16 +69,6 @@ def mutate_queue(queue: Queue, *, has_spec: bool = True) -> list[PatchOp]:
     if queue.spec.weight == 0:
         ops.append(add("/spec/weight", 1))
     return ops
-
-
-def _quantity_errors(path: str, resources: ResourceList) -> list[str]:
-    errors = []
-    for name, value in resources.items():
-        try:
-            parse_quantity(value)
-        except QuantityError as exc:
-            errors.append(invalid(f"{path}.{name}", value, str(exc)))
-    return errors
 
 
 def _milli(resources: ResourceList) -> dict[str, int]:
@@ -248,11 +239,15 @@ def _validate_create_update(
     queue: Queue, old: Queue | None, cluster: ClusterView, rules: QueueRules
 ) -> list[str]:
     spec = queue.spec
-    errors = (
-        _quantity_errors("spec.capability", spec.capability)
-        + _quantity_errors("spec.deserved", spec.deserved)
-        + _quantity_errors("spec.guarantee.resource", spec.guarantee.resource)
+    lists = (
+        ("spec.capability", spec.capability),
+        ("spec.deserved", spec.deserved),
+        ("spec.guarantee.resource", spec.guarantee.resource),
     )
+    # Volcano's queue webhook only parses these, and names an entry `spec.capability.cpu`.
+    errors = [
+        e for path, res in lists for e in quantity_errors(path, res, container=False, dotted=True)
+    ]
     if spec.weight <= 0:
         errors.append(
             invalid("spec.weight", spec.weight, "queue weight must be a positive integer")

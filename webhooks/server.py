@@ -1,9 +1,9 @@
 """``caldera webhook``: the admission webhook process (HTTPS), stateless and active-active.
 
-Start-up: connect to the API server (one clear line and exit 1 if it cannot be reached), start
-the queue (and, for /podgroups/mutate, namespace) informers, serve ``/metrics``, ``/healthz`` and
-``/readyz`` on the metrics port (ready once the caches have synced), load the serving
-certificate, and answer AdmissionReviews on the HTTPS port. No leader election: every replica
+Start-up: load the serving certificate and connect to the API server (one clear line and exit 1
+if either fails), start the queue (and, for /podgroups/mutate, namespace) informers, serve
+``/metrics``, ``/healthz`` and ``/readyz`` on the metrics port (ready once the caches have
+synced), and answer AdmissionReviews on the HTTPS port. No leader election: every replica
 answers, because every answer is a pure function of the request and the cache.
 
 A request that arrives before the caches have synced waits for them up to

@@ -10,7 +10,8 @@
   `default<i>`, task minAvailable, job minAvailable, maxRetry 3, and the name of a task's pods
   and PVCs.
 
-Pure functions over `caldera.api.volcano` models, no I/O.
+Functions over `caldera.api.volcano` models. An import-linter contract keeps this module free of I/O
+(docs/architecture.md).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Each function returns the list of problems, empty when the value is valid, worde
 Kubernetes words them, so a user sees the message `kubectl` users know. `go_list` renders such a
 list as Go's `%v` does (`[a b]`), which is how Volcano embeds them in its messages.
 
-Pure functions, no I/O.
+An import-linter contract keeps this module free of I/O (docs/architecture.md).
 """
 
 from __future__ import annotations

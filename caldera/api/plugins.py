@@ -18,7 +18,7 @@ controller and the webhook need beyond that:
 A user-provided ssh private key arrives in the Job spec as a plugin argument, so `SSHOptions`
 keeps it out of its repr and no error message ever quotes it.
 
-Purely computational: no I/O, no clock, no randomness.
+No clock and no randomness (and no I/O: an import-linter contract; docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -209,9 +209,9 @@ def _ssh(values: Mapping[str, str | int | bool]) -> SSHOptions:
 def parse_plugin_args(name: str, args: Sequence[str]) -> PluginOptions:
     """The typed options of plugin `name` given its arguments (`["--port=5000", ...]`).
 
-    A purely computational function with no side effects. Raises `PluginArgumentError` for an
-    unknown plugin, a plugin the controller does not run, an unknown flag, a malformed value, or
-    flags that contradict each other; the message names the plugin and the argument.
+    Raises `PluginArgumentError` for an unknown plugin, a plugin the controller does not run, an
+    unknown flag, a malformed value, or flags that contradict each other; the message names the
+    plugin and the argument.
     """
     try:
         values = _parse_flags(name, args)
@@ -283,8 +283,8 @@ def with_required_plugins(
 ) -> dict[str, tuple[str, ...]]:
     """The job's plugins plus those it needs (svc for the frameworks, ssh for mpi).
 
-    A purely computational function: the user's entries, arguments included, are kept as they
-    are; added plugins get no arguments.
+    The user's entries, arguments included, are kept as they are; added plugins get no
+    arguments.
     """
     merged = {name: tuple(args) for name, args in plugins.items()}
     merged.update(required_plugins(plugins))

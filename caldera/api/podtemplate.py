@@ -26,7 +26,7 @@ tolerations, topology spread, environment variable sources, and the rest of the 
 The template is the raw JSON the user wrote (passed to the pods whole), so every access checks
 the type first: a string where an object belongs is reported, never raised.
 
-Pure functions, no I/O.
+An import-linter contract keeps this module free of I/O (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -36,18 +36,25 @@ from collections.abc import Collection, Mapping
 from fractions import Fraction
 from typing import Any, Final
 
+from caldera.api.fielderrors import (
+    duplicate,
+    extended_resource,
+    invalid,
+    not_found,
+    quantity_errors,
+    required,
+    type_error,
+    unsupported,
+)
 from caldera.api.names import dns1123_label
-from caldera.api.quantity import QuantityError, milli_value, parse_quantity
+from caldera.api.quantity import milli_value, parse_quantity
 from caldera.api.volcano import Job
 
 __all__ = [
     "DNS_POLICIES",
     "PORT_PROTOCOLS",
     "RESTART_POLICIES",
-    "invalid",
     "job_template_errors",
-    "quantity_errors",
-    "required",
     "template_errors",
     "template_volume_names",
 ]
@@ -55,7 +62,6 @@ __all__ = [
 RESTART_POLICIES: Final = ("Always", "OnFailure", "Never")
 DNS_POLICIES: Final = ("ClusterFirstWithHostNet", "ClusterFirst", "Default", "None")
 PORT_PROTOCOLS: Final = ("SCTP", "TCP", "UDP")  # sorted, as the API server lists them
-NEGATIVE: Final = "must be greater than or equal to 0"
 _PORT_RANGE: Final = "must be between 1 and 65535, inclusive"
 _PORT_NAME_MAX: Final = 15
 _PORT_NAME_CHARS: Final = re.compile(r"[-a-z0-9]+")
@@ -71,75 +77,13 @@ _VOLUME_SOURCES: Final = (
 )
 
 
-def _show(value: object) -> str:
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def invalid(path: str, value: object, detail: str) -> str:
-    """`field: Invalid value: "v": detail` (k8s field.Invalid)."""
-    return f"{path}: Invalid value: {_show(value)}: {detail}"
-
-
-def required(path: str, detail: str = "") -> str:
-    """`field: Required value` (k8s field.Required)."""
-    return f"{path}: Required value: {detail}" if detail else f"{path}: Required value"
-
-
-def _duplicate(path: str, value: object) -> str:
-    return f"{path}: Duplicate value: {_show(value)}"
-
-
-def unsupported(path: str, value: object, supported: tuple[str, ...]) -> str:
-    """`field: Unsupported value: "v": supported values: ...` (k8s field.NotSupported)."""
-    shown = ", ".join(f'"{s}"' for s in supported)
-    return f"{path}: Unsupported value: {_show(value)}: supported values: {shown}"
-
-
-def _type_error(path: str, value: object, expected: str) -> str:
-    return invalid(path, value, f"must be {expected}")
-
-
-def _extended(resource: str) -> bool:
-    """Kubernetes' IsExtendedResourceName: `domain/name` outside the kubernetes.io domains (and
-    not a `requests.` quota name): never overcommitted, counted in whole units."""
-    if "/" not in resource or resource.startswith("requests."):
-        return False
-    domain = resource.split("/", 1)[0]
-    return domain != "kubernetes.io" and not domain.endswith(".kubernetes.io")
-
-
-def quantity_errors(path: str, resources: object) -> list[str]:
-    """Problems of a resource list (``path`` is e.g. ``...resources.requests``): an object whose
-    values are quantities, each >= 0, and whole numbers for extended resources."""
-    if resources is None:
-        return []
-    if not isinstance(resources, Mapping):
-        return [_type_error(path, resources, "an object of resource quantities")]
-    errors = []
-    for name, value in resources.items():
-        where = f"{path}[{name}]"
-        try:
-            amount = parse_quantity(value)
-        except QuantityError as exc:
-            errors.append(invalid(where, value, str(exc)))
-            continue
-        if amount < 0:
-            errors.append(invalid(where, value, NEGATIVE))
-        elif _extended(str(name)) and amount.denominator != 1:
-            errors.append(invalid(where, value, "must be an integer"))
-    return errors
-
-
 def _resources_errors(path: str, res: object, numa: bool) -> tuple[list[str], Mapping[str, Any]]:
     """Problems of a container's ``resources``, and its effective requests (for the NUMA rule:
     a limit without a request is the request)."""
     if res is None:
         return [], {}
     if not isinstance(res, Mapping):
-        return [_type_error(path, res, "an object")], {}
+        return [type_error(path, res, "an object")], {}
     errors = quantity_errors(f"{path}.requests", res.get("requests"))
     errors += quantity_errors(f"{path}.limits", res.get("limits"))
     if errors:
@@ -148,14 +92,14 @@ def _resources_errors(path: str, res: object, numa: bool) -> tuple[list[str], Ma
     limits: Mapping[str, Any] = res.get("limits") or {}
     for key, want in requests.items():
         if key not in limits:
-            if _extended(str(key)):
+            if extended_resource(str(key)):
                 errors.append(
                     required(f"{path}.limits", "Limit must be set for non overcommitable resources")
                 )
             continue
         want_q, limit_q = parse_quantity(want), parse_quantity(limits[key])
         # The API server names the requests list here, not the resource.
-        if _extended(str(key)) and want_q != limit_q:
+        if extended_resource(str(key)) and want_q != limit_q:
             detail = f"must be equal to {key} limit of {_canonical(limits[key], limit_q)}"
             errors.append(invalid(f"{path}.requests", want, detail))
         elif want_q > limit_q:
@@ -191,7 +135,7 @@ def _port_number(path: str, value: object, *, zero_ok: bool) -> list[str]:
     if isinstance(value, bool) or not isinstance(value, int):
         if value is None and zero_ok:
             return []
-        return [required(path)] if value is None else [_type_error(path, value, "an integer")]
+        return [required(path)] if value is None else [type_error(path, value, "an integer")]
     if value == 0:
         return [] if zero_ok else [required(path)]
     return [] if 1 <= value <= 65535 else [invalid(path, value, _PORT_RANGE)]
@@ -202,14 +146,14 @@ def _objects(path: str, value: object) -> tuple[list[str], list[tuple[str, Mappi
     if value is None:
         return [], []
     if not isinstance(value, list):
-        return [_type_error(path, value, "a list")], []
+        return [type_error(path, value, "a list")], []
     errors: list[str] = []
     items: list[tuple[str, Mapping[str, Any]]] = []
     for k, item in enumerate(value):
         if isinstance(item, Mapping):
             items.append((f"{path}[{k}]", item))
         else:
-            errors.append(_type_error(f"{path}[{k}]", item, "an object"))
+            errors.append(type_error(f"{path}[{k}]", item, "an object"))
     return errors, items
 
 
@@ -226,7 +170,7 @@ def _ports_errors(path: str, ports: object) -> list[str]:
         if isinstance(name, str) and name:
             errors += [invalid(f"{p}.name", name, e) for e in _port_name_errors(name)]
             if name in names:
-                errors.append(_duplicate(f"{p}.name", name))
+                errors.append(duplicate(f"{p}.name", name))
             names.add(name)
     return errors
 
@@ -251,7 +195,7 @@ def _mounts_errors(path: str, mounts: object, volumes: Collection[str]) -> list[
         if not isinstance(name, str) or not name:
             errors.append(required(f"{p}.name"))
         elif name not in volumes:
-            errors.append(f"{p}.name: Not found: {_show(name)}")
+            errors.append(not_found(f"{p}.name", name))
         mount_path = mount.get("mountPath")
         if not isinstance(mount_path, str) or not mount_path:
             errors.append(required(f"{p}.mountPath"))
@@ -262,7 +206,7 @@ def _container_errors(
     path: str, c: object, names: set[str], volumes: Collection[str], numa: bool
 ) -> list[str]:
     if not isinstance(c, Mapping):
-        return [_type_error(path, c, "an object")]
+        return [type_error(path, c, "an object")]
     errors: list[str] = []
     name = c.get("name")
     if not isinstance(name, str) or not name:
@@ -270,13 +214,13 @@ def _container_errors(
     else:
         errors += [invalid(f"{path}.name", name, e) for e in dns1123_label(name)]
         if name in names:
-            errors.append(_duplicate(f"{path}.name", name))
+            errors.append(duplicate(f"{path}.name", name))
         names.add(name)
     image = c.get("image")
     if image is None or image == "":
         errors.append(required(f"{path}.image"))
     elif not isinstance(image, str):
-        errors.append(_type_error(f"{path}.image", image, "a string"))
+        errors.append(type_error(f"{path}.image", image, "a string"))
     errors += _ports_errors(f"{path}.ports", c.get("ports"))
     errors += _env_errors(f"{path}.env", c.get("env"))
     errors += _mounts_errors(f"{path}.volumeMounts", c.get("volumeMounts"), volumes)
@@ -297,7 +241,7 @@ def _volumes_errors(path: str, volumes: object) -> list[str]:
             continue
         errors += [invalid(f"{vpath}.name", vname, e) for e in dns1123_label(vname)]
         if vname in seen:
-            errors.append(_duplicate(f"{vpath}.name", vname))
+            errors.append(duplicate(f"{vpath}.name", vname))
         seen.add(vname)
         sources = [k for k in _VOLUME_SOURCES if v.get(k) is not None]
         errors += [
@@ -325,7 +269,7 @@ def template_errors(
     if spec is None:
         return [required(f"{path}.spec.containers")]
     if not isinstance(spec, Mapping):
-        return [_type_error(f"{path}.spec", spec, "an object")]
+        return [type_error(f"{path}.spec", spec, "an object")]
     errors: list[str] = []
     names: set[str] = set()
     volumes = template_volume_names(template) | set(extra_volumes)
@@ -333,7 +277,7 @@ def template_errors(
     if not containers:
         errors.append(required(f"{path}.spec.containers"))
     elif not isinstance(containers, list):
-        errors.append(_type_error(f"{path}.spec.containers", containers, "a list"))
+        errors.append(type_error(f"{path}.spec.containers", containers, "a list"))
     else:
         for j, c in enumerate(containers):
             cpath = f"{path}.spec.containers[{j}]"
@@ -347,7 +291,7 @@ def template_errors(
     init = spec.get("initContainers")
     if init is not None:
         if not isinstance(init, list):
-            errors.append(_type_error(f"{path}.spec.initContainers", init, "a list"))
+            errors.append(type_error(f"{path}.spec.initContainers", init, "a list"))
         else:
             for j, c in enumerate(init):
                 ipath = f"{path}.spec.initContainers[{j}]"
@@ -361,7 +305,7 @@ def template_errors(
         errors.append(unsupported(f"{path}.spec.dnsPolicy", dns, DNS_POLICIES))
     host_network = spec.get("hostNetwork")
     if host_network is not None and not isinstance(host_network, bool):
-        errors.append(_type_error(f"{path}.spec.hostNetwork", host_network, "a boolean"))
+        errors.append(type_error(f"{path}.spec.hostNetwork", host_network, "a boolean"))
     return errors
 
 

@@ -26,7 +26,7 @@ Numbers that YAML decoded as ``int`` or ``float`` are accepted: an ``int`` is
 exact; a ``float`` is read through its shortest decimal form, so ``0.1`` is
 exactly 1/10, which is what the API server sees when it receives ``0.1`` in JSON.
 
-Pure functions, no I/O.
+An import-linter contract keeps this module free of I/O (docs/architecture.md).
 """
 
 from __future__ import annotations

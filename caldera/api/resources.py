@@ -25,7 +25,7 @@ Departures from Volcano's ``Resource``, on purpose:
   GPUs never fits a capability that lists them; here the request's absent GPUs
   are zero.
 
-Pure values and functions, no I/O.
+An import-linter contract keeps this module free of I/O (docs/architecture.md).
 """
 
 from __future__ import annotations

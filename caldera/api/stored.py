@@ -2,7 +2,7 @@
 (it was not registered, or the object was stored before an upgrade).
 
 Each function names the field in Kubernetes' ``field: Unsupported value`` / ``Not found`` form, so
-the Event and the status message tell the user what to fix. Pure; no I/O.
+the Event and the status message tell the user what to fix.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from caldera.api.podtemplate import unsupported
+from caldera.api.fielderrors import unsupported
 from caldera.api.quantity import QuantityError
 from caldera.api.resources import to_milli
 from caldera.api.volcano import (

@@ -1,37 +1,20 @@
-"""The Kubernetes API client every Caldera process uses.
+"""The Kubernetes API client every Caldera process uses: it sends, waits and counts.
 
 Protocol. Plain HTTPS requests over one `aiohttp.ClientSession` (one connection pool per process),
 JSON both ways. Response bodies are read as raw bytes and decoded with msgspec straight into the
 caller's model (`KindInfo.decoder`), never through kubernetes-asyncio's model classes, which are 70
 times slower. kubernetes-asyncio is used only for configuration and credentials
-(`caldera.kube.config`). Requests are built by pure functions (`resource_path`, `list_query`,
-`watch_query`, `delete_options`, `patch_request`, `encode_body`); answers are mapped by
-`caldera.kube.errors.api_error`; `KubeClient` only sends, waits and counts.
+(`caldera.kube.config`). Requests are built without I/O by `caldera.kube.requests` (paths by
+`caldera.api.kinds.resource_path`); answers with an error status are mapped by
+`caldera.kube.errors.api_error`, failures without one by `caldera.kube.retry.connection_error`.
+A watch's events are read by `caldera.kube.watch.WatchStream`, whose inactivity timeout defaults
+to the watch's `timeoutSeconds` plus a margin.
 
-Watches. A watch is a GET with `watch=true` whose chunked body is one JSON event per line, for as
-long as `timeoutSeconds` allows. `WatchStream` splits the byte stream on newlines itself (no line
-length limit, linear in the stream size), decodes each complete line into a `WatchEvent` (the
-object's model for ADDED/MODIFIED/DELETED/BOOKMARK, a `Status` for ERROR), and closes the response
-when the `async with` block exits. A stream that ends mid-line was cut: the partial event is dropped
-and `ApiConnectionError` raised, so no half object is ever delivered. A stream silent for longer
-than the inactivity timeout (default: `timeoutSeconds` plus a margin) is presumed dead and ends like
-a normal end of stream; the caller re-watches from its last resourceVersion.
-
-Retries. Each request makes at most `RetryOptions.max_attempts` attempts, waiting
-`jittered_backoff` between them (or the server's Retry-After, capped). The rule (`retry_delay`):
-
-- 429 Too Many Requests: retried for every method, honouring Retry-After, because the server
-  rejected the request before processing it. Except an eviction refused by a PodDisruptionBudget
-  (also 429): that is an answer, not throttling, and is raised at once.
-- 5xx and connection failures after the request may have been sent (reset, timeout, a cut body):
-  retried for reads (GET) only. A write may have been applied: repeating a POST could create twice,
-  a PATCH with a JSON-patch `add` could apply twice, a DELETE would answer 404. The caller's
-  reconcile loop, which re-reads state first, is the right place to retry those.
-- Connection failures before anything was sent (refused, DNS, connect timeout): retried for every
-  method. TLS failures are configuration errors and are never retried.
-- 401 Unauthorized: the credentials are reloaded once (token file, exec plugin) and the request
-  repeated once, for every method: the server did not process it.
-- Everything else (404, 409, 410, 422, 403, ...) is raised at once as its typed error.
+Retries. Each request makes at most `RetryOptions.max_attempts` attempts, waiting as
+`caldera.kube.retry.retry_delay` decides between them (429 for every method, 5xx and failures
+after sending for reads only, failures before sending for every method; see that module). A 401
+reloads the credentials once (token file, exec plugin) and repeats the request once, for every
+method: the server did not process it.
 
 Rate limiting. A client-side `TokenBucket` (qps, burst) is passed before every attempt, so a
 retry storm or a burst of reconciles cannot flood the API server; the time spent waiting is a
@@ -46,102 +29,53 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
-import enum
 import os
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Mapping
 from types import TracebackType
-from typing import Any, Final, Generic, TypeAlias, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 import aiohttp
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from caldera import __version__
-from caldera.api.codec import ENCODER
 from caldera.api.kinds import POD, KindInfo, resource_path
-from caldera.api.meta import ObjectList, Status, WatchEvent
+from caldera.api.meta import ObjectList
 from caldera.kube.config import ConnectionSettings, load_config, load_kubeconfig
-from caldera.kube.errors import (
-    ApiConnectionError,
-    ApiError,
-    ServerError,
-    TooManyRequests,
-    Unauthorized,
-    api_error,
+from caldera.kube.errors import ApiConnectionError, ApiError, Unauthorized, api_error
+from caldera.kube.requests import (
+    ParamValue,
+    PatchType,
+    PropagationPolicy,
+    Query,
+    binding,
+    body_identity,
+    delete_options,
+    encode_body,
+    encode_query,
+    eviction,
+    list_query,
+    patch_request,
+    watch_query,
+    write_query,
 )
-from caldera.ratelimit import TokenBucket, jittered_backoff
+from caldera.kube.retry import RetryOptions, connection_error, retry_delay
+from caldera.kube.watch import WatchStream
+from caldera.ratelimit import TokenBucket
 
-__all__ = [
-    "ClientOptions",
-    "KubeClient",
-    "ListResult",
-    "PatchType",
-    "PropagationPolicy",
-    "RetryOptions",
-    "WatchStream",
-    "binding",
-    "connection_error",
-    "delete_options",
-    "encode_body",
-    "eviction",
-    "list_query",
-    "patch_request",
-    "retry_delay",
-    "watch_query",
-]
+__all__ = ["ClientMetrics", "ClientOptions", "KubeClient", "ListResult"]
 
 T = TypeVar("T")
 R = TypeVar("R")
 
-Query: TypeAlias = list[tuple[str, str]]
-ParamValue: TypeAlias = str | int | bool | None
-
 JSON: Final = "application/json"
-READ_METHODS: Final = frozenset({"GET", "HEAD"})
 # client-go's rest client latency buckets, in seconds.
 LATENCY_BUCKETS: Final = (0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0)
 # How long a watch may stay silent beyond its own timeoutSeconds before it is presumed dead.
 WATCH_SILENCE_MARGIN: Final = 30.0
 DEFAULT_WATCH_SECONDS: Final = 300
-
-
-class PatchType(enum.StrEnum):
-    """The patch formats the API server accepts, as their content types."""
-
-    JSON = "application/json-patch+json"
-    """RFC 6902 operations: a list of {"op", "path", "value"}."""
-    MERGE = "application/merge-patch+json"
-    """RFC 7386: objects merge, lists are replaced, null deletes a key."""
-    STRATEGIC = "application/strategic-merge-patch+json"
-    """Kubernetes' merge that merges lists by key (built-in kinds only, not CRDs)."""
-    APPLY = "application/apply-patch+yaml"
-    """Server-side apply: the full intent of one field manager (JSON is valid YAML)."""
-
-
-class PropagationPolicy(enum.StrEnum):
-    """What a delete does to the object's dependents."""
-
-    ORPHAN = "Orphan"
-    BACKGROUND = "Background"
-    FOREGROUND = "Foreground"
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class RetryOptions:
-    """How the client retries (see the module docstring for which failures are retried)."""
-
-    max_attempts: int = 5
-    """Attempts per request, the first included; 1 disables retries."""
-    base: float = 0.25
-    """Backoff before the first retry, in seconds; doubles each retry."""
-    cap: float = 10.0
-    """Longest backoff between two attempts, in seconds."""
-    jitter: float = 0.2
-    """Backoffs are shortened by a random fraction up to this, so clients do not retry in step."""
-    max_retry_after: float = 60.0
-    """Longest Retry-After honoured, in seconds; a longer one is shortened to this."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -159,7 +93,7 @@ class ClientOptions:
     """Timeout to establish a connection, in seconds."""
     max_connections: int = 100
     """Concurrent connections to the API server (each watch holds one)."""
-    retry: RetryOptions = RetryOptions()
+    retry: RetryOptions = dataclasses.field(default_factory=RetryOptions)
     """Retry policy."""
     user_agent: str = f"caldera/{__version__}"
     """Sent as User-Agent; shows in the API server's audit log."""
@@ -171,228 +105,6 @@ class ListResult(Generic[T]):
 
     items: tuple[T, ...]
     resource_version: str
-
-
-# --- pure request building ---------------------------------------------------------------------
-
-
-def _query(params: Mapping[str, ParamValue]) -> Query:
-    """Query parameters as strings, without the unset ones; booleans as true/false."""
-    out: Query = []
-    for key, value in params.items():
-        if value is None:
-            continue
-        if isinstance(value, bool):
-            out.append((key, "true" if value else "false"))
-        else:
-            out.append((key, str(value)))
-    return out
-
-
-def list_query(
-    *,
-    label_selector: str | None = None,
-    field_selector: str | None = None,
-    limit: int | None = None,
-    continue_: str | None = None,
-    resource_version: str | None = None,
-    resource_version_match: str | None = None,
-) -> Query:
-    """Query of one LIST page. A continue token carries the snapshot, so it excludes RV options."""
-    if continue_:
-        resource_version = resource_version_match = None
-    return _query(
-        {
-            "labelSelector": label_selector,
-            "fieldSelector": field_selector,
-            "limit": limit,
-            "continue": continue_ or None,
-            "resourceVersion": resource_version,
-            "resourceVersionMatch": resource_version_match,
-        }
-    )
-
-
-def watch_query(
-    *,
-    resource_version: str | None = None,
-    allow_watch_bookmarks: bool = True,
-    timeout_seconds: int | None = None,
-    label_selector: str | None = None,
-    field_selector: str | None = None,
-    send_initial_events: bool | None = None,
-    resource_version_match: str | None = None,
-) -> Query:
-    """Query of a WATCH request."""
-    return _query(
-        {
-            "watch": True,
-            "resourceVersion": resource_version,
-            "allowWatchBookmarks": allow_watch_bookmarks or None,
-            "timeoutSeconds": timeout_seconds,
-            "labelSelector": label_selector,
-            "fieldSelector": field_selector,
-            "sendInitialEvents": send_initial_events,
-            "resourceVersionMatch": resource_version_match,
-        }
-    )
-
-
-def encode_body(body: object) -> bytes:
-    """JSON of a request body: a msgspec Struct (unset and default fields omitted, as the model
-    configures), plain dicts and lists, or bytes sent as they are."""
-    if isinstance(body, bytes | bytearray | memoryview):
-        return bytes(body)
-    return ENCODER.encode(body)
-
-
-def delete_options(
-    *,
-    uid: str | None = None,
-    resource_version: str | None = None,
-    propagation_policy: PropagationPolicy | str | None = None,
-    grace_period_seconds: int | None = None,
-    dry_run: bool = False,
-) -> dict[str, Any] | None:
-    """A DeleteOptions object, or None when every option is the server's default."""
-    options: dict[str, Any] = {}
-    preconditions = {
-        k: v for k, v in (("uid", uid), ("resourceVersion", resource_version)) if v is not None
-    }
-    if preconditions:
-        options["preconditions"] = preconditions
-    if propagation_policy is not None:
-        options["propagationPolicy"] = str(propagation_policy)
-    if grace_period_seconds is not None:
-        options["gracePeriodSeconds"] = grace_period_seconds
-    if dry_run:
-        options["dryRun"] = ["All"]
-    if not options:
-        return None
-    return {"apiVersion": "v1", "kind": "DeleteOptions", **options}
-
-
-def patch_request(
-    patch: object,
-    patch_type: PatchType,
-    *,
-    field_manager: str | None = None,
-    force: bool | None = None,
-    dry_run: bool = False,
-) -> tuple[bytes, str, Query]:
-    """Body, content type and query of a PATCH. Server-side apply needs a field manager, and only
-    apply takes `force` (take over fields other managers own)."""
-    if patch_type is PatchType.APPLY and not field_manager:
-        raise ValueError("server-side apply needs a field_manager")
-    if force is not None and patch_type is not PatchType.APPLY:
-        raise ValueError("force is only valid with server-side apply (PatchType.APPLY)")
-    query = _query(
-        {"fieldManager": field_manager, "force": force, "dryRun": "All" if dry_run else None}
-    )
-    return encode_body(patch), str(patch_type), query
-
-
-def binding(namespace: str, pod: str, node: str, *, uid: str | None = None) -> dict[str, Any]:
-    """A v1 Binding of `pod` to `node`; with `uid`, only that incarnation of the pod is bound."""
-    meta: dict[str, str] = {"name": pod, "namespace": namespace}
-    if uid:
-        meta["uid"] = uid
-    return {
-        "apiVersion": "v1",
-        "kind": "Binding",
-        "metadata": meta,
-        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
-    }
-
-
-def eviction(
-    namespace: str,
-    pod: str,
-    *,
-    uid: str | None = None,
-    grace_period_seconds: int | None = None,
-) -> dict[str, Any]:
-    """A policy/v1 Eviction of `pod`."""
-    body: dict[str, Any] = {
-        "apiVersion": "policy/v1",
-        "kind": "Eviction",
-        "metadata": {"name": pod, "namespace": namespace},
-    }
-    options = delete_options(uid=uid, grace_period_seconds=grace_period_seconds)
-    if options:
-        body["deleteOptions"] = options
-    return body
-
-
-def _identity(body: object) -> tuple[str, str]:
-    """(name, namespace) from a body's metadata: a model's attributes or a dict's keys."""
-    if isinstance(body, Mapping):
-        meta = body.get("metadata") or {}
-        return str(meta.get("name") or ""), str(meta.get("namespace") or "")
-    meta = getattr(body, "metadata", None)
-    return str(getattr(meta, "name", "") or ""), str(getattr(meta, "namespace", "") or "")
-
-
-# --- pure failure handling ---------------------------------------------------------------------
-
-
-def connection_error(exc: BaseException, method: str, path: str) -> ApiConnectionError:
-    """The ApiConnectionError for an aiohttp or timeout failure; `sent` says whether the request
-    may have reached the server. Pure."""
-    if isinstance(exc, aiohttp.ClientSSLError):
-        return ApiConnectionError(
-            f"TLS with the API server failed: {exc}",
-            sent=False,
-            transient=False,
-            method=method,
-            path=path,
-        )
-    if isinstance(exc, aiohttp.ClientConnectorError | aiohttp.ConnectionTimeoutError):
-        return ApiConnectionError(f"cannot connect: {exc}", sent=False, method=method, path=path)
-    if isinstance(exc, TimeoutError):
-        return ApiConnectionError(
-            "timed out waiting for the API server", sent=True, method=method, path=path
-        )
-    if isinstance(exc, aiohttp.ClientPayloadError):
-        return ApiConnectionError(f"response cut short: {exc}", sent=True, method=method, path=path)
-    return ApiConnectionError(
-        f"connection failed: {str(exc) or type(exc).__name__}", sent=True, method=method, path=path
-    )
-
-
-def _disruption_budget(err: TooManyRequests) -> bool:
-    """An eviction refused because of a PodDisruptionBudget (a decision, not throttling)."""
-    return (
-        err.details is not None and any(c.reason == "DisruptionBudget" for c in err.details.causes)
-    ) or ("disruption budget" in err.message)
-
-
-def retry_delay(
-    method: str,
-    error: ApiError | ApiConnectionError,
-    attempt: int,
-    policy: RetryOptions,
-    rng: Callable[[], float] = random.random,
-) -> tuple[float, str] | None:
-    """(seconds to wait, reason) before retrying after `error` on attempt `attempt` (0-based), or
-    None to give up and raise. The retry rule of the module docstring, as a pure function."""
-    if attempt + 1 >= policy.max_attempts:
-        return None
-    backoff = jittered_backoff(attempt, policy.base, policy.cap, policy.jitter, rng)
-    read = method.upper() in READ_METHODS
-    if isinstance(error, TooManyRequests):
-        if _disruption_budget(error):
-            return None
-        if error.retry_after is not None and error.retry_after > 0:
-            return min(error.retry_after, policy.max_retry_after), "429"
-        return backoff, "429"
-    if isinstance(error, ServerError):
-        return (backoff, str(error.status)) if read else None
-    if isinstance(error, ApiConnectionError):
-        if not error.transient:
-            return None
-        return (backoff, "connection") if read or not error.sent else None
-    return None
 
 
 # --- metrics -----------------------------------------------------------------------------------
@@ -548,7 +260,7 @@ class KubeClient:
         Raises a typed `ApiError` for an error status and `ApiConnectionError` without an answer.
         """
         method = method.upper()
-        query = _query(params) if isinstance(params, Mapping) else list(params or ())
+        query = encode_query(params) if isinstance(params, Mapping) else list(params or ())
         headers = {"Content-Type": content_type or JSON} if body is not None else {}
         client_timeout = (
             self._timeout
@@ -780,8 +492,8 @@ class KubeClient:
     ) -> T:
         """POST a new object; the namespace defaults to the body's. AlreadyExists if taken."""
         if kind.namespaced and not namespace:
-            namespace = _identity(body)[1] or None
-        query = _query({"fieldManager": field_manager, "dryRun": "All" if dry_run else None})
+            namespace = body_identity(body)[1] or None
+        query = write_query(field_manager=field_manager, dry_run=dry_run)
         data = await self.request(
             "POST", resource_path(kind, namespace), params=query, body=encode_body(body)
         )
@@ -803,13 +515,13 @@ class KubeClient:
         Only for Caldera's own kinds, whose models are complete: a PUT of a partial model of
         another kind would erase the fields the model lacks. Patch those instead.
         """
-        body_name, body_namespace = _identity(body)
+        body_name, body_namespace = body_identity(body)
         name = name or body_name
         if kind.namespaced and not namespace:
             namespace = body_namespace or None
         if not name:
             raise ValueError(f"replace of a {kind.kind} needs a name (in the body or as name=)")
-        query = _query({"fieldManager": field_manager, "dryRun": "All" if dry_run else None})
+        query = write_query(field_manager=field_manager, dry_run=dry_run)
         data = await self.request(
             "PUT",
             resource_path(kind, namespace, name, subresource),
@@ -957,95 +669,3 @@ class _Opening:
     ) -> None:
         if self._client is not None:
             await self._client.close()
-
-
-class WatchStream(Generic[T]):
-    """The events of one WATCH request; see `KubeClient.watch` and the module docstring."""
-
-    def __init__(
-        self,
-        open_stream: Callable[[], Awaitable[aiohttp.ClientResponse]],
-        kind: KindInfo[T],
-        path: str,
-        inactivity_timeout: float,
-        log: Any,
-    ) -> None:
-        self._open_stream = open_stream
-        self._kind = kind
-        self._path = path
-        self._inactivity = inactivity_timeout
-        self._log = log
-        self._response: aiohttp.ClientResponse | None = None
-        self._lines: collections.deque[bytes] = collections.deque()
-        self._partial: list[bytes] = []  # pieces of the line being received
-        self._done = False
-
-    async def __aenter__(self) -> WatchStream[T]:
-        await self._ensure_open()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def __aiter__(self) -> WatchStream[T]:
-        return self
-
-    def close(self) -> None:
-        """Close the response (and its connection); the stream yields nothing more."""
-        self._done = True
-        if self._response is not None:
-            self._response.close()
-
-    async def _ensure_open(self) -> aiohttp.ClientResponse:
-        if self._response is None:
-            self._response = await self._open_stream()
-        return self._response
-
-    async def __anext__(self) -> WatchEvent[T] | WatchEvent[Status]:
-        while not self._lines:
-            if self._done:
-                raise StopAsyncIteration
-            await self._receive()
-        return self._kind.watch_decoder.decode(self._lines.popleft())
-
-    async def _receive(self) -> None:
-        """Read one chunk and split it into complete lines; end the stream on EOF or silence."""
-        response = await self._ensure_open()
-        try:
-            async with asyncio.timeout(self._inactivity):
-                chunk = await response.content.readany()
-        except TimeoutError:
-            self._log.warning(
-                "watch silent for too long; ending it",
-                path=self._path,
-                seconds=self._inactivity,
-            )
-            self.close()
-            return
-        except (aiohttp.ClientError, OSError) as exc:
-            self.close()
-            raise connection_error(exc, "WATCH", self._path) from exc
-        if not chunk:
-            self.close()
-            if any(self._partial):
-                raise ApiConnectionError(
-                    "watch stream ended in the middle of an event",
-                    sent=True,
-                    method="WATCH",
-                    path=self._path,
-                )
-            return
-        if b"\n" not in chunk:
-            self._partial.append(chunk)
-            return
-        pieces = chunk.split(b"\n")
-        first = b"".join([*self._partial, pieces[0]]) if self._partial else pieces[0]
-        self._partial = [pieces[-1]] if pieces[-1] else []
-        for line in (first, *pieces[1:-1]):
-            if line.strip():
-                self._lines.append(line)

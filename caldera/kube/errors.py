@@ -15,7 +15,7 @@ cut to `MAX_BODY_CHARS` characters.
 
 `ApiConnectionError` is the other family: the server never answered (refused, reset, timed out,
 TLS failure, a stream cut mid-event). `sent` says whether the request may have reached the server,
-which decides whether a write may be retried (see `caldera.kube.client`).
+which decides whether a write may be retried (see `caldera.kube.retry`).
 """
 
 # The classes carry the Kubernetes Status reasons as names (NotFound, Conflict, ...), as Kopf and

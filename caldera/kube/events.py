@@ -39,8 +39,9 @@ from prometheus_client import CollectorRegistry, Counter
 from caldera.api.core import Event, EventSource
 from caldera.api.kinds import EVENT
 from caldera.api.meta import ObjectMeta, ObjectReference, format_time
-from caldera.kube.client import KubeClient, PatchType
+from caldera.kube.client import KubeClient
 from caldera.kube.errors import AlreadyExists, NotFound
+from caldera.kube.requests import PatchType
 
 __all__ = ["EventRecorder", "event_name"]
 

@@ -12,8 +12,8 @@ import datetime as dt
 
 from caldera.api.kinds import JOB
 from caldera.api.volcano import Job
-from caldera.kube.client import PropagationPolicy
 from caldera.kube.errors import Conflict, NotFound
+from caldera.kube.requests import PropagationPolicy
 from controllers.gc.ttl import seconds_until_expiry
 from controllers.runtime import Controller, Result
 from informers.store import HandlerFuncs, split_key

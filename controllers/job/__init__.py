@@ -1,6 +1,7 @@
 """The Volcano Job controller: its pure core, its plugins and its reconcile loop.
 
-The pure core, no I/O anywhere (Volcano's pkg/controllers/job/):
+The pure core (Volcano's pkg/controllers/job/), kept free of I/O by an import-linter contract
+(docs/architecture.md):
 
 - `controllers.job.events`: informer notifications → `Request` (job_controller_handler.go);
 - `controllers.job.policy`: `Request` → `Decision` (action, delay, target), and the
@@ -12,13 +13,13 @@ The pure core, no I/O anywhere (Volcano's pkg/controllers/job/):
   gate and dependsOn (syncJob in job_controller_actions.go);
 - `controllers.job.pods`: the pods, PVCs and PodGroup a Job gets, with deterministic names;
 - `controllers.job.pending`: the ``PodGroupPending`` Event a Job gets while its PodGroup waits;
-- `controllers.job.plugins`: the job plugins (env, svc, ssh, tensorflow, pytorch, mpi, mxnet).
+- `controllers.job.plugins`: the job plugins (env, svc, ssh, tensorflow, pytorch, mpi, mxnet);
+- `controllers.job.created`: the pods created but not yet in the cache (bookkeeping, the clock
+  passed in), so a reconcile does not create them twice.
 
 Around it:
 
 - `controllers.job.controller`: `JobController`, the informer handlers, the per-Job inbox and
   the reconcile that reads the cache, calls the pure core and writes (all the I/O but PVCs');
-- `controllers.job.created`: the pods created but not yet in the cache (bookkeeping), so a
-  reconcile does not create them twice;
 - `controllers.job.pvc_throttle`: `PvcCreator`, process-wide, fair, rate-limited PVC creation.
 """

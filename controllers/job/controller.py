@@ -12,7 +12,8 @@ so a Job's requests run one after another. ``reconcile(key)`` drains the inbox:
 
 A key with an empty inbox (a resync, a retry) is a plain SyncJob, so the loop stays level-based:
 whatever was missed, the next sync converges. All decisions are the pure modules' (events,
-policy, state, status, pods, plugins); this module only reads the cache and writes.
+policy, state, sync, status, pending, pods, plugins; ``created`` remembers the pods a reconcile
+created until the cache shows them); this module only reads the cache and writes.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import msgspec
 
 from caldera.api.core import PersistentVolumeClaim, Pod, PodPhase, PriorityClass
 from caldera.api.duration import format_duration
+from caldera.api.fielderrors import unsupported
 from caldera.api.kinds import (
     COMMAND,
     JOB,
@@ -41,7 +43,7 @@ from caldera.api.kinds import (
     kind_for,
 )
 from caldera.api.meta import ObjectReference
-from caldera.api.podtemplate import job_template_errors, unsupported
+from caldera.api.podtemplate import job_template_errors
 from caldera.api.stored import policy_errors
 from caldera.api.volcano import (
     BATCH_API_VERSION,

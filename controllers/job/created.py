@@ -8,8 +8,8 @@ returned them, until the cache has them; the Job's pods are then the cache's plu
 same role as client-go's ControllerExpectations, but exact: by name and uid, not a counter.
 
 An entry also ends when its pod is seen deleted, when the Job goes, or after ``ttl`` seconds
-(a pod created and deleted while the watch was being re-listed is never seen as added). Pure;
-no I/O; the clock is passed in.
+(a pod created and deleted while the watch was being re-listed is never seen as added). The
+clock is passed in; no I/O (an import-linter contract; docs/architecture.md).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """From informer notifications to job-controller requests (Volcano's
 pkg/controllers/job/job_controller_handler.go).
 
-Every function here is pure (no I/O): it reads the old and new objects handed to an informer
+Every function here is pure: it reads the old and new objects handed to an informer
 handler, plus what the caller looked up in the cache, and returns the `Request` to enqueue, or None
 when the notification means nothing to the job controller. The reconcile loop then resolves the
 request into an action with `controllers.job.policy.apply_policies`.
@@ -101,17 +101,14 @@ class Request:
 
 
 def job_owner(owner: OwnerReference | None) -> OwnerReference | None:
-    """`owner` if it is a batch.volcano.sh/v1alpha1 Job reference, else None. Pure; no I/O."""
+    """`owner` if it is a batch.volcano.sh/v1alpha1 Job reference, else None."""
     if owner is None or owner.kind != "Job" or owner.api_version != BATCH_API_VERSION:
         return None
     return owner
 
 
 def is_out_of_sync(pod: Pod) -> bool:
-    """Whether the controller marked the pod ``volcano.sh/controller-out-of-sync: "true"``.
-
-    Pure; no I/O.
-    """
+    """Whether the controller marked the pod ``volcano.sh/controller-out-of-sync: "true"``."""
     return pod.metadata.annotations.get(CONTROLLER_OUT_OF_SYNC_KEY) == "true"
 
 
@@ -155,7 +152,6 @@ def task_failed(task_pods: Sequence[Pod], task_max_retry: int | None) -> bool:
 
     Sums container and init-container restartCounts over the Running and Pending pods and
     compares with ``task_max_retry`` (0 means 3; -1 or None, an unknown task, never fails).
-    Pure; no I/O.
     """
     if task_max_retry is None or task_max_retry == UNLIMITED_RETRY:
         return False
@@ -223,8 +219,6 @@ def on_pod_update(
     - Running/Pending: ``TaskFailed`` if the task's restarts reached maxRetry; a transition into
       Running or Pending overrides it with ``PodRunning`` / ``PodPending``;
     - anything else: ``OutOfSync``.
-
-    Pure; no I/O.
     """
     rv = new.metadata.resource_version
     if rv and rv == old.metadata.resource_version:
@@ -251,7 +245,7 @@ def on_pod_update(
 
 def on_pod_delete(pod: Pod, in_cache: bool) -> Request | None:
     """A pod was deleted: ``PodEvicted``; ``OutOfSync`` if it was marked out-of-sync or the cache
-    did not hold it (``in_cache`` False, e.g. a tombstone of an unknown pod). Pure; no I/O."""
+    did not hold it (``in_cache`` False, e.g. a tombstone of an unknown pod)."""
     return _pod_request(pod, Event.POD_EVICTED if in_cache else Event.OUT_OF_SYNC)
 
 
@@ -259,7 +253,7 @@ def on_pod_delete(pod: Pod, in_cache: bool) -> Request | None:
 
 
 def on_job_add(job: Job) -> Request:
-    """A Job appeared: ``OutOfSync`` (a sync). Pure; no I/O."""
+    """A Job appeared: ``OutOfSync`` (a sync)."""
     return Request(
         namespace=job.metadata.namespace,
         job_name=job.metadata.name,
@@ -270,7 +264,7 @@ def on_job_add(job: Job) -> Request:
 
 def on_job_update(old: Job, new: Job) -> Request | None:
     """A Job changed: ``OutOfSync`` if its spec or ``status.state.phase`` changed, else None (our
-    own status writes with the same phase do not loop back). Pure; no I/O."""
+    own status writes with the same phase do not loop back)."""
     if old.spec == new.spec and old.status.state.phase == new.status.state.phase:
         return None
     return on_job_add(new)
@@ -279,7 +273,7 @@ def on_job_update(old: Job, new: Job) -> Request | None:
 def on_podgroup_update(old: PodGroup, new: PodGroup) -> Request | None:
     """A PodGroup changed: on a phase change, event ``Unknown`` if the new phase is Unknown, else a
     plain sync (event None). None when the phase did not change or the PodGroup is not controlled
-    by a Job (its owner names the Job: the PodGroup itself is ``<job>-<uid>``). Pure; no I/O."""
+    by a Job (its owner names the Job: the PodGroup itself is ``<job>-<uid>``)."""
     if old.status.phase == new.status.phase:
         return None
     owner = job_owner(controller_of(new.metadata))
@@ -295,7 +289,7 @@ def on_command(command: Command) -> Request | None:
     """A Command for a Job: ``CommandIssued`` carrying its action; None if it targets anything
     else. An action Volcano does not define becomes ``SyncJob`` (every state's default branch).
 
-    The I/O layer deletes the Command before enqueueing, so it runs at most once. Pure; no I/O.
+    The I/O layer deletes the Command before enqueueing, so it runs at most once.
     """
     target = job_owner(command.target)
     if target is None:
@@ -317,10 +311,7 @@ def on_command(command: Command) -> Request | None:
 
 
 def claim_keys(job: Job) -> list[str]:
-    """Index function: "namespace/name" of every existing PVC the Job's ``spec.volumes`` name.
-
-    Pure; no I/O.
-    """
+    """Index function: "namespace/name" of every existing PVC the Job's ``spec.volumes`` name."""
     ns = job.metadata.namespace
     return [f"{ns}/{v.volume_claim_name}" for v in job.spec.volumes if v.volume_claim_name]
 
@@ -329,8 +320,7 @@ def on_pvc_add(namespace: str, name: str, jobs: Sequence[Job]) -> list[Request]:
     """A PVC appeared: a plain sync (event None) for each of ``jobs`` (those the claim index
     returns for it) that names it in ``spec.volumes``. Volcano retries the failed sync with
     rate-limited backoff; syncing on the PVC's arrival keeps the Job Pending exactly until the
-    PVC exists.
-    Pure; no I/O."""
+    PVC exists."""
     key = f"{namespace}/{name}"
     return [
         Request(

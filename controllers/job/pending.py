@@ -12,7 +12,7 @@ Unschedulable, or its unschedulable message changes (for example "3/4 tasks in g
 unschedulable" becomes "1/4 ..."). A resync, a status write that leaves the condition alone, or a
 reconcile of the Job never records it again: no event storm.
 
-Pure functions, no I/O.
+An import-linter contract keeps this module free of I/O (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def _time(cond: PodGroupCondition) -> float:
 
 def pending_message(pg: PodGroup, job_name: str) -> str | None:
     """Volcano's PodGroupPending message for `pg`, or None when its latest True condition is
-    Scheduled (or it has none). Pure; no I/O."""
+    Scheduled (or it has none)."""
     cond = _latest_true(pg)
     if cond is None or cond.type == PodGroupConditionType.SCHEDULED:
         return None
@@ -67,7 +67,7 @@ def pending_event(old: PodGroup, new: PodGroup) -> PendingEvent | None:
     """The (Job, message) of a PodGroupPending Event the update `old` -> `new` calls for.
 
     None unless `new` is controlled by a Volcano Job and its pending message is set and differs
-    from `old`'s. Pure; no I/O.
+    from `old`'s.
     """
     owner = job_owner(controller_of(new.metadata))
     if owner is None:

@@ -88,7 +88,7 @@ class PodPlan:
 
 
 def build_pod(job: Job, task: TaskSpec, index: int) -> PodPlan:
-    """The pod ``index`` of ``task`` (pure; no I/O), before plugins mutate it.
+    """The pod ``index`` of ``task``, before plugins mutate it.
 
     Labels and annotations as Volcano sets them; the Job's schedulerName and priorityClassName
     where the template names none; job-level volumes mounted in every container; one PVC per

@@ -66,7 +66,7 @@ SYNC: Final = Decision(Action.SYNC_JOB)
 
 def policy_timeout(policy: LifecyclePolicy) -> float | None:
     """The policy's timeout in seconds; None when unset or not a Go duration (the webhook rejects
-    those; a bad stored value must not crash the controller). Pure; no I/O."""
+    those; a bad stored value must not crash the controller)."""
     if policy.timeout is None:
         return None
     try:
@@ -80,7 +80,7 @@ def target_of(action: Action, request: Request) -> tuple[Action, Target]:
 
     RestartTask and RestartPartition target the request's task (partitions are handled
     task-wide), RestartPod the request's pod. Without a task (or pod) in the request, they become
-    RestartJob. Every other action targets the Job. Pure; no I/O.
+    RestartJob. Every other action targets the Job.
     """
     if action in (Action.RESTART_TASK, Action.RESTART_PARTITION) and request.task_name:
         return action, Target.of_task(request.task_name)
@@ -133,8 +133,6 @@ def apply_policies(job: Job, request: Request) -> Decision:
        ``events | {event}`` or the policy has ``*`` (PodPending needs a policy with a timeout),
        or the policy's exitCode equals the request's; the policy's timeout becomes the delay;
     5. otherwise SyncJob.
-
-    Pure; no I/O.
     """
     if request.action is not None:
         return _decision(request.action, None, request)

@@ -12,7 +12,7 @@ Job's current state. The I/O layer drives it in four steps:
    machine does not know).
 2. For kills: ``victims = kill_victims(p, pods)``; patch each with
    ``volcano.sh/controller-out-of-sync: "true"``, then delete it; ``counts = count_pods(pods,
-   deleted=<names actually deleted>)``. For syncs: ``status.plan_sync`` and its counts.
+   deleted=<names actually deleted>)``. For syncs: ``sync.plan_sync`` and its counts.
 3. ``new = apply_plan(job, p, counts, now)``: the new JobStatus, with the phase change of
    ``p.phase`` or of `next_phase` (the per-state update function), a condition and
    lastTransitionTime when the phase changed, ``runningDuration`` on kills.
@@ -162,7 +162,7 @@ class Transition:
 
 def current_phase(job: Job) -> JobPhase | None:
     """The state the machine is in: "" (a new Job) is Pending, a value this machine does not
-    know (from a newer Volcano) None. Pure; no I/O."""
+    know (from a newer Volcano) None."""
     raw = job.status.state.phase
     if not raw:
         return JobPhase.PENDING
@@ -230,7 +230,6 @@ def plan(job: Job, action: Action, target: Target = JOB_TARGET) -> Plan:
 
     A Job with a deletionTimestamp, or in a phase this machine does not know, gets
     ``Step.NONE``: Volcano's killJob and syncJob return at once for a Job being deleted.
-    Pure; no I/O.
     """
     phase = current_phase(job)
     if job.metadata.deletion_timestamp is not None or phase is None:
@@ -268,7 +267,7 @@ def plan(job: Job, action: Action, target: Target = JOB_TARGET) -> Plan:
 
 def kill_victims(p: Plan, pods: Iterable[Pod]) -> tuple[Pod, ...]:
     """The pods a kill plan deletes: those in its target, not already being deleted, whose phase
-    is not retained. Empty for non-kill plans. Pure; no I/O."""
+    is not retained. Empty for non-kill plans."""
     if not p.kills:
         return ()
     return tuple(
@@ -320,7 +319,7 @@ def _running_update(job: Job, counts: PodCounts) -> Transition | None:
 
 def next_phase(job: Job, phase_before: JobPhase, counts: PodCounts) -> Transition | None:
     """The update function of state `phase_before`: the phase the counts move the Job to, or None
-    to stay. `job` carries the status being built (retryCount, minAvailable). Pure; no I/O.
+    to stay. `job` carries the status being built (retryCount, minAvailable).
 
     - Pending → Running when spec.minAvailable ≤ running + succeeded + failed;
     - Running → Completed / Failed / Pending by minSuccess, the task minAvailable rule,
@@ -365,7 +364,7 @@ def apply_plan(job: Job, p: Plan, counts: PodCounts, now: dt.datetime) -> JobSta
     and Resume, and the phase change forced by `p` or computed by `next_phase`. A phase change
     sets ``state`` (phase, reason, message, lastTransitionTime = `now`) and moves that phase's
     condition to the end. Kills also set ``runningDuration``. ``Step.NONE`` returns the status
-    unchanged. Pure; no I/O.
+    unchanged.
     """
     old = job.status
     before = current_phase(job)
@@ -413,7 +412,7 @@ def apply_plan(job: Job, p: Plan, counts: PodCounts, now: dt.datetime) -> JobSta
 def note_problems(status: JobStatus, problems: str) -> JobStatus:
     """``status.state.message`` with `problems` (the Job's policies no controller runs) appended,
     re-added after each phase change so the user sees it while the Job exists. A Job ended for
-    a `KEPT_REASONS` reason keeps its message. Pure; no I/O."""
+    a `KEPT_REASONS` reason keeps its message."""
     state = status.state
     if not problems or problems in state.message or state.reason in KEPT_REASONS:
         return status

@@ -1,7 +1,7 @@
 """Job status arithmetic (JobStatus in volcano-sh/apis pkg/apis/batch/v1alpha1/job.go, as
 Volcano's pkg/controllers/job/job_controller_actions.go counts it).
 
-Pure functions, no I/O:
+Its functions:
 
 - `count_pods` turns the Job's pods (from the cache) plus what this reconcile deletes and creates
   into `PodCounts`: pending, running, succeeded, failed, terminating, unknown and
@@ -76,12 +76,12 @@ class PodSlot:
 
 
 def pod_task(pod: Pod) -> str:
-    """The task a pod belongs to (annotation ``volcano.sh/task-spec``), "" if none. Pure."""
+    """The task a pod belongs to (annotation ``volcano.sh/task-spec``), "" if none."""
     return pod.metadata.annotations.get(TASK_SPEC_KEY, "")
 
 
 def is_terminating(pod: Pod) -> bool:
-    """Whether the pod is being deleted (it has a deletionTimestamp). Pure."""
+    """Whether the pod is being deleted (it has a deletionTimestamp)."""
     return pod.metadata.deletion_timestamp is not None
 
 
@@ -96,7 +96,7 @@ def count_pods(
     ``pods`` are the Job's pods from the cache; ``deleted`` names the pods this reconcile
     deleted (they count as terminating, as in Volcano's killJob/syncJob); ``created`` the pods it
     created (they count as Pending). A pod phase outside the five known ones (or empty) counts as
-    unknown and appears in taskStatusCount under "Unknown". Pure; no I/O.
+    unknown and appears in taskStatusCount under "Unknown".
     """
     totals = dict.fromkeys(PodPhase, 0)
     terminating = 0
@@ -127,7 +127,7 @@ def count_pods(
 
 
 def with_counts(status: JobStatus, counts: PodCounts) -> JobStatus:
-    """`status` with its pod counters and taskStatusCount replaced by `counts`. Pure; no I/O."""
+    """`status` with its pod counters and taskStatusCount replaced by `counts`."""
     return JobStatus(
         state=status.state,
         min_available=status.min_available,
@@ -152,14 +152,14 @@ def append_condition(
     conditions: Sequence[JobCondition], phase: str, when: str
 ) -> tuple[JobCondition, ...]:
     """The conditions after entering `phase` at `when` (RFC 3339): at most one entry per phase,
-    so an earlier entry of the same phase is removed and the new one goes last. Pure; no I/O."""
+    so an earlier entry of the same phase is removed and the new one goes last."""
     kept = tuple(c for c in conditions if c.status != phase)
     return (*kept, JobCondition(status=phase, last_transition_time=when))
 
 
 def running_duration(created: str | None, last_transition: str | None) -> str | None:
     """lastTransitionTime - creationTimestamp as a Go duration ("1h2m3s"), None if either time is
-    missing or unparseable. Pure; no I/O."""
+    missing or unparseable."""
     if not created or not last_transition:
         return None
     try:
@@ -171,7 +171,7 @@ def running_duration(created: str | None, last_transition: str | None) -> str | 
 
 def status_changed(old: JobStatus, new: JobStatus) -> bool:
     """Whether `new` differs from `old`, so that the I/O layer writes the status subresource only
-    when something changed (a write re-triggers the Job's watch). Pure; no I/O."""
+    when something changed (a write re-triggers the Job's watch)."""
     return old != new
 
 

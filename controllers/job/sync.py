@@ -9,7 +9,7 @@ and which to delete, with the PodGroup gate and dependsOn.
   ``isDependsOnPodsReady`` decides it;
 - `pods_may_be_created`: the PodGroup gate; `task_min_available`: a task's minimum, defaulted.
 
-Pure functions, no I/O.
+An import-linter contract keeps this module free of I/O (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -34,10 +34,7 @@ __all__ = [
 
 
 def task_min_available(task: TaskSpec) -> int:
-    """A task's minAvailable, defaulted as the webhook does (replicas, or the partition minimum).
-
-    Pure; no I/O.
-    """
+    """A task's minAvailable, defaulted as the webhook does (replicas, or the partition minimum)."""
     return (
         task.min_available if task.min_available is not None else default_task_min_available(task)
     )
@@ -54,7 +51,7 @@ def _pod_is_ready(pod: Pod) -> bool:
 def dependency_ready(job: Job, task_name: str, pods_by_name: Mapping[str, Pod]) -> bool:
     """Whether task `task_name` is ready for the tasks depending on it: its pods
     `<job>-<task>-<i>` (i < replicas) that are Succeeded, or Running with every container Ready,
-    number at least its minAvailable. A task the Job does not have is never ready. Pure; no I/O."""
+    number at least its minAvailable. A task the Job does not have is never ready."""
     for task in job.spec.tasks:
         if task.name == task_name:
             ready = 0
@@ -69,7 +66,7 @@ def dependency_ready(job: Job, task_name: str, pods_by_name: Mapping[str, Pod]) 
 def dependencies_met(job: Job, task: TaskSpec, pods_by_name: Mapping[str, Pod]) -> bool:
     """Whether `task` may create pods: no dependsOn (or an empty one), or any (iteration ``any``)
     / all (otherwise) of its dependencies are ready. Volcano's default iteration is "all" when
-    the field is empty. Pure; no I/O."""
+    the field is empty."""
     deps = task.depends_on
     if deps is None or not deps.name:
         return True
@@ -81,7 +78,7 @@ def pods_may_be_created(podgroup_phase: str | None) -> bool:
     """syncJob's gate: pods are created only once the PodGroup exists with a phase that is
     non-empty and not Pending (the scheduler's enqueue moved it to Inqueue or later).
 
-    ``podgroup_phase`` None means the PodGroup is not in the cache. Pure; no I/O.
+    ``podgroup_phase`` None means the PodGroup is not in the cache.
     """
     return bool(podgroup_phase) and podgroup_phase != PodGroupPhase.PENDING
 
@@ -112,7 +109,7 @@ def plan_sync(job: Job, pods: Iterable[Pod], podgroup_phase: str | None) -> Sync
 
     For every task and index i < replicas the pod is `<job>-<task>-<i>`; a missing one is to be
     created if `pods_may_be_created(podgroup_phase)` and the task's dependencies are met. Pods of
-    a task the Job no longer has are left alone, as Volcano does. Pure; no I/O.
+    a task the Job no longer has are left alone, as Volcano does.
     """
     pods_by_task: dict[str, list[Pod]] = {}
     pods_by_name: dict[str, Pod] = {}

@@ -1,4 +1,4 @@
-"""What the podgroup controller does for one group of pods (pure logic, no I/O).
+"""What the podgroup controller does for one group of pods, decided without I/O.
 
 Pods that no Volcano Job created, whose ``spec.schedulerName`` is one of Caldera's, and that name
 no group (neither ``scheduling.k8s.io/group-name`` nor its alias ``scheduling.volcano.sh/
@@ -193,7 +193,7 @@ def _newest_first(pod: Pod) -> tuple[str, str]:
 
 
 def plan(*, name: str, pods: Sequence[Pod], owner: Owner | None, existing: PodGroup | None) -> Plan:
-    """The writes for group ``name``; a purely computational function with no side effects.
+    """The writes for group ``name``.
 
     ``pods`` are the live pods of the group that Caldera schedules; those that name no group yet
     are annotated. ``owner`` is their controlling owner (None: a bare pod, or an owner kind the

@@ -3,7 +3,7 @@ the webhook would refuse, and a PodGroup naming a queue that does not exist.
 
 Each function returns the object's new conditions, or None when nothing is to be written: the
 condition is the memory that makes the Warning Event once (a resync finds it already written,
-and so does a restarted process). Pure; no I/O.
+and so does a restarted process).
 """
 
 from __future__ import annotations

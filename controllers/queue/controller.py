@@ -18,6 +18,11 @@ a decision from a stale cache is refused (409) and retried once the cache has ca
 undoing a newer change. Order of writes: the closed-by-parent mark is set before the state that
 depends on it and cleared after it, so a failure between the two writes never loses a reopening.
 
+Objects stored without the webhook (``controllers.queue.badinput``): a Queue spec the webhook
+would refuse gets an InvalidSpec condition and one Warning Event, and keeps working; a PodGroup
+naming a missing queue gets an Unschedulable condition and one Warning Event after
+``QUEUE_GRACE`` seconds (its queue may be on its way), removed once the queue exists.
+
 The root and default queues are created when missing (at start and whenever one is deleted).
 """
 

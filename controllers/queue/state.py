@@ -1,4 +1,4 @@
-"""The Queue state machine and hierarchy rules (pure logic, no I/O).
+"""The Queue state machine and hierarchy rules, as pure functions.
 
 States are Volcano's (pkg/controllers/queue/state/): Open, Closing, Closed, Unknown; an empty
 ``status.state`` counts as Open. What moves a queue:
@@ -10,7 +10,7 @@ States are Volcano's (pkg/controllers/queue/state/): Open, Closing, Closed, Unkn
   parent is open again, exactly the marked children reopen. An explicit command on a child clears
   its mark, so a child a user closed stays closed when its parent reopens.
 
-``decide`` is the whole machine: a purely computational function with no side effects.
+``decide`` is the whole machine.
 """
 
 from __future__ import annotations

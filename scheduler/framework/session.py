@@ -4,7 +4,8 @@ the decisions taken (Volcano's framework.Session).
 Plugins register callbacks in tier order; the session combines them the way Volcano does:
 
 - order functions (job, queue, task, victim order): the first enabled plugin, tier by tier, that
-  does not answer 0 decides; ties fall back to creation time, then name;
+  does not answer 0 decides; ties fall back to creation time then key for jobs, the name for
+  queues, the key for tasks, and the reverse task order then the key for victims;
 - predicates: every plugin must pass; node order: scores are summed;
 - job ready / allocatable: every plugin must agree; overused: any plugin may say so;
 - pipelined / enqueueable / starving: votes (+1 permit, 0 abstain, -1 reject) — a reject wins, a

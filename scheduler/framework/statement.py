@@ -1,6 +1,7 @@
 """A Statement records a job's tentative placements so that a gang is committed whole or not at
-all: allocate and pipeline change the session's state at once (later decisions see them), and
-``discard`` undoes them in reverse order; ``commit`` turns them into decisions (binds, evictions).
+all: allocate, pipeline and evict change the session's state at once (later decisions see them),
+and ``discard`` undoes them in reverse order; ``commit`` turns them into decisions (binds,
+evictions), and pipelined tasks stay as they are, waiting for what is being released.
 """
 
 from __future__ import annotations

@@ -12,9 +12,9 @@ How the job controller's I/O layer uses it (everything here is pure; the caller 
     if not plugins.ok:      # bad arguments or unknown plugins: permanent until the spec changes
         record a Warning Event, reason JobEventReason.PLUGIN_ERROR, message plugins.message,
         and create no pods (do not requeue: retrying cannot help)
-    # on job add/update only (never per pod), before pods are created:
+    # once per sync of the Job (never per pod), before pods are created:
     if plugins.needs_ssh_key_pair:
-        secret = cache.get(Secret, namespace, plugins.ssh.secret_name(job))
+        secret = GET Secret ssh.secret_name(job) in the Job's namespace (None on 404)
         pair = key_pair_from_secret(secret.data) if secret else None
         if pair is None:
             pair = await asyncio.to_thread(generate_key_pair)   # ~50-100 ms of CPU
@@ -187,10 +187,9 @@ def make_plugin(options: PluginOptions, *, ssh_key_pair: SSHKeyPair | None = Non
 def build_plugins(job: Job, *, ssh_key_pair: SSHKeyPair | None = None) -> PluginSet:
     """The plugins of `job` (with the ones it requires), or why they cannot run.
 
-    A purely computational function: never raises for a bad spec. Plugins run in
-    `PLUGIN_ORDER`; unknown or unsupported plugins and bad arguments become `PluginError`s, and
-    then no plugin is returned (a job with half its plugins would get broken pods).
-    `ssh_key_pair` is the job's key pair when the caller has one (see
+    Never raises for a bad spec. Plugins run in `PLUGIN_ORDER`; unknown or unsupported plugins and
+    bad arguments become `PluginError`s, and then no plugin is returned (a job with half its plugins
+    would get broken pods). `ssh_key_pair` is the job's key pair when the caller has one (see
     `PluginSet.with_ssh_key_pair`).
     """
     wanted = with_required_plugins(job.spec.plugins)

@@ -8,7 +8,7 @@ format), and `config`: `StrictHostKeyChecking no`, `UserKnownHostsFile /dev/null
 non-default path, so that a non-root user can read them), in containers and init containers.
 
 Key generation is random, so it is not part of the pure plugin: the I/O layer obtains a
-`SSHKeyPair` once per job (`key_pair_from_secret` on the existing Secret, else
+`SSHKeyPair` on each sync of the job (`key_pair_from_secret` on the existing Secret, else
 `generate_key_pair()` in a worker thread: RSA generation takes tens of milliseconds) and builds
 the plugin with it. With `--ssh-private-key` the user's keys are used and nothing is generated.
 Volcano does not update the Secret on job update (subPath mounts never see updates anyway); it is

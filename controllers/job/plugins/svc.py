@@ -4,7 +4,7 @@ Objects (Volcano's pkg/controllers/job/plugins/svc/svc.go):
 - ConfigMap `<job>-svc`: for each task T (task name with `-` turned into `_`), key `T.host` with
   one host per line, `VC_<UPPER(T)>_HOSTS` with the hosts comma-joined and `VC_<UPPER(T)>_NUM`
   with their count. A host is `<hostname>.<subdomain>` (see `base.host_name`). Rewritten on
-  job update, so scaling shows up in new pods.
+  every sync of the Job, so scaling shows up in new pods.
 - Service `<job>`: headless (clusterIP None), selecting the job's pods by
   `volcano.sh/job-name` and `volcano.sh/job-namespace`, `publishNotReadyAddresses` from the flag.
 - NetworkPolicy `<job>` (unless `--disable-network-policy`): ingress to the job's pods only from
