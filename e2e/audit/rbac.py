@@ -190,9 +190,9 @@ def granted_rules(
             # A RoleBinding to a ClusterRole grants no non-resource URL.
             granted.extend(r for r in rules if namespace is None or not r.non_resource_urls)
         elif ref.get("kind") == "Role" and namespace is not None:
-            role_ns = roles.get((namespace, ref.get("name", "")))
-            if role_ns is not None:
-                granted.extend(_rules(f"Role {namespace}/{ref['name']}", role_ns, namespace))
+            own = roles.get((namespace, ref.get("name", "")))
+            if own is not None:
+                granted.extend(_rules(f"Role {namespace}/{ref['name']}", own, namespace))
     return granted
 
 

@@ -99,11 +99,11 @@ class Scanner:
                 found.setdefault(what, match.start())
         if self._by_prefix:
             for run in _RUN.finditer(text):
-                chunk = run.group()
-                for i in range(len(chunk) - WINDOW + 1):
-                    for needle, label in self._by_prefix.get(chunk[i : i + WINDOW], ()):
-                        if chunk.startswith(needle, i) or text.startswith(needle, run.start() + i):
-                            found.setdefault(f"known secret: {label}", run.start() + i)
+                for at in range(run.start(), run.end() - WINDOW + 1):
+                    for needle, label in self._by_prefix.get(text[at : at + WINDOW], ()):
+                        # The needle may go on past the run (a token's dots, a value's spaces).
+                        if text.startswith(needle, at):
+                            found.setdefault(f"known secret: {label}", at)
         return [Finding(where, column + 1, what) for what, column in found.items()]
 
     def lines(self, lines: Iterable[str], source: str) -> list[Finding]:
