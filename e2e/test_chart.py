@@ -34,7 +34,8 @@ from caldera.settings import (
 )
 from cli.main import build_parser
 from e2e.caldera_process import CalderaProcess
-from e2e.cluster.control_plane import REPO, free_port, kubectl
+from e2e.cluster.control_plane import free_port, kubectl, run_kubectl
+from e2e.cluster.identities import CHART, helm_binary, render_chart, write_token_kubeconfig
 from e2e.conftest import Cluster
 from e2e.waiting import eventually
 from scheduler.conf import parse_conf
@@ -42,7 +43,6 @@ from scheduler.registry import REGISTRY
 
 pytestmark = pytest.mark.e2e
 
-CHART = REPO / "charts" / "caldera"
 NAMESPACE = "caldera-system"
 RELEASE = "rel"
 FULLNAME = "rel-caldera"
@@ -64,13 +64,7 @@ NO_ADMISSION = {
 @pytest.fixture(scope="module")
 def helm() -> str:
     """The helm binary built (or cached) by e2e/cluster/build.sh."""
-    out = subprocess.run(
-        ["bash", str(REPO / "e2e" / "cluster" / "build.sh"), "helm"],
-        check=True,
-        stdout=subprocess.PIPE,
-        text=True,
-    ).stdout
-    return str(Path(out.split()[-1]) / "helm")
+    return helm_binary()
 
 
 def _run(argv: list[str], *, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -88,19 +82,9 @@ def _values_file(tmp_path: Path, values: dict[str, Any]) -> Path:
 
 def render(helm: str, tmp_path: Path, values: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """``helm template`` with ``values``; the parsed objects."""
-    out = _run(
-        [
-            helm,
-            "template",
-            RELEASE,
-            str(CHART),
-            "--namespace",
-            NAMESPACE,
-            "-f",
-            str(_values_file(tmp_path, values or {})),
-        ]
-    ).stdout
-    return [doc for doc in yaml.safe_load_all(out) if doc]
+    return render_chart(
+        helm, _values_file(tmp_path, values or {}), release=RELEASE, namespace=NAMESPACE
+    )
 
 
 def find(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
@@ -420,35 +404,14 @@ class Installed:
         return [self.helm, f"--kubeconfig={self.cluster.kubeconfig}", "-n", self.namespace, *args]
 
     def kubectl(self, *args: str, input: str | None = None) -> str:
-        result = subprocess.run(
-            [kubectl(), f"--kubeconfig={self.cluster.kubeconfig}", *args],
-            input=input,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if result.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)}: {result.stderr}")
-        return result.stdout
+        return run_kubectl(self.cluster.kubeconfig, *args, input=input)
 
     def token_kubeconfig(self, process: str, path: Path) -> Path:
         """A kubeconfig with a TokenRequest token of the chart's ServiceAccount for ``process``
         and the cluster (server, CA) of the admin kubeconfig."""
         sa = f"{self.release}-caldera-{process}"
         token = self.kubectl("-n", self.namespace, "create", "token", sa, "--duration=1h").strip()
-        admin = yaml.safe_load(self.cluster.kubeconfig.read_text())
-        context = next(c for c in admin["contexts"] if c["name"] == admin["current-context"])
-        cluster = next(c for c in admin["clusters"] if c["name"] == context["context"]["cluster"])
-        config = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [cluster],
-            "users": [{"name": sa, "user": {"token": token}}],
-            "contexts": [{"name": sa, "context": {"cluster": cluster["name"], "user": sa}}],
-            "current-context": sa,
-        }
-        path.write_text(json.dumps(config))
-        return path
+        return write_token_kubeconfig(self.cluster.kubeconfig, path, user=sa, token=token)
 
 
 @pytest.fixture

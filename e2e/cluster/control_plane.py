@@ -73,6 +73,20 @@ def kubectl() -> str:
     return found
 
 
+def run_kubectl(kubeconfig: Path, *args: str, input: str | None = None) -> str:
+    """kubectl ``args`` with ``kubeconfig``: its standard output; ClusterError on failure."""
+    result = subprocess.run(
+        [kubectl(), f"--kubeconfig={kubeconfig}", *args],
+        input=input,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise ClusterError(f"kubectl {' '.join(args)} failed: {result.stderr.strip()}")
+    return result.stdout
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -210,16 +224,7 @@ class ControlPlane:
         return names
 
     def kubectl(self, *args: str, input: str | None = None) -> str:
-        result = subprocess.run(
-            [kubectl(), f"--kubeconfig={self.kubeconfig}", *args],
-            input=input,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if result.returncode != 0:
-            raise ClusterError(f"kubectl {' '.join(args)} failed: {result.stderr.strip()}")
-        return result.stdout
+        return run_kubectl(self.kubeconfig, *args, input=input)
 
     # ---- internals ---------------------------------------------------------------------------
 
