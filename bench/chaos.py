@@ -29,6 +29,7 @@ REPO: Final = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from caldera.obs.logging import configure_logging  # noqa: E402
 from e2e.chaos.faults import FaultCounts  # noqa: E402
 from e2e.chaos.run import ChaosConfig, Report, run_chaos  # noqa: E402
 from e2e.cluster.caldera_processes import apply_crds  # noqa: E402
@@ -45,6 +46,8 @@ def print_report(report: Report, started: dt.datetime) -> None:
     print(report.details())
     print()
     print(report.table())
+    if report.rights:
+        print("\n" + report.rights)
     print("\nOK: every invariant holds" if report.ok else "\nBROKEN: see the details above")
 
 
@@ -59,6 +62,7 @@ async def _main(args: argparse.Namespace, directory: Path) -> Report:
         replicas=args.replicas,
         window=args.window,
         faults=FaultCounts(kills_per_process=args.kills),
+        service_accounts=not args.admin,
     )
     work = directory / "run"
     work.mkdir(parents=True, exist_ok=True)
@@ -77,9 +81,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--window", type=float, default=150.0, help="seconds of faults")
     parser.add_argument("--kills", type=int, default=3, help="kill -9 per process")
     parser.add_argument("--nodes", type=int, default=16, help="fake nodes of 8 cpu / 32Gi")
+    parser.add_argument("--admin", action="store_true", help="run the processes as admin")
     parser.add_argument("--dir", type=Path, help="keep the cluster and logs here")
     parser.add_argument("--keep", action="store_true", help="leave the control plane running")
     args = parser.parse_args(argv)
+    configure_logging(component="chaos", level="error", fmt="console")
     started = dt.datetime.now(dt.UTC)
     if args.dir:
         report = asyncio.run(_main(args, args.dir.resolve()))

@@ -35,9 +35,12 @@ RETRY_EVERY = 2.0
 
 
 def _worth_waiting(exc: Exception) -> bool:
-    """An API server that is down or overloaded may come back; a 401, 403 or 404 will not."""
+    """An API server that is down or overloaded may come back, and a 403 may pass: a restarted
+    API server refuses requests until its authorizer has loaded the RBAC objects, and
+    ``helm install`` may start the pods before their RoleBindings exist. A 401 (a token or
+    certificate the server does not accept) or a 404 will not pass."""
     if isinstance(exc, ApiError):
-        return exc.status >= 500 or exc.status == 429
+        return exc.status >= 500 or exc.status in (403, 429)
     return True
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.privilege import report_text, rights_report, scan_files
 from caldera.api.core import Pod
 from caldera.api.kinds import (
     COMMAND,
@@ -47,6 +48,7 @@ from caldera.api.volcano import (
 from caldera.kube.client import ClientOptions, KubeClient
 from caldera.kube.errors import AlreadyExists, ApiConnectionError, ApiError, NotFound
 from cli.cluster import command_body
+from e2e.audit.secrets import Scanner, known_secret
 from e2e.chaos.checks import (
     GANG_WINDOW,
     PodGroupCounts,
@@ -63,6 +65,13 @@ from e2e.chaos.fleet import ACTIVITY, Fleet, Proxies, metric_sum
 from e2e.chaos.workload import GONE, JobPlan, Shape, make_workload
 from e2e.cluster.caldera_processes import webhook_configurations
 from e2e.cluster.control_plane import ControlPlane, free_port
+from e2e.cluster.evidence import events, ssh_private_keys
+from e2e.cluster.identities import (
+    Identities,
+    create_identities,
+    delete_identities,
+    write_token_kubeconfig,
+)
 from e2e.cluster.pki import write_serving_pair
 from informers.reflector import Reflector
 from informers.store import HandlerFuncs, Store
@@ -96,6 +105,8 @@ class ChaosConfig:
     queues: tuple[str, ...] = ("chaos-a", "chaos-b")
     settle_timeout: float = 420.0
     create_concurrency: int = 16
+    # Run the processes as the chart's ServiceAccounts and audit what they used (else as admin).
+    service_accounts: bool = True
 
 
 @dataclass
@@ -125,6 +136,13 @@ class Report:
     burst_seconds: float = 0.0
     settle_seconds: float = 0.0
     logs: list[Path] = field(default_factory=list)
+    lease_exits: list[str] = field(default_factory=list)
+    rights: str = ""  # the rights table, when run as ServiceAccounts
+    privilege_failures: list[str] = field(default_factory=list)
+    unused_rights: int = 0
+    refused_granted: int = 0
+    secrets_found: list[str] = field(default_factory=list)
+    secrets_known: int = 0
 
     @property
     def ok(self) -> bool:
@@ -137,6 +155,8 @@ class Report:
             or self.gang_violations
             or self.crashes
             or self.unhandled
+            or self.privilege_failures
+            or self.secrets_found
             or any(code != 0 for code in self.stop_codes.values())
         )
 
@@ -195,6 +215,28 @@ class Report:
                 f"{len(self.crashes)}; {len(self.unhandled)}",
             )
         )
+        rows.append(
+            (
+                "exits after losing the Lease during an API server outage (by design: the "
+                "replica restarts as a candidate)",
+                str(len(self.lease_exits)),
+            )
+        )
+        if self.rights:
+            rows.append(
+                (
+                    "rights used but not granted; requests refused (403) for a granted right "
+                    "(the authorizer warming up after an API server restart); granted, never used",
+                    f"{len(self.privilege_failures)}; {self.refused_granted}; {self.unused_rights}",
+                )
+            )
+        rows.append(
+            (
+                "private keys, tokens or certificates in a log line or an Event",
+                f"{len(self.secrets_found)} (of {self.secrets_known} known secrets, and any "
+                "PEM block or JWT)",
+            )
+        )
         lines = ["| invariant | figure |", "|---|---|"]
         lines += [f"| {a} | {b} |" for a, b in rows]
         return "\n".join(lines)
@@ -222,6 +264,8 @@ class Report:
             ("gangs", self.gang_violations),
             ("crashes", self.crashes),
             ("unhandled", self.unhandled),
+            ("privilege", self.privilege_failures),
+            ("secrets", self.secrets_found),
         ):
             if items:
                 out.append(f"{title}: {items[:10]}")
@@ -255,8 +299,6 @@ class ChaosRun:
         config: ChaosConfig,
         workdir: Path,
         kube: KubeClient,
-        kubeconfigs: Callable[[dict[str, str]], dict[str, Path]] | None,
-        lease_namespace: str | None,
     ) -> None:
         self.plane, self.config, self.dir, self.kube = plane, config, workdir, kube
         self.namespace = f"chaos-{config.seed}-{secrets.token_hex(3)}"
@@ -269,8 +311,9 @@ class ChaosRun:
         self.t0 = time.monotonic()
         self.report = Report(config, self.namespace, self.faults)
         self.proxies = Proxies(f"127.0.0.1:{plane.ports['apiserver']}", workdir)
-        self._identities = kubeconfigs
-        self.lease_namespace = lease_namespace or self.namespace
+        self.identities: Identities | None = None
+        self.lease_namespace = self.namespace
+        self.known_secrets: dict[str, str] = {}  # label -> value, collected during the run
         self.webhook_name = f"caldera-{self.namespace}"
         self.tasks: list[asyncio.Task[None]] = []
         self.final: dict[str, str] = {}
@@ -280,13 +323,29 @@ class ChaosRun:
     def _fleet(self) -> Fleet:
         ports = self.proxies.start(PROCESSES)
         servers = {kind: f"https://127.0.0.1:{port}" for kind, port in ports.items()}
-        if self._identities is not None:
-            kubeconfigs = self._identities(servers)
+        admin = self.plane.kubeconfig
+        if self.config.service_accounts:
+            ids = create_identities(
+                admin,
+                self.dir / "identities",
+                release=self.namespace,
+                namespace=f"{self.namespace}-system",
+            )
+            self.identities, self.lease_namespace = ids, ids.namespace
+            kubeconfigs = {
+                kind: write_token_kubeconfig(
+                    admin,
+                    self.dir / f"{kind}.kubeconfig",
+                    user=ids.usernames[kind],
+                    token=ids.tokens[kind],
+                    server=servers[kind],
+                )
+                for kind in PROCESSES
+            }
+            self.known_secrets |= {f"{kind} token": t for kind, t in ids.tokens.items()}
         else:
             kubeconfigs = {
-                kind: _kubeconfig_via(
-                    self.plane.kubeconfig, servers[kind], self.dir / f"{kind}.kubeconfig"
-                )
+                kind: _kubeconfig_via(admin, servers[kind], self.dir / f"{kind}.kubeconfig")
                 for kind in PROCESSES
             }
         crt, key = write_serving_pair(
@@ -574,6 +633,44 @@ class ChaosRun:
                 return
             await asyncio.sleep(2)
 
+    def _collect_ssh_keys(self) -> None:
+        """The ssh plugin's private keys as they exist now (a TTL deletes them with the Job)."""
+        self.known_secrets |= ssh_private_keys(self.plane.kubeconfig, self.namespace)
+
+    async def _collect_ssh_keys_while(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            with contextlib.suppress(Exception):  # the API server may be restarting
+                await asyncio.to_thread(self._collect_ssh_keys)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 10)
+
+    def _privilege(self, fleet: Fleet) -> None:
+        """What each process did as its ServiceAccount against its roles (the API server's
+        audit log), and no known secret, PEM block or token in any log line or Event."""
+        known = [known_secret(label, value) for label, value in self.known_secrets.items()]
+        found = scan_files(fleet.logs(), known)
+        found += Scanner(known).events(events(self.plane.kubeconfig, self.namespace))
+        self.report.secrets_found = [str(f) for f in found]
+        self.report.secrets_known = len(known)
+        if self.identities is None:
+            return
+        audit = sorted(self.plane.audit_log.parent.glob(self.plane.audit_log.stem + "*"))
+        comparisons = rights_report(audit, self.identities.rbac)
+        self.report.rights = report_text(comparisons)
+        # A 403 for a right the roles grant is the API server's authorizer warming up after its
+        # restart, not a missing right: counted apart.
+        self.report.privilege_failures = [
+            f"{c.process}: {row.right.verb} {row.right.group}/{row.right.resource} not granted"
+            for c in comparisons.values()
+            for row in c.ungranted
+        ] + [
+            f"{c.process}: no request in the audit log" for c in comparisons.values() if not c.rows
+        ]
+        self.report.refused_granted = sum(
+            row.refused for c in comparisons.values() for row in c.rows if row.granted
+        )
+        self.report.unused_rights = sum(len(c.unused) for c in comparisons.values())
+
     def _scan_logs(self, fleet: Fleet) -> None:
         found = []
         for path in fleet.logs():
@@ -605,6 +702,7 @@ class ChaosRun:
             await fleet.wait_acting()
             self._register_webhook()
             crash_watch = asyncio.create_task(fleet.watch_for_crashes(stop))
+            key_watch = asyncio.create_task(self._collect_ssh_keys_while(stop))
             self.t0 = time.monotonic()
             injector = asyncio.create_task(self._inject(fleet))
             started = time.monotonic()
@@ -618,9 +716,10 @@ class ChaosRun:
             # Judged by the phases at the end of the run: the orphan check deletes the jobs next.
             self.final = {j.metadata.name: j.status.state.phase for j in self.jobs.list()}
             self._scrape_totals(fleet)
-            await self._orphans()
             stop.set()
-            await crash_watch
+            await asyncio.gather(crash_watch, key_watch)
+            await asyncio.to_thread(self._collect_ssh_keys)
+            await self._orphans()
         finally:
             stop.set()
             for task in self.tasks:
@@ -628,6 +727,8 @@ class ChaosRun:
             self.report.stop_codes = await asyncio.to_thread(fleet.stop_all)
             self.proxies.stop()
             self._unregister_webhook()
+            if self.identities is not None:
+                delete_identities(self.plane.kubeconfig, self.identities)
             for task in observers:
                 task.cancel()
             await asyncio.gather(*observers, return_exceptions=True)
@@ -645,7 +746,9 @@ class ChaosRun:
             fleet.crashes,
             fleet.kills,
         )
+        self.report.lease_exits = fleet.lease_exits
         self._scan_logs(fleet)
+        await asyncio.to_thread(self._privilege, fleet)
         return self.report
 
 
@@ -653,12 +756,9 @@ async def run_chaos(
     plane: ControlPlane,
     config: ChaosConfig,
     workdir: Path,
-    *,
-    kubeconfigs: Callable[[dict[str, str]], dict[str, Path]] | None = None,
-    lease_namespace: str | None = None,
 ) -> Report:
-    """Run the chaos round on ``plane``; ``kubeconfigs`` (optional) makes the processes' own
-    kubeconfigs (e.g. with the chart's ServiceAccount tokens) given each one's proxy address."""
+    """Run the chaos round on ``plane`` (its processes' logs, kubeconfigs and the rendered RBAC
+    under ``workdir``)."""
     options = ClientOptions(qps=500, burst=500)
     async with KubeClient.from_kubeconfig(plane.kubeconfig, options=options) as kube:
-        return await ChaosRun(plane, config, workdir, kube, kubeconfigs, lease_namespace).run()
+        return await ChaosRun(plane, config, workdir, kube).run()
