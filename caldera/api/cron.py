@@ -40,9 +40,11 @@ from caldera.api.duration import DurationError, parse_duration_ns
 
 __all__ = [
     "MACROS",
+    "MAX_CRONJOB_NAME",
     "Schedule",
     "ScheduleError",
     "ZoneError",
+    "job_name",
     "load_zone",
     "parse_schedule",
     "rfc3339",
@@ -60,6 +62,9 @@ MACROS: Final[Mapping[str, str]] = {
 _MONTHS: Final = {name.lower(): i for i, name in enumerate(calendar.month_abbr) if name}
 _DAYS: Final = {name: i for i, name in enumerate(("sun", "mon", "tue", "wed", "thu", "fri", "sat"))}
 _SEARCH_YEARS: Final = 5
+MAX_CRONJOB_NAME: Final = 52
+"""The longest CronJob name whose Jobs' names (``<cronjob>-<minutes>``) stay within 63
+characters, as Volcano's webhook reserves 11 for the suffix."""
 _ZONE_PART: Final = re.compile(r"^[A-Za-z.\-_0-9+]{1,14}$")
 _MINUTE: Final = dt.timedelta(minutes=1)
 _DAY: Final = dt.timedelta(days=1)
@@ -347,3 +352,9 @@ def rfc3339(when: dt.datetime, zone: dt.tzinfo = dt.UTC) -> str:
     local = when.astimezone(zone)
     text = local.replace(microsecond=0).isoformat()
     return text[:-6] + "Z" if local.utcoffset() == dt.timedelta(0) else text
+
+
+def job_name(cronjob: str, scheduled: dt.datetime) -> str:
+    """The name of the Job a CronJob starts for ``scheduled``: ``<cronjob>-<Unix minutes>``, as
+    Kubernetes' and Volcano's controllers name it, so one time never gets two Jobs."""
+    return f"{cronjob}-{int(scheduled.timestamp()) // 60}"
