@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
 ENV_PREFIX = "CALDERA_"
-KNOWN_CONTROLLERS = ("job", "queue", "podgroup", "command", "gc")
+KNOWN_CONTROLLERS = ("job", "queue", "podgroup", "command", "gc", "cronjob")
 
 
 class SettingsError(ValueError):

@@ -57,7 +57,16 @@ from caldera.api.volcano import (
     JobPhase,
 )
 
-__all__ = ["MANY_MISSED", "REQUEUE_PADDING", "Note", "Plan", "job_ref", "plan", "started"]
+__all__ = [
+    "MANY_MISSED",
+    "REQUEUE_PADDING",
+    "Note",
+    "Plan",
+    "consumed",
+    "job_ref",
+    "plan",
+    "started",
+]
 
 MANY_MISSED: Final = 100
 """Kubernetes' bound on owed start times before it warns (``TooManyMissedTimes``)."""
@@ -120,14 +129,19 @@ def job_ref(job: Job) -> ObjectReference:
     )
 
 
+def consumed(status: CronJobStatus, scheduled: dt.datetime) -> CronJobStatus:
+    """``status`` once the time ``scheduled`` is dealt with (lastScheduleTime never goes back)."""
+    last = _time(status.last_schedule_time)
+    when = scheduled if last is None or scheduled > last else last
+    return msgspec.structs.replace(status, last_schedule_time=format_time(when))
+
+
 def started(status: CronJobStatus, job: Job, scheduled: dt.datetime) -> CronJobStatus:
     """``status`` once ``job`` (as the API server returned it) runs for ``scheduled``."""
     active = status.active
     if all(ref.uid != job.metadata.uid for ref in active):
         active = (*active, job_ref(job))
-    last = _time(status.last_schedule_time)
-    when = scheduled if last is None or scheduled > last else last
-    return msgspec.structs.replace(status, active=active, last_schedule_time=format_time(when))
+    return consumed(msgspec.structs.replace(status, active=active), scheduled)
 
 
 def _template_job(cronjob: CronJob, scheduled: dt.datetime, zone: dt.tzinfo) -> Job:
@@ -283,10 +297,7 @@ def plan(cronjob: CronJob, jobs: Sequence[Job], now: dt.datetime) -> Plan:
     name = job_name(cronjob.metadata.name, due)
     if any(j.metadata.name == name for j in jobs):
         # Started already; the status that says so has not reached the cache yet.
-        last = _time(status.last_schedule_time)
-        if last is None or due > last:
-            new_status = msgspec.structs.replace(new_status, last_schedule_time=format_time(due))
-        return dataclasses.replace(waiting, status=new_status, notes=tuple(notes))
+        return dataclasses.replace(waiting, status=consumed(new_status, due), notes=tuple(notes))
 
     replace: tuple[Job, ...] = ()
     if active and spec.concurrency_policy == ConcurrencyPolicy.FORBID:
