@@ -125,6 +125,19 @@ async def finish(kube: KubeClient, namespace: str, job: Job, phase: str) -> None
     )
 
 
+async def running_at_next_hour(
+    kube: KubeClient, namespace: str, clock: Clock
+) -> tuple[Job, dt.datetime]:
+    """Start the Job of the next hour, then move to the hour after (and look): that Job and
+    the new hour."""
+    first = clock.to_next_hour()
+    await tick(kube, namespace)
+    running = await job_for(kube, namespace, first)
+    second = clock.to_next_hour()
+    await tick(kube, namespace)
+    return running, second
+
+
 async def status(kube: KubeClient, namespace: str) -> CronJob:
     return await kube.get(CRONJOB, NAME, namespace=namespace)
 
@@ -176,11 +189,7 @@ async def test_forbid_skips_while_one_runs_and_starts_late_after(
     clock = Clock()
     await kube.create(CRONJOB, cronjob(concurrencyPolicy="Forbid"), namespace=namespace)
     async with run_controllers(kube, CronJobController, clock=clock):
-        first = clock.to_next_hour()
-        await tick(kube, namespace)
-        running = await job_for(kube, namespace, first)
-        second = clock.to_next_hour()
-        await tick(kube, namespace)
+        running, second = await running_at_next_hour(kube, namespace, clock)
         await event(kube, namespace, "ForbidConcurrent", "another job is already running")
         assert list(await jobs(kube, namespace)) == [running.metadata.name]
         await finish(kube, namespace, running, "Completed")
@@ -199,11 +208,7 @@ async def test_replace_deletes_the_running_job(kube: KubeClient, namespace: str)
     clock = Clock()
     await kube.create(CRONJOB, cronjob(concurrencyPolicy="Replace"), namespace=namespace)
     async with run_controllers(kube, CronJobController, clock=clock):
-        first = clock.to_next_hour()
-        await tick(kube, namespace)
-        old = await job_for(kube, namespace, first)
-        second = clock.to_next_hour()
-        await tick(kube, namespace)
+        old, second = await running_at_next_hour(kube, namespace, clock)
         new = await job_for(kube, namespace, second)
 
         async def replaced() -> bool:
