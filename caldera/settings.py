@@ -213,6 +213,7 @@ WEBHOOK_PATHS = (
     "/podgroups/mutate",
     "/podgroups/validate",
     "/pods/validate",
+    "/cronjobs/validate",
 )
 
 
