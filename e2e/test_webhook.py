@@ -16,6 +16,7 @@ other tests own).
 
 from __future__ import annotations
 
+import copy
 import json
 import secrets
 import subprocess
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from caldera.api.kinds import CRONJOB, JOB, POD, PODGROUP, QUEUE, resource_path
 from caldera.kube.client import KubeClient, PatchType
@@ -44,6 +46,9 @@ pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("crds")]
 
 TOKEN = secrets.token_hex(3)
 LABEL = "caldera.io/e2e-webhook"
+NIGHTLY: dict[str, Any] = yaml.safe_load(
+    (Path(__file__).resolve().parents[1] / "examples" / "cronjob-nightly.yaml").read_text()
+)
 
 
 @dataclass(frozen=True)
@@ -750,6 +755,14 @@ async def test_cronjob_rule(
         return
     assert "denied the request" in refusal
     assert message in refusal
+
+
+async def test_example_cronjob_is_admitted(webhook: Webhook, kube: KubeClient) -> None:
+    """examples/cronjob-nightly.yaml passes every rule (its template as one of its Jobs)."""
+    body = copy.deepcopy(NIGHTLY)
+    body["metadata"]["namespace"] = webhook.namespace
+    body["spec"]["jobTemplate"]["spec"]["queue"] = webhook.open
+    await kube.create(CRONJOB, body, dry_run=True)
 
 
 async def test_cronjob_name_and_update(webhook: Webhook, kube: KubeClient) -> None:
