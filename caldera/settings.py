@@ -85,7 +85,7 @@ class ProcessSettings:
 
 @dataclass(frozen=True, kw_only=True)
 class ControllersSettings(ProcessSettings):
-    """``caldera controllers``: the job, queue, podgroup, command and gc controllers."""
+    """``caldera controllers``: the job, queue, podgroup, command, gc and cronjob controllers."""
 
     controllers: tuple[str, ...] = _opt(
         (),

@@ -15,7 +15,8 @@ status with a plain update, and Command has no subresources at all. Every CRD ca
 `helm.sh/resource-policy: keep`, so uninstalling the chart does not delete users' objects.
 
 Generated: Job, CronJob, Command, PodGroup, Queue (the cronjob controller starts the CronJobs'
-Jobs; the webhook validates them at /cronjobs/validate). Volcano CRDs Caldera does not serve: flow.volcano.sh JobFlow and JobTemplate, topology.volcano.sh HyperNode,
+Jobs; the webhook validates them at /cronjobs/validate). Volcano CRDs Caldera does not serve:
+flow.volcano.sh JobFlow and JobTemplate, topology.volcano.sh HyperNode,
 nodeinfo.volcano.sh Numatopology, shard.volcano.sh NodeShard (and the newer Reservation and
 colocation CRDs).
 """
