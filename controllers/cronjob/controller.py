@@ -34,7 +34,7 @@ from caldera.api.meta import ObjectReference, controller_of
 from caldera.api.volcano import BATCH_API_VERSION, CronJob, CronJobStatus, Job
 from caldera.kube.client import PropagationPolicy
 from caldera.kube.errors import AlreadyExists, ApiError, Conflict, NotFound
-from controllers.cronjob.plan import Plan, consumed, plan, started
+from controllers.cronjob.plan import Plan, consumed, finished, plan, started
 from controllers.runtime import Controller, Result
 from informers.store import HandlerFuncs, split_key
 
@@ -153,6 +153,8 @@ class CronJobController(Controller):
                     f"(current owner: {owner.name if owner else 'none'})",
                 )
                 return consumed(status, todo.scheduled)  # the time cannot run: give it up
+            if finished(existing):
+                return consumed(status, todo.scheduled)
             self.log.info("adopted the job of this time, created before", job=name)
             return started(status, existing, todo.scheduled)
         except ApiError as exc:

@@ -63,6 +63,7 @@ __all__ = [
     "Note",
     "Plan",
     "consumed",
+    "finished",
     "job_ref",
     "plan",
     "started",
@@ -108,7 +109,8 @@ def _phase(job: Job) -> str:
     return job.status.state.phase
 
 
-def _finished(job: Job) -> bool:
+def finished(job: Job) -> bool:
+    """Whether ``job`` has ended: Completed, Failed or Terminated."""
     return _phase(job) in SUCCEEDED or _phase(job) in FAILED
 
 
@@ -209,7 +211,7 @@ def plan(cronjob: CronJob, jobs: Sequence[Job], now: dt.datetime) -> Plan:
                     f"Active job {ref.name!r} no longer exists (UID: {ref.uid})",
                 )
             )
-        elif _finished(job):
+        elif finished(job):
             notes.append(
                 Note(
                     "Normal",
@@ -223,7 +225,7 @@ def plan(cronjob: CronJob, jobs: Sequence[Job], now: dt.datetime) -> Plan:
     active.extend(
         job_ref(j)
         for j in sorted(live, key=_age_order)
-        if j.metadata.uid not in listed and not _finished(j)
+        if j.metadata.uid not in listed and not finished(j)
     )
 
     last_success = _time(status.last_successful_time)
