@@ -20,8 +20,9 @@ from caldera.api.volcano import (
     JobStatus,
     JobTemplateSpec,
     TaskSpec,
+    job_reference,
 )
-from controllers.cronjob.plan import MANY_MISSED, Plan, job_ref, plan, started
+from controllers.cronjob.plan import MANY_MISSED, Plan, plan, started
 
 CREATED = dt.datetime(2026, 1, 1, 0, 0, 30, tzinfo=dt.UTC)
 TEMPLATE = JobTemplateSpec(
@@ -186,7 +187,7 @@ def test_existing_job_for_the_time_is_not_started_twice() -> None:
 def test_forbid_skips_while_a_job_runs_and_starts_late_after() -> None:
     """Forbid: a Warning while one is active; once it finished, the owed time starts."""
     running = job("old")
-    cj = cron(last=at(0), concurrency_policy="Forbid", active=(job_ref(running),))
+    cj = cron(last=at(0), concurrency_policy="Forbid", active=(job_reference(running),))
     blocked = plan(cj, [running], at(1, 0, 5))
     assert blocked.create is None
     assert reasons(blocked) == ["ForbidConcurrent"]
@@ -202,7 +203,7 @@ def test_forbid_skips_while_a_job_runs_and_starts_late_after() -> None:
 def test_replace_deletes_the_active_jobs_first() -> None:
     """Replace: the running Job goes, a Warning says so, and the new one starts."""
     running = job("old")
-    cj = cron(last=at(0), concurrency_policy="Replace", active=(job_ref(running),))
+    cj = cron(last=at(0), concurrency_policy="Replace", active=(job_reference(running),))
     p = plan(cj, [running], at(1, 0, 5))
     assert [j.metadata.name for j in p.replace] == ["old"]
     assert p.create is not None
@@ -213,7 +214,7 @@ def test_replace_deletes_the_active_jobs_first() -> None:
 def test_allow_runs_jobs_side_by_side() -> None:
     """Allow: a running Job does not stop the next one."""
     running = job("old")
-    p = plan(cron(last=at(0), active=(job_ref(running),)), [running], at(1, 0, 5))
+    p = plan(cron(last=at(0), active=(job_reference(running),)), [running], at(1, 0, 5))
     assert p.create is not None
     assert [r.name for r in p.status.active] == ["old"]
 
@@ -221,7 +222,7 @@ def test_allow_runs_jobs_side_by_side() -> None:
 def test_suspend_starts_nothing_but_tidies() -> None:
     """Suspended: no Job, no requeue; finished Jobs still leave status.active."""
     done = job("old", "Failed")
-    p = plan(cron(last=at(0), suspend=True, active=(job_ref(done),)), [done], at(3))
+    p = plan(cron(last=at(0), suspend=True, active=(job_reference(done),)), [done], at(3))
     assert p.create is None
     assert p.requeue_after is None
     assert p.status.active == ()
@@ -283,7 +284,7 @@ def scenarios(draw: st.DrawFn) -> tuple[CronJob, list[Job], dt.datetime]:
         )
         for i in range(n)
     ]
-    listed = tuple(job_ref(j) for j in jobs if draw(st.booleans()))
+    listed = tuple(job_reference(j) for j in jobs if draw(st.booleans()))
     last = draw(st.none() | st.integers(0, 5000).map(lambda m: CREATED + dt.timedelta(minutes=m)))
     cj = cron(
         draw(schedules),

@@ -55,6 +55,7 @@ from caldera.api.volcano import (
     CronJobStatus,
     Job,
     JobPhase,
+    job_reference,
 )
 
 __all__ = [
@@ -64,7 +65,6 @@ __all__ = [
     "Plan",
     "consumed",
     "finished",
-    "job_ref",
     "plan",
     "started",
 ]
@@ -119,18 +119,6 @@ def _age_order(job: Job) -> tuple[bool, dt.datetime, str]:
     return (created is None, created or dt.datetime.max.replace(tzinfo=dt.UTC), job.metadata.name)
 
 
-def job_ref(job: Job) -> ObjectReference:
-    """The reference ``status.active`` holds for ``job``."""
-    return ObjectReference(
-        api_version=BATCH_API_VERSION,
-        kind="Job",
-        namespace=job.metadata.namespace,
-        name=job.metadata.name,
-        uid=job.metadata.uid,
-        resource_version=job.metadata.resource_version,
-    )
-
-
 def consumed(status: CronJobStatus, scheduled: dt.datetime) -> CronJobStatus:
     """``status`` once the time ``scheduled`` is dealt with (lastScheduleTime never goes back)."""
     last = _time(status.last_schedule_time)
@@ -142,7 +130,7 @@ def started(status: CronJobStatus, job: Job, scheduled: dt.datetime) -> CronJobS
     """``status`` once ``job`` (as the API server returned it) runs for ``scheduled``."""
     active = status.active
     if all(ref.uid != job.metadata.uid for ref in active):
-        active = (*active, job_ref(job))
+        active = (*active, job_reference(job))
     return consumed(msgspec.structs.replace(status, active=active), scheduled)
 
 
@@ -223,7 +211,7 @@ def plan(cronjob: CronJob, jobs: Sequence[Job], now: dt.datetime) -> Plan:
             active.append(ref)
     listed = {ref.uid for ref in status.active}
     active.extend(
-        job_ref(j)
+        job_reference(j)
         for j in sorted(live, key=_age_order)
         if j.metadata.uid not in listed and not finished(j)
     )
