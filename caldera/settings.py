@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
 ENV_PREFIX = "CALDERA_"
-KNOWN_CONTROLLERS = ("job", "queue", "podgroup", "command", "gc")
+KNOWN_CONTROLLERS = ("job", "queue", "podgroup", "command", "gc", "cronjob")
 
 
 class SettingsError(ValueError):
@@ -85,7 +85,7 @@ class ProcessSettings:
 
 @dataclass(frozen=True, kw_only=True)
 class ControllersSettings(ProcessSettings):
-    """``caldera controllers``: the job, queue, podgroup, command and gc controllers."""
+    """``caldera controllers``: the job, queue, podgroup, command, gc and cronjob controllers."""
 
     controllers: tuple[str, ...] = _opt(
         (),
@@ -213,6 +213,7 @@ WEBHOOK_PATHS = (
     "/podgroups/mutate",
     "/podgroups/validate",
     "/pods/validate",
+    "/cronjobs/validate",
 )
 
 

@@ -13,7 +13,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     register_process(
         sub,
         "controllers",
-        "run the job, queue, podgroup, command and gc controllers",
+        "run the job, queue, podgroup, command, gc and cronjob controllers",
         ControllersSettings,
         run,
     )

@@ -26,6 +26,7 @@ from caldera.api.volcano import (
     QUEUE_NAME_KEY,
     SCHEDULING_QUEUE_NAME_KEY,
     TASK_SPEC_KEY,
+    CronJob,
     Job,
     PodGroup,
     PodGroupConditionType,
@@ -34,6 +35,7 @@ from caldera.api.volcano import (
 )
 
 __all__ = [
+    "CRONJOB_COLUMNS",
     "JOB_COLUMNS",
     "NO_RESOURCES",
     "POD_COLUMNS",
@@ -41,6 +43,8 @@ __all__ = [
     "QueueCounts",
     "QueueShare",
     "as_list",
+    "cronjob_row",
+    "cronjob_table",
     "dump",
     "format_age",
     "gang_status",
@@ -88,6 +92,8 @@ QUEUE_COLUMNS: Final = (
 )
 QUEUE_WIDE_COLUMNS: Final = ("Deserved", "Allocated", "Share")
 POD_COLUMNS: Final = ("Name", "Ready", "Status", "Restart", "Age")
+CRONJOB_COLUMNS: Final = ("NAME", "SCHEDULE", "SUSPEND", "ACTIVE", "LAST SCHEDULE", "AGE")
+CRONJOB_WIDE_COLUMNS: Final = ("TIMEZONE", "CONCURRENCY", "LAST SUCCESSFUL")
 POD_WIDE_COLUMNS: Final = ("Job", "Task", "Queue", "Node", "IP")
 
 
@@ -334,6 +340,52 @@ def queue_table(
         )
         for q in queues
     )
+    return render_table(headers, rows)
+
+
+# --- cronjobs ---------------------------------------------------------------------------------
+
+
+def cronjob_row(
+    cronjob: CronJob, *, all_namespaces: bool = False, wide: bool = False, now: dt.datetime
+) -> list[str]:
+    """One row of `caldera cronjob list`: kubectl's columns (ages of the last schedule and of
+    the object; `<none>` before the first schedule)."""
+    spec, status = cronjob.spec, cronjob.status
+    last = status.last_schedule_time
+    row = [
+        cronjob.metadata.name,
+        spec.schedule,
+        str(spec.suspend),
+        str(len(status.active)),
+        format_age(last, now) if last else "<none>",
+        format_age(cronjob.metadata.creation_timestamp, now),
+    ]
+    if all_namespaces:
+        row.insert(0, cronjob.metadata.namespace)
+    if wide:
+        success = status.last_successful_time
+        row += [
+            spec.time_zone or "<none>",
+            spec.concurrency_policy,
+            format_age(success, now) if success else "<none>",
+        ]
+    return row
+
+
+def cronjob_table(
+    cronjobs: Sequence[CronJob],
+    *,
+    all_namespaces: bool = False,
+    wide: bool = False,
+    now: dt.datetime,
+) -> str:
+    """The `caldera cronjob list` / `get` table, or `No resources found`."""
+    if not cronjobs:
+        return NO_RESOURCES + "\n"
+    headers = (["NAMESPACE"] if all_namespaces else []) + list(CRONJOB_COLUMNS)
+    headers += list(CRONJOB_WIDE_COLUMNS) if wide else []
+    rows = (cronjob_row(c, all_namespaces=all_namespaces, wide=wide, now=now) for c in cronjobs)
     return render_table(headers, rows)
 
 

@@ -27,6 +27,7 @@ from caldera.obs.server import HealthServer
 from caldera.process import StartupError, connect, lead_when_elected, stop_on_signals
 from caldera.settings import ControllersSettings
 from controllers.command.controller import CommandController
+from controllers.cronjob.controller import CronJobController
 from controllers.gc.controller import GarbageCollector
 from controllers.job.controller import JobController
 from controllers.podgroup.controller import PodGroupController
@@ -43,6 +44,7 @@ AVAILABLE: dict[str, type[Controller]] = {
     PodGroupController.name: PodGroupController,
     CommandController.name: CommandController,
     GarbageCollector.name: GarbageCollector,
+    CronJobController.name: CronJobController,
 }
 
 log = structlog.get_logger("manager")

@@ -18,9 +18,11 @@ from __future__ import annotations
 import abc
 import asyncio
 import contextlib
+import datetime as dt
 import time
 import uuid
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import structlog
@@ -47,6 +49,11 @@ class TerminalError(Exception):
     """A failure that retrying cannot fix (bad spec, missing permission the user must grant)."""
 
 
+def utc_now() -> dt.datetime:
+    """The wall clock, in UTC: the default ``ControllerContext.clock``."""
+    return dt.datetime.now(dt.UTC)
+
+
 @dataclass(frozen=True)
 class ControllerContext:
     """Everything a controller gets from the process that runs it."""
@@ -58,6 +65,9 @@ class ControllerContext:
     metrics: ControllerMetrics
     queue_metrics: WorkQueueMetrics
     recorder: EventRecorder
+    # The one wall clock every time-dependent decision reads (cron schedules, TTLs), so tests
+    # drive it instead of sleeping. Delays the work queue waits stay in real loop time.
+    clock: Callable[[], dt.datetime] = field(default=utc_now)
 
 
 class Controller(abc.ABC):

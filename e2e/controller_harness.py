@@ -4,7 +4,8 @@ them, for tests that need to reach inside a controller."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+import datetime as dt
+from collections.abc import AsyncIterator, Callable
 
 from prometheus_client import CollectorRegistry
 
@@ -12,14 +13,17 @@ from caldera.kube.client import KubeClient
 from caldera.kube.events import EventRecorder
 from caldera.obs.metrics import ControllerMetrics
 from caldera.settings import ControllersSettings
-from controllers.runtime import Controller, ControllerContext
+from controllers.runtime import Controller, ControllerContext, utc_now
 from informers.factory import SharedInformerFactory
 from informers.metrics import WorkQueueMetrics
 
 
 @contextlib.asynccontextmanager
 async def run_controllers(
-    kube: KubeClient, *classes: type[Controller], settings: ControllersSettings | None = None
+    kube: KubeClient,
+    *classes: type[Controller],
+    settings: ControllersSettings | None = None,
+    clock: Callable[[], dt.datetime] = utc_now,
 ) -> AsyncIterator[ControllerContext]:
     """Controllers on one shared informer cache, started after it synced, as the manager does."""
     registry = CollectorRegistry()
@@ -33,6 +37,7 @@ async def run_controllers(
         metrics=ControllerMetrics(registry),
         queue_metrics=WorkQueueMetrics(registry),
         recorder=recorder,
+        clock=clock,
     )
     controllers = [cls(ctx) for cls in classes]
     for controller in controllers:

@@ -25,6 +25,7 @@ import pytest
 import yaml
 from cryptography import x509
 
+from caldera.api.meta import format_time
 from caldera.settings import (
     ControllersSettings,
     ProcessSettings,
@@ -498,7 +499,7 @@ async def test_install_and_rbac_through_a_job_lifecycle(
     """helm install is accepted object by object; an upgrade keeps the webhook certificate; and
     the controllers, the scheduler and the webhook, each with only its chart ServiceAccount's
     token, take their Leases, sync their caches and carry a Job with plugins from creation to
-    Completed and TTL deletion without a single 403."""
+    Completed and TTL deletion, and start a CronJob's owed Job, without a single 403."""
     inst = installed
     manifest = _run(inst.helm_cmd("get", "manifest", inst.release)).stdout
     rendered = [d for d in yaml.safe_load_all(manifest) if d]
@@ -593,6 +594,36 @@ async def test_install_and_rbac_through_a_job_lifecycle(
         assert review["response"]["patchType"] == "JSONPatch", review
 
         inst.kubectl("-n", namespace, "create", "-f", "-", input=json.dumps(_job("rbac")))
+        # A yearly CronJob whose last run was two years ago owes one Job now: the cronjob
+        # controller creates it and writes the CronJob's status with its ServiceAccount.
+        inst.kubectl("-n", namespace, "create", "-f", "-", input=json.dumps(_cronjob("cron")))
+        two_years_ago = format_time(dt.datetime.now(dt.UTC) - dt.timedelta(days=730))
+        inst.kubectl(
+            "-n",
+            namespace,
+            "patch",
+            "cronjobs.batch.volcano.sh",
+            "cron",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            json.dumps({"status": {"lastScheduleTime": two_years_ago}}),
+        )
+
+        async def cron_started() -> bool | None:
+            _no_refusals(procs)
+            active = inst.kubectl(
+                "-n",
+                namespace,
+                "get",
+                "cronjobs.batch.volcano.sh",
+                "cron",
+                "-o",
+                "jsonpath={.status.active[*].name}",
+            ).strip()
+            return _ok(active.startswith("cron-"))
+
+        await eventually(cron_started, timeout=60, what="the CronJob's Job and status")
 
         async def plugin_objects() -> bool | None:
             _no_refusals(procs)
@@ -641,6 +672,16 @@ async def test_install_and_rbac_through_a_job_lifecycle(
     logs = _logs(procs)
     _no_refusals(procs)
     assert codes == {"controllers": 0, "scheduler": 0, "webhook": 0}, logs
+
+
+def _cronjob(name: str) -> dict[str, Any]:
+    """A yearly CronJob of `_job`'s Job (which finishes and has a TTL)."""
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "CronJob",
+        "metadata": {"name": name},
+        "spec": {"schedule": "0 0 1 1 *", "jobTemplate": {"spec": _job(name)["spec"]}},
+    }
 
 
 def _no_refusals(procs: dict[str, CalderaProcess]) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import json
 import queue as queue_mod
 import shutil
@@ -21,7 +22,7 @@ import pytest
 import yaml
 from kubernetes_asyncio import client
 
-from caldera.api.kinds import COMMAND, EVENT, JOB, POD, PODGROUP, QUEUE
+from caldera.api.kinds import COMMAND, CRONJOB, EVENT, JOB, POD, PODGROUP, QUEUE
 from caldera.api.volcano import Command, Job
 from caldera.kube.client import KubeClient
 from caldera.kube.errors import NotFound
@@ -32,6 +33,9 @@ from e2e.standin_scheduler import standin_scheduler
 from e2e.waiting import eventually
 
 pytestmark = pytest.mark.e2e
+NIGHTLY: dict[str, Any] = yaml.safe_load(
+    (Path(__file__).resolve().parents[1] / "examples" / "cronjob-nightly.yaml").read_text()
+)
 
 CALDERA = str(Path(sys.prefix) / "bin" / "caldera")
 
@@ -106,6 +110,9 @@ def rows_by_name(text: str, column: int = 0) -> dict[str, list[str]]:
         (["queue", "get"], ["-n", "-o"]),
         (["pod", "list"], ["-n", "-j", "--job", "-q", "--all-namespaces", "-o"]),
         (["completion"], ["bash", "zsh"]),
+        (["cronjob"], ["list", "get", "suspend", "resume"]),
+        (["cronjob", "list"], ["-n", "--all-namespaces", "-o"]),
+        (["cronjob", "suspend"], ["NAME", "-n", "-N"]),
     ],
 )
 def test_help_shows_vcctls_commands_and_flags(command: list[str], expected: list[str]) -> None:
@@ -522,6 +529,32 @@ async def _podgroup(kube: KubeClient, namespace: str, name: str, queue: str, pha
 
 
 @pytest.mark.usefixtures("crds")
+async def test_cronjob_list_get_suspend_resume(
+    cluster: Cluster, namespace: str, kube: KubeClient
+) -> None:
+    """kubectl's columns for real CronJobs; suspend and resume flip spec.suspend; -o json and
+    a missing name are as for the other commands."""
+    body = copy.deepcopy(NIGHTLY)
+    await kube.create(CRONJOB, body, namespace=namespace)
+    rows = table(ok(caldera(cluster, "cronjob", "list", "-n", namespace)))
+    assert rows[0] == ["NAME", "SCHEDULE", "SUSPEND", "ACTIVE", "LAST", "SCHEDULE", "AGE"]
+    assert rows[1][:9] == ["nightly-train", "30", "2", "*", "*", "*", "False", "0", "<none>"]
+    everywhere = table(ok(caldera(cluster, "cronjob", "list", "--all-namespaces")))
+    assert [namespace, "nightly-train"] in [r[:2] for r in everywhere[1:]]
+    assert ok(caldera(cluster, "cronjob", "suspend", "nightly-train", "-n", namespace)) == (
+        f"cronjob {namespace}/nightly-train suspended\n"
+    )
+    assert (await kube.get(CRONJOB, "nightly-train", namespace=namespace)).spec.suspend
+    got = json.loads(
+        ok(caldera(cluster, "cronjob", "get", "-N", "nightly-train", "-n", namespace, "-o", "json"))
+    )
+    assert (got["kind"], got["spec"]["suspend"]) == ("CronJob", True)
+    ok(caldera(cluster, "cronjob", "resume", "-N", "nightly-train", "-n", namespace))
+    assert not (await kube.get(CRONJOB, "nightly-train", namespace=namespace)).spec.suspend
+    one_error(caldera(cluster, "cronjob", "get", "ghost", "-n", namespace), f"{namespace}/ghost")
+    one_error(caldera(cluster, "cronjob", "suspend", "-n", namespace), "must be specified")
+
+
 async def test_queue_create_get_list_operate_delete(
     cluster: Cluster, namespace: str, kube: KubeClient, queue_names: list[str]
 ) -> None:

@@ -16,6 +16,7 @@ other tests own).
 
 from __future__ import annotations
 
+import copy
 import json
 import secrets
 import subprocess
@@ -25,8 +26,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-from caldera.api.kinds import JOB, POD, PODGROUP, QUEUE, resource_path
+from caldera.api.kinds import CRONJOB, JOB, POD, PODGROUP, QUEUE, resource_path
 from caldera.kube.client import KubeClient
 from caldera.kube.errors import ApiError
 from caldera.kube.requests import PatchType
@@ -36,6 +38,8 @@ from e2e.cluster.control_plane import free_port, kubectl
 from e2e.cluster.pki import write_serving_pair
 from e2e.conftest import Cluster
 from e2e.waiting import eventually, until
+from unit.test_webhook_cronjobs import CRONJOB_RULES
+from unit.test_webhook_cronjobs import cronjob as cronjob_dict
 from unit.test_webhook_jobs import CREATE_RULES, UPDATE_RULES
 from unit.webhook_fixtures import job_dict, task
 
@@ -43,6 +47,9 @@ pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("crds")]
 
 TOKEN = secrets.token_hex(3)
 LABEL = "caldera.io/e2e-webhook"
+NIGHTLY: dict[str, Any] = yaml.safe_load(
+    (Path(__file__).resolve().parents[1] / "examples" / "cronjob-nightly.yaml").read_text()
+)
 
 
 @dataclass(frozen=True)
@@ -715,6 +722,61 @@ async def test_pods_admitted(webhook: Webhook, kube: KubeClient) -> None:
     """A valid annotation, and any pod of another scheduler, are admitted."""
     await kube.create(POD, _pod(webhook, {MAX: "50%"}), dry_run=True)
     await kube.create(POD, _pod(webhook, {MIN: "0"}, "default-scheduler"), dry_run=True)
+
+
+# --- cronjobs -----------------------------------------------------------------------------------
+
+# Rows whose bad values the CRD schema refuses (minimum 0, enum, minItems) before the webhook.
+CRONJOB_CRD_FIRST = (
+    "spec.startingDeadlineSeconds",
+    "spec.successfulJobsHistoryLimit",
+    "spec.failedJobsHistoryLimit",
+    "spec.concurrencyPolicy",
+    "spec.jobTemplate: spec.tasks: No task",
+)
+
+
+def _cronjob(wh: Webhook, changes: dict[str, Any], name: str = "nightly") -> dict[str, Any]:
+    body = cronjob_dict(name, **changes)
+    body["metadata"]["namespace"] = wh.namespace
+    body["spec"]["jobTemplate"]["spec"].setdefault("queue", wh.open)
+    return body
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"), [pytest.param(c, m, id=m[:60]) for c, m in CRONJOB_RULES]
+)
+async def test_cronjob_rule(
+    webhook: Webhook, kube: KubeClient, changes: dict[str, Any], message: str
+) -> None:
+    """Each bad CronJob is refused with its message, which names the field."""
+    refusal = await _refusal(kube, CRONJOB, _cronjob(webhook, changes))
+    assert message.split(":")[0] in refusal
+    if message.startswith(CRONJOB_CRD_FIRST):
+        return
+    assert "denied the request" in refusal
+    assert message in refusal
+
+
+async def test_example_cronjob_is_admitted(webhook: Webhook, kube: KubeClient) -> None:
+    """examples/cronjob-nightly.yaml passes every rule (its template as one of its Jobs)."""
+    body = copy.deepcopy(NIGHTLY)
+    body["metadata"]["namespace"] = webhook.namespace
+    body["spec"]["jobTemplate"]["spec"]["queue"] = webhook.open
+    await kube.create(CRONJOB, body, dry_run=True)
+
+
+async def test_cronjob_name_and_update(webhook: Webhook, kube: KubeClient) -> None:
+    """A name too long for its Jobs is refused; a good CronJob is admitted, and an update that
+    breaks its schedule is refused."""
+    long_name = await _refusal(kube, CRONJOB, _cronjob(webhook, {}, "n" * 53))
+    assert "cronJob name must be no more than 52 characters" in long_name
+    await kube.create(CRONJOB, _cronjob(webhook, {}, "ok"))
+    with pytest.raises(ApiError) as refused:
+        await kube.patch(
+            CRONJOB, "ok", {"spec": {"schedule": "0 25 * * *"}}, namespace=webhook.namespace
+        )
+    assert "spec.schedule: schedule is not a valid cron expression" in refused.value.message
 
 
 # --- the process --------------------------------------------------------------------------------

@@ -24,8 +24,11 @@ from caldera.api.core import (
     PodSpec,
     PodStatus,
 )
-from caldera.api.meta import ObjectMeta, ObjectReference, OwnerReference
+from caldera.api.meta import ObjectMeta, ObjectReference, OwnerReference, format_time
 from caldera.api.volcano import (
+    CronJob,
+    CronJobSpec,
+    CronJobStatus,
     Job,
     JobSpec,
     JobState,
@@ -160,6 +163,32 @@ def test_job_table_headers_and_empty_table() -> None:
     header = text.splitlines()[0].split()
     assert header == ["Namespace", *output.JOB_COLUMNS]
     assert output.job_table([]) == "No resources found\n"
+
+
+# --- cronjobs ---------------------------------------------------------------------------------
+
+
+def test_cronjob_rows_have_kubectls_columns() -> None:
+    """NAME SCHEDULE SUSPEND ACTIVE LAST SCHEDULE AGE; <none> before the first schedule; wide
+    adds the zone, the policy and the last success."""
+    created = format_time(NOW - dt.timedelta(hours=12))
+    cj = CronJob(
+        metadata=ObjectMeta(name="nightly", namespace="ml", creation_timestamp=created),
+        spec=CronJobSpec(schedule="0 2 * * *", time_zone="Europe/Paris"),
+        status=CronJobStatus(
+            active=(ObjectReference(name="nightly-1"),),
+            last_schedule_time=format_time(NOW - dt.timedelta(minutes=5)),
+        ),
+    )
+    assert output.cronjob_row(cj, now=NOW) == ["nightly", "0 2 * * *", "False", "1", "5m", "12h"]
+    assert output.cronjob_row(cj, all_namespaces=True, now=NOW)[0] == "ml"
+    assert output.cronjob_row(cj, wide=True, now=NOW)[-3:] == ["Europe/Paris", "Allow", "<none>"]
+    fresh = CronJob(metadata=ObjectMeta(name="new", creation_timestamp=created))
+    assert output.cronjob_row(fresh, now=NOW)[4] == "<none>"
+    text = output.cronjob_table([cj], now=NOW)
+    header = [h.strip() for h in text.splitlines()[0].split("   ") if h.strip()]
+    assert header == ["NAME", "SCHEDULE", "SUSPEND", "ACTIVE", "LAST SCHEDULE", "AGE"]
+    assert output.cronjob_table([], now=NOW) == "No resources found\n"
 
 
 # --- queues -----------------------------------------------------------------------------------
@@ -475,7 +504,8 @@ def test_command_body_is_vcctls() -> None:
 
 def test_completion_tree_covers_every_command_and_choice() -> None:
     tree = completion_tree(build_parser())
-    assert {"job", "queue", "pod", "completion"} <= set(tree[""].commands)
+    assert {"job", "queue", "cronjob", "pod", "completion"} <= set(tree[""].commands)
+    assert tree["cronjob"].commands == ["list", "get", "suspend", "resume"]
     assert tree["job"].commands == ["run", "list", "view", "why", "suspend", "resume", "delete"]
     assert {"-n", "-q", "-S", "--all-namespaces", "--selector", "-w", "-o", "--context"} <= set(
         tree["job list"].options

@@ -9,7 +9,6 @@ import pytest
 
 from caldera.api.volcano import Job
 from unit.webhook_fixtures import (
-    apply_patch,
     container,
     job_dict,
     queue,
@@ -17,6 +16,7 @@ from unit.webhook_fixtures import (
     three_task_job,
     to_job,
 )
+from webhooks.admission import apply_patch
 from webhooks.jobs import mutate_job, validate_job_create, validate_job_update
 from webhooks.view import StaticView
 

@@ -104,24 +104,6 @@ def review(
     return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
 
 
-def apply_patch(doc: dict[str, Any], patch: list[dict[str, Any]]) -> dict[str, Any]:
-    """Apply a JSON patch of `add` operations (all the webhook emits), as the API server does."""
-    out = copy.deepcopy(doc)
-    for op in patch:
-        assert op["op"] == "add", op
-        *parents, last = [
-            t.replace("~1", "/").replace("~0", "~") for t in op["path"][1:].split("/")
-        ]
-        target: Any = out
-        for token in parents:
-            target = target[int(token)] if isinstance(target, list) else target[token]
-        if isinstance(target, list):
-            target.insert(int(last), op["value"])
-        else:
-            target[last] = copy.deepcopy(op["value"])
-    return out
-
-
 def _name(obj: Any) -> str:
     meta = obj.get("metadata") if isinstance(obj, dict) else None
     name = meta.get("name") if isinstance(meta, dict) else None

@@ -13,6 +13,7 @@ An import-linter contract keeps this module free of I/O (docs/architecture.md).
 from __future__ import annotations
 
 import base64
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -31,6 +32,7 @@ __all__ = [
     "Presence",
     "Verdict",
     "add",
+    "apply_patch",
     "encode_response",
     "escape_pointer",
 ]
@@ -116,6 +118,26 @@ def escape_pointer(token: str) -> str:
 def add(path: str, value: Any) -> PatchOp:
     """A JSON-patch `add`: sets the member whether or not it exists (its parent must exist)."""
     return {"op": "add", "path": path, "value": value}
+
+
+def apply_patch(doc: dict[str, Any], patch: Sequence[PatchOp]) -> dict[str, Any]:
+    """``doc`` after a JSON patch of `add` operations (all the mutating rules emit), as the API
+    server applies it; ``doc`` itself is left alone."""
+    out = copy.deepcopy(doc)
+    for op in patch:
+        if op["op"] != "add":
+            raise ValueError(f"only add operations are applied here, not {op['op']!r}")
+        *parents, last = [
+            t.replace("~1", "/").replace("~0", "~") for t in op["path"][1:].split("/")
+        ]
+        target: Any = out
+        for token in parents:
+            target = target[int(token)] if isinstance(target, list) else target[token]
+        if isinstance(target, list):
+            target.insert(int(last), copy.deepcopy(op["value"]))
+        else:
+            target[last] = copy.deepcopy(op["value"])
+    return out
 
 
 @dataclass(frozen=True, slots=True)

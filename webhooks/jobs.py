@@ -453,8 +453,11 @@ def _mpi_master(job: Job) -> str:
     return options.master if isinstance(options, MPIOptions) else "master"
 
 
-def validate_job_create(job: Job, cluster: ClusterView) -> str:
-    """Why a new job is refused (Volcano's `validateJobCreate`), or "" when it is admitted."""
+def validate_job_create(job: Job, cluster: ClusterView | None) -> str:
+    """Why a new job is refused (Volcano's `validateJobCreate`), or "" when it is admitted.
+
+    With no `cluster`, only the checks of the job itself run, not the queue's: a CronJob's
+    template is checked so, its queue being looked up when each of its Jobs is created."""
     spec = job.spec
     if spec.min_available < 0:
         return "spec.minAvailable: job 'minAvailable' must be >= 0."
@@ -504,7 +507,8 @@ def validate_job_create(job: Job, cluster: ClusterView) -> str:
     msg += _policy_fragment(spec.policies, "spec.policies")
     msg += _plugins_fragment(job)
     msg += _volumes_fragment(job)
-    msg += _queue_fragment(job, cluster)
+    if cluster is not None:
+        msg += _queue_fragment(job, cluster)
     msg += _dependencies_fragment(job)
     msg += network_topology_error("spec.networkTopology", spec.network_topology)
     return msg.strip()

@@ -14,9 +14,9 @@ the models. Scope, short names, printer columns and the status subresource follo
 status with a plain update, and Command has no subresources at all. Every CRD carries
 `helm.sh/resource-policy: keep`, so uninstalling the chart does not delete users' objects.
 
-Generated: Job, CronJob, Command, PodGroup, Queue. The CronJob CRD is installed so that Volcano
-manifests apply unchanged, but no Caldera controller acts on CronJobs yet. Volcano CRDs Caldera does
-not serve: flow.volcano.sh JobFlow and JobTemplate, topology.volcano.sh HyperNode,
+Generated: Job, CronJob, Command, PodGroup, Queue (the cronjob controller starts the CronJobs'
+Jobs; the webhook validates them at /cronjobs/validate). Volcano CRDs Caldera does not serve:
+flow.volcano.sh JobFlow and JobTemplate, topology.volcano.sh HyperNode,
 nodeinfo.volcano.sh Numatopology, shard.volcano.sh NodeShard (and the newer Reservation and
 colocation CRDs).
 """

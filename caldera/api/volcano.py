@@ -417,6 +417,19 @@ class Job(Model, frozen=True):
     status: JobStatus = JobStatus()
 
 
+def job_reference(job: Job) -> ObjectReference:
+    """A reference to ``job``: the involved object of its Events, an entry of a CronJob's
+    ``status.active``."""
+    return ObjectReference(
+        api_version=BATCH_API_VERSION,
+        kind="Job",
+        namespace=job.metadata.namespace,
+        name=job.metadata.name,
+        uid=job.metadata.uid,
+        resource_version=job.metadata.resource_version,
+    )
+
+
 def policy_events(policy: LifecyclePolicy) -> tuple[str, ...]:
     """The events a policy reacts to: `event` and `events` merged, as the controller does."""
     if not policy.event:

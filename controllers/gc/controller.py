@@ -8,8 +8,6 @@ removes the pods, PodGroup and other dependents before the Job itself disappears
 
 from __future__ import annotations
 
-import datetime as dt
-
 from caldera.api.kinds import JOB
 from caldera.api.volcano import Job
 from caldera.kube.errors import Conflict, NotFound
@@ -37,7 +35,7 @@ class GarbageCollector(Controller):
         cached = self.jobs.store.get(key)
         if cached is None:
             return None
-        remaining = seconds_until_expiry(cached, dt.datetime.now(dt.UTC))
+        remaining = seconds_until_expiry(cached, self.ctx.clock())
         if remaining is None:
             return None
         if remaining > 0:
@@ -47,7 +45,7 @@ class GarbageCollector(Controller):
             fresh = await self.ctx.client.get(JOB, name, namespace=namespace)
         except NotFound:
             return None
-        remaining = seconds_until_expiry(fresh, dt.datetime.now(dt.UTC))
+        remaining = seconds_until_expiry(fresh, self.ctx.clock())
         if remaining is None:
             return None
         if remaining > 0:

@@ -42,11 +42,9 @@ from caldera.api.kinds import (
     SECRET,
     kind_for,
 )
-from caldera.api.meta import ObjectReference
 from caldera.api.podtemplate import job_template_errors
 from caldera.api.stored import policy_errors
 from caldera.api.volcano import (
-    BATCH_API_VERSION,
     CONTROLLER_OUT_OF_SYNC_KEY,
     JOB_NAME_KEY,
     POLICY_ACTIONS,
@@ -56,6 +54,7 @@ from caldera.api.volcano import (
     Job,
     JobEventReason,
     PodGroup,
+    job_reference,
 )
 from caldera.kube.errors import AlreadyExists, ApiError, Conflict, Invalid, NotFound
 from controllers.job import events
@@ -148,17 +147,6 @@ def job_pod_key(pod: Pod) -> list[str]:
         return []
     name = pod.metadata.annotations.get(JOB_NAME_KEY) or ref.name
     return [f"{pod.metadata.namespace}/{name}"]
-
-
-def job_reference(job: Job) -> ObjectReference:
-    return ObjectReference(
-        api_version=BATCH_API_VERSION,
-        kind="Job",
-        namespace=job.metadata.namespace,
-        name=job.metadata.name,
-        uid=job.metadata.uid,
-        resource_version=job.metadata.resource_version,
-    )
 
 
 class JobController(Controller):

@@ -53,6 +53,14 @@ VALIDATING = (
         ["CREATE"],
     ),
     ("validatepod", "/pods/validate", "", "v1", "pods", ["CREATE"]),
+    (
+        "validatecronjob",
+        "/cronjobs/validate",
+        "batch.volcano.sh",
+        "v1alpha1",
+        "cronjobs",
+        ["CREATE", "UPDATE"],
+    ),
 )
 
 
