@@ -33,6 +33,7 @@ SHORT = ChaosConfig(
 )
 
 
+@pytest.mark.timeout(600)
 async def test_a_short_chaos_round_keeps_every_invariant(
     plane: ControlPlane, crds: Path, tmp_path: Path
 ) -> None:

@@ -49,6 +49,7 @@ class Replica:
     proc: CalderaProcess
     started: float
     killed: bool = False
+    restartable: bool = True  # False once the run stops its processes
 
     def scrape(self) -> str | None:
         status, text = self.proc.get("/metrics")
@@ -99,7 +100,16 @@ class Fleet:
             args += self.scheduler_args
         return args
 
+    def current(self, kind: str, index: int) -> Replica | None:
+        return next((r for r in self.members.get(kind, []) if r.index == index), None)
+
     def spawn(self, kind: str, index: int) -> Replica:
+        """A new process in slot ``index``; the slot's previous process must have exited (one
+        process per slot, so the kill path and the crash watch never both restart it)."""
+        previous = self.current(kind, index)
+        if previous is not None:
+            assert previous.proc.proc.poll() is not None, f"{kind}[{index}] is still running"
+            previous.proc.stop()  # closes its log
         proc = CalderaProcess(
             kind, self._argv(kind), kubeconfig=self.kubeconfigs[kind], log_dir=self.log_dir
         )
@@ -142,6 +152,8 @@ class Fleet:
         """SIGKILL the kind's leader, restart it after ``pause`` and time its return (and, with
         a standby, the standby's takeover)."""
         victim = await self._leader(kind)
+        if victim.proc.proc.poll() is not None:
+            return  # it exited on its own a moment ago (a lost Lease): the crash watch restarts it
         victim.killed = True
         killed_at = time.monotonic()
         await asyncio.to_thread(victim.proc.kill)
@@ -153,6 +165,8 @@ class Fleet:
             else None
         )
         await asyncio.sleep(pause)
+        if self.current(kind, victim.index) is not victim:
+            return  # restarted meanwhile by the crash watch
         replica = self.spawn(kind, victim.index)
         await self._time_return(replica, elected=not standbys)
         if takeover is not None:
@@ -193,7 +207,7 @@ class Fleet:
             for kind, group in self.members.items():
                 for replica in list(group):
                     code = replica.proc.proc.poll()
-                    if code is not None and not replica.killed:
+                    if code is not None and not replica.killed and replica.restartable:
                         log = replica.proc.log()
                         exits = self.lease_exits if LEASE_LOST in log else self.crashes
                         exits.append(f"{kind}[{replica.index}] exited {code}: {log[-1500:]}")
@@ -205,6 +219,9 @@ class Fleet:
     def stop_all(self) -> dict[str, int]:
         """SIGTERM every live replica; each one's exit code (a clean stop is 0)."""
         codes = {}
+        for group in self.members.values():
+            for replica in group:
+                replica.restartable = False
         for kind, group in self.members.items():
             for replica in group:
                 if replica.proc.proc.poll() is None:
