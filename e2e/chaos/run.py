@@ -351,6 +351,7 @@ class ChaosRun:
         crt, key = write_serving_pair(
             self.plane.pki, self.dir / "webhook-certs", ["127.0.0.1", "localhost"]
         )
+        self.known_secrets["webhook serving key"] = key.read_text()
         self.webhook_port = free_port()
         replicas = {
             "webhook": 1,
