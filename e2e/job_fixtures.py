@@ -16,10 +16,12 @@ from caldera.kube.client import KubeClient
 from caldera.kube.errors import NotFound
 from e2e.caldera_process import CalderaProcess
 from e2e.conftest import Cluster
-from e2e.standin_scheduler import standin_scheduler
 
-RUN_FOR = "kwok.caldera.io/run-for"
-EXIT_CODE = "kwok.caldera.io/exit-code"
+# Re-exported: the job-controller tests import them from here.
+from e2e.kwok_tasks import EXIT_CODE as EXIT_CODE
+from e2e.kwok_tasks import RUN_FOR as RUN_FOR
+from e2e.kwok_tasks import task as task
+from e2e.standin_scheduler import standin_scheduler
 
 
 @pytest.fixture
@@ -48,41 +50,6 @@ async def enqueued_only(kube: KubeClient, namespace: str, cluster: Cluster) -> A
     """The stand-in scheduler's enqueue only: pods are created but never bound (stay Pending)."""
     async with standin_scheduler(kube, namespace, cluster.nodes, bind=False):
         yield
-
-
-def task(
-    name: str,
-    replicas: int = 1,
-    *,
-    run_for: str | None = None,
-    exit_code: int | None = None,
-    **extra: Any,
-) -> dict[str, Any]:
-    """A task whose pods run ``run_for`` and then exit with ``exit_code`` through kwok (without an
-    exit code they run until deleted). ``extra`` goes into the task as is (camelCase keys)."""
-    annotations: dict[str, str] = {}
-    if run_for is not None:
-        annotations[RUN_FOR] = run_for
-    if exit_code is not None:
-        annotations[EXIT_CODE] = str(exit_code)
-    return {
-        "name": name,
-        "replicas": replicas,
-        "template": {
-            "metadata": {"annotations": annotations},
-            "spec": {
-                "containers": [
-                    {
-                        "name": name,
-                        "image": "busybox:1.36",
-                        "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
-                    }
-                ],
-                "restartPolicy": "Never",
-            },
-        },
-        **extra,
-    }
 
 
 def job(name: str, tasks: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:

@@ -34,7 +34,7 @@ from caldera.kube.errors import ApiError
 from caldera.kube.requests import PatchType
 from e2e.caldera_process import CalderaProcess
 from e2e.cluster.caldera_processes import webhook_configurations
-from e2e.cluster.control_plane import free_port, kubectl
+from e2e.cluster.control_plane import free_port, kubectl, run_kubectl
 from e2e.cluster.pki import write_serving_pair
 from e2e.conftest import Cluster
 from e2e.waiting import eventually, until
@@ -66,16 +66,7 @@ class Webhook:
 
 
 def _kubectl(cluster: Cluster, *args: str, stdin: str | None = None) -> str:
-    done = subprocess.run(
-        [kubectl(), f"--kubeconfig={cluster.kubeconfig}", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise AssertionError(f"kubectl {' '.join(args)}: {done.stderr}")
-    return done.stdout
+    return run_kubectl(cluster.kubeconfig, *args, input=stdin)
 
 
 def _queue(name: str, **spec: Any) -> dict[str, Any]:

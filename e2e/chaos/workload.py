@@ -14,6 +14,8 @@ import random
 from dataclasses import dataclass
 from typing import Any, Final
 
+from e2e.kwok_tasks import EXIT_CODE, RUN_FOR, task
+
 __all__ = [
     "EXIT_CODE",
     "GONE",
@@ -23,8 +25,6 @@ __all__ = [
     "make_workload",
 ]
 
-RUN_FOR: Final = "kwok.caldera.io/run-for"
-EXIT_CODE: Final = "kwok.caldera.io/exit-code"
 GONE: Final = "(deleted)"  # the expected "phase" of a job its TTL removes
 
 
@@ -93,29 +93,9 @@ def _task(
     exit_code: int | None,
     **extra: Any,
 ) -> dict[str, Any]:
-    annotations: dict[str, str] = {}
-    if run_for is not None:
-        annotations[RUN_FOR] = run_for
-    if exit_code is not None:
-        annotations[EXIT_CODE] = str(exit_code)
-    return {
-        "name": name,
-        "replicas": replicas,
-        "template": {
-            "metadata": {"annotations": annotations},
-            "spec": {
-                "restartPolicy": "Never",
-                "containers": [
-                    {
-                        "name": name,
-                        "image": "busybox:1.36",
-                        "resources": {"requests": {"cpu": cpu, "memory": "128Mi"}},
-                    }
-                ],
-            },
-        },
-        **extra,
-    }
+    return task(
+        name, replicas, run_for=run_for, exit_code=exit_code, cpu=cpu, memory="128Mi", **extra
+    )
 
 
 def _claim(name: str) -> dict[str, Any]:
