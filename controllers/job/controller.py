@@ -23,7 +23,7 @@ import contextlib
 import dataclasses
 import datetime as dt
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -126,9 +126,28 @@ class _CommandItem:
 _Item = Request | _Timer | _CommandItem
 
 
-def _pod_policy_item(item: _Item) -> bool:
-    """A request from a pod first seen finished, put ahead of the syncs by `_post_first`."""
-    return isinstance(item, Request) and item.event in (Event.POD_FAILED, Event.TASK_COMPLETED)
+def _plain_sync(item: _Item) -> bool:
+    """A request that only asks for a sync (no policy can match it, no Command, no timer)."""
+    return (
+        isinstance(item, Request)
+        and item.action is None
+        and (item.event is None or item.event in (Event.OUT_OF_SYNC, Event.POD_RUNNING))
+    )
+
+
+def events_first(items: Sequence[_Item]) -> list[_Item]:
+    """A reconcile's batch with the requests that may carry a policy (pod events, Commands,
+    timers) first, in their order, then one sync for all the plain ones.
+
+    A sync judges the Job by the pods as the cache holds them now, and every pod change the
+    cache holds has its request in the same batch (handlers post as the cache updates). Run
+    first, a sync queued before a pod's ``PodFailed`` would see every pod finished and end the
+    Job by minSuccess (Failed) before that pod's ``exitCode: AbortJob`` could act, as happens
+    when the controller lags behind a burst; the policies run first, as they would have with
+    the events handled one at a time. Plain syncs are alike, so one is enough.
+    """
+    syncs = [item for item in items if _plain_sync(item)]
+    return [item for item in items if not _plain_sync(item)] + syncs[-1:]
 
 
 def policy_problems(job: Job) -> str:
@@ -210,24 +229,12 @@ class JobController(Controller):
         if request is not None:
             self._post(request, request.job_key)
 
-    def _post_first(self, request: Request | None) -> None:
-        """Post a finished pod's request ahead of the Job's queued syncs: a sync that ran first
-        would see every pod finished and end the Job by minSuccess before the pod's policy
-        (an exitCode AbortJob, a TaskCompleted) could act, as it does when watched live."""
-        if request is not None:
-            inbox = self._inbox.setdefault(request.job_key, [])
-            ahead = next(
-                (i for i, item in enumerate(inbox) if not _pod_policy_item(item)), len(inbox)
-            )
-            inbox.insert(ahead, request)
-            self.queue.add(request.job_key)
-
     def _job_added(self, job: Job) -> None:
         key = f"{job.metadata.namespace}/{job.metadata.name}"
         for name in sorted(self._finished_before_job.pop(key, ())):
             pod = self.pods.store.get(f"{job.metadata.namespace}/{name}")
             if pod is not None:
-                self._post_first(events.on_pod_add(pod, *self._task_context(pod)))
+                self._post_request(events.on_pod_add(pod, *self._task_context(pod)))
         self._post_request(events.on_job_add(job))
 
     def _job_updated(self, old: Job, new: Job) -> None:
@@ -268,7 +275,7 @@ class JobController(Controller):
             # pod when it is, or TaskCompleted could not be told.
             self._finished_before_job.setdefault(keys[0], set()).add(pod.metadata.name)
             return
-        self._post_first(events.on_pod_add(pod, siblings, max_retry, replicas))
+        self._post_request(events.on_pod_add(pod, siblings, max_retry, replicas))
 
     def _pod_updated(self, old: Pod, new: Pod) -> None:
         siblings, max_retry, replicas = self._task_context(new)
@@ -306,7 +313,7 @@ class JobController(Controller):
     # ---- reconcile --------------------------------------------------------------------------
 
     async def reconcile(self, key: str) -> Result | None:
-        items = self._inbox.pop(key, [])
+        items = events_first(self._inbox.pop(key, []))
         job = self.jobs.store.get(key)
         if job is None:
             self._written.pop(key, None)

@@ -137,6 +137,8 @@ class Report:
     settle_seconds: float = 0.0
     logs: list[Path] = field(default_factory=list)
     lease_exits: list[str] = field(default_factory=list)
+    wrong_detail: list[str] = field(default_factory=list)  # what each wrong job looked like
+    cleanup_seconds: float = 0.0  # from deleting the jobs until nothing of them is left
     rights: str = ""  # the rights table, when run as ServiceAccounts
     privilege_failures: list[str] = field(default_factory=list)
     unused_rights: int = 0
@@ -253,8 +255,10 @@ class Report:
             f"watch restarts {self.watch_restarts:.0f}, relists after 410 Gone "
             f"{self.relists:.0f} (all processes)",
             f"burst created in {self.burst_seconds:.1f} s; "
-            f"settled {self.settle_seconds:.1f} s after the burst began",
+            f"settled {self.settle_seconds:.1f} s after the burst began; "
+            f"deleted jobs cleaned up in {self.cleanup_seconds:.0f} s",
         ]
+        out += [f"  {line}" for line in self.wrong_detail[:40]]
         for title, items in (
             ("wrong", self.wrong),
             ("duplicates", self.duplicates),
@@ -268,7 +272,7 @@ class Report:
             ("secrets", self.secrets_found),
         ):
             if items:
-                out.append(f"{title}: {items[:10]}")
+                out.append(f"{title}: {items[:20]}")
         if any(code != 0 for code in self.stop_codes.values()):
             out.append(f"exit codes at the end: {self.stop_codes}")
         return "\n".join(out)
@@ -612,15 +616,54 @@ class ChaosRun:
                 return
             await asyncio.sleep(2)
 
+    async def _describe_wrong(self) -> None:
+        """For each job not in its expected phase: its state, its PodGroup and its pods."""
+        expected = {p.name: p.expected for p in self.plans}
+        wrong = [n for n, want in expected.items() if self.final.get(n, GONE) != want]
+        if not wrong:
+            return
+        groups = (await self.kube.list(PODGROUP, namespace=self.namespace)).items
+        group_of = {g.metadata.annotations.get(JOB_NAME_KEY, ""): g for g in groups}
+        for g in groups:
+            for owner in g.metadata.owner_references:
+                group_of.setdefault(owner.name, g)
+        for name in wrong:
+            job = self.jobs.get(f"{self.namespace}/{name}")
+            state = (
+                "gone"
+                if job is None
+                else (
+                    f"{job.status.state.phase} ({job.status.state.reason}: "
+                    f"{job.status.state.message[:120]}) retries {job.status.retry_count}"
+                )
+            )
+            group = group_of.get(name)
+            pg = (
+                "none"
+                if group is None
+                else (f"{group.status.phase} {[c.reason for c in group.status.conditions]}")
+            )
+            pods = Counter(
+                life.phase or "?"
+                for life in self.ledger.lives.values()
+                if life.job == name and life.deleted is None
+            )
+            self.report.wrong_detail.append(
+                f"{name}: want {expected[name]}, job {state}; podgroup {pg}; pods {dict(pods)}"
+            )
+
     async def _orphans(self) -> None:
-        """Delete every job as a user would, then list what is left of them after 60 s."""
+        """Delete every job as a user would, then list what is left of them once the garbage
+        collector (kube-controller-manager's, at its default 20 requests/s) is done: until
+        nothing is left, or nothing went for 60 s, at most 600 s."""
         names = [
             j.metadata.name for j in (await self.kube.list(JOB, namespace=self.namespace)).items
         ]
         for name in names:
             with contextlib.suppress(NotFound):
                 await self.kube.delete(JOB, name, namespace=self.namespace)
-        deadline = time.monotonic() + 60
+        started = time.monotonic()
+        last_change, last_count = started, -1
         while True:
             left = []
             for kind in (JOB, *ORPHAN_KINDS):
@@ -629,8 +672,12 @@ class ChaosRun:
                     if kind is CONFIGMAP and meta.name == "kube-root-ca.crt":
                         continue
                     left.append(f"{kind.kind}/{meta.name}")
-            if not left or time.monotonic() > deadline:
+            now = time.monotonic()
+            if len(left) != last_count:
+                last_change, last_count = now, len(left)
+            if not left or now - last_change > 60 or now - started > 600:
                 self.report.orphans = left
+                self.report.cleanup_seconds = now - started
                 return
             await asyncio.sleep(2)
 
@@ -716,6 +763,7 @@ class ChaosRun:
             await self._check_counts()
             # Judged by the phases at the end of the run: the orphan check deletes the jobs next.
             self.final = {j.metadata.name: j.status.state.phase for j in self.jobs.list()}
+            await self._describe_wrong()
             self._scrape_totals(fleet)
             stop.set()
             await asyncio.gather(crash_watch, key_watch)
