@@ -30,6 +30,10 @@ ENV_PREFIX = "CALDERA_"
 KUBE_API_QPS = ("--kube-api-qps",)
 KUBE_API_BURST = ("--kube-api-burst",)
 KNOWN_CONTROLLERS = ("job", "queue", "podgroup", "command", "gc", "cronjob")
+CHECK_CRDS_HELP = (
+    "refuse to start when a served CRD lacks a field Caldera writes (the API server would drop "
+    "it silently; Volcano's CRDs lack tasks[].volumeClaimTemplates); false: log it and start"
+)
 
 
 class SettingsError(ValueError):
@@ -157,6 +161,7 @@ class ControllersSettings(ProcessSettings):
         "seconds between local re-deliveries of every object (insurance, no API calls)",
         seconds=True,
     )
+    check_crds: bool = _opt(True, CHECK_CRDS_HELP)
 
     def validate(self) -> None:
         super().validate()
@@ -400,6 +405,7 @@ class SchedulerSettings(ProcessSettings):
     )
     default_queue: str = _opt("default", "queue of PodGroups that name none")
     bind_workers: int = _opt(32, "binds in flight at once")
+    check_crds: bool = _opt(True, CHECK_CRDS_HELP)
 
     def validate(self) -> None:
         super().validate()
