@@ -27,7 +27,7 @@ def _schema(doc: dict[str, Any]) -> dict[str, Any]:
 
 def _node(schema: dict[str, Any], path: list[str]) -> dict[str, Any]:
     """The schema node at ``path`` ("[]" steps into items, "{}" into map values)."""
-    return schema_node(schema, ".".join(path))
+    return schema_node(schema, ".".join(path)) if path else schema
 
 
 def _property_paths(node: dict[str, Any], path: list[str]) -> Iterator[list[str]]:
