@@ -30,6 +30,28 @@ ENV_PREFIX = "CALDERA_"
 KUBE_API_QPS = ("--kube-api-qps",)
 KUBE_API_BURST = ("--kube-api-burst",)
 KNOWN_CONTROLLERS = ("job", "queue", "podgroup", "command", "gc", "cronjob")
+# Volcano's --controllers names for the same controllers (its job controller also takes the
+# Commands aimed at Jobs, as Caldera's does), and those of Volcano's that Caldera has not.
+VOLCANO_CONTROLLERS = {
+    "job-controller": "job",
+    "queue-controller": "queue",
+    "pg-controller": "podgroup",
+    "gc-controller": "gc",
+    "cronjob-controller": "cronjob",
+}
+VOLCANO_ONLY_CONTROLLERS = frozenset(
+    {
+        "jobflow-controller",
+        "jobtemplate-controller",
+        "hyperNode-controller",
+        "sharding-controller",
+        "colocation-config-controller",
+    }
+)
+VOLCANO_METRICS_HELP = (
+    "also serve every metric that has a Volcano counterpart under Volcano's name (volcano_*), "
+    "so Volcano's dashboards and alerts keep working"
+)
 CHECK_CRDS_HELP = (
     "refuse to start when a served CRD lacks a field Caldera writes (the API server would drop "
     "it silently; Volcano's CRDs lack tasks[].volumeClaimTemplates); false: log it and start"
@@ -140,7 +162,9 @@ class ControllersSettings(ProcessSettings):
 
     controllers: tuple[str, ...] = _opt(
         (),
-        "controllers to run, comma-separated, of " + ",".join(KNOWN_CONTROLLERS) + "; empty: all",
+        "controllers to run, comma-separated, of " + ",".join(KNOWN_CONTROLLERS) + "; empty: all; "
+        "Volcano's form works too: '*' for all, -name to leave one out, Volcano's names "
+        "(job-controller, pg-controller, ...)",
     )
     workers: int = _opt(5, "concurrent reconciles per controller (one key is never concurrent)")
     scheduler_name: str = _opt(
@@ -162,15 +186,11 @@ class ControllersSettings(ProcessSettings):
         seconds=True,
     )
     check_crds: bool = _opt(True, CHECK_CRDS_HELP)
+    volcano_metrics: bool = _opt(False, VOLCANO_METRICS_HELP)
 
     def validate(self) -> None:
         super().validate()
-        unknown = [c for c in self.controllers if c not in KNOWN_CONTROLLERS]
-        if unknown:
-            raise SettingsError(
-                f"unknown controller {', '.join(unknown)}: "
-                f"choose from {','.join(KNOWN_CONTROLLERS)}"
-            )
+        self.chosen_controllers  # noqa: B018 - raises SettingsError for an unknown name
         if self.workers < 1:
             raise SettingsError("workers must be at least 1")
         if not self.pvc_create_qps > 0 or self.pvc_create_burst < 1:
@@ -187,6 +207,44 @@ class ControllersSettings(ProcessSettings):
     def scheduler_names(self) -> tuple[str, ...]:
         """The names in ``scheduler_name``, in order, blanks and surrounding spaces dropped."""
         return split_names(self.scheduler_name)
+
+    @property
+    def chosen_controllers(self) -> tuple[str, ...]:
+        """The controllers to run, by Caldera's names (empty: all), from ``controllers`` in
+        Caldera's form or Volcano's (``*,-sharding-controller``, ``job-controller``)."""
+        return choose_controllers(self.controllers)
+
+
+def choose_controllers(requested: tuple[str, ...]) -> tuple[str, ...]:
+    """Caldera's names of the controllers ``requested`` asks for, in KNOWN_CONTROLLERS order
+    (empty: all). Volcano's form: ``*`` is every controller, ``-name`` leaves one out, and
+    Volcano's names are Caldera's (``pg-controller`` is ``podgroup``); leaving out one that
+    only Volcano has is accepted, asking for one is not (pure)."""
+    chosen: set[str] = set()
+    unknown: list[str] = []
+    for item in requested:
+        negated = item.startswith("-")
+        name = item.removeprefix("-")
+        if name == "*" and not negated:
+            chosen |= set(KNOWN_CONTROLLERS)
+            continue
+        if negated and name in VOLCANO_ONLY_CONTROLLERS:
+            continue
+        caldera = VOLCANO_CONTROLLERS.get(name, name)
+        if caldera not in KNOWN_CONTROLLERS:
+            unknown.append(item)
+        elif negated:
+            chosen.discard(caldera)
+        else:
+            chosen.add(caldera)
+    if unknown:
+        raise SettingsError(
+            f"unknown controller {', '.join(unknown)}: choose from {','.join(KNOWN_CONTROLLERS)} "
+            f"(or Volcano's {','.join(VOLCANO_CONTROLLERS)}, '*' and -name)"
+        )
+    if requested and not chosen:
+        raise SettingsError(f"controllers {','.join(requested)} leaves no controller to run")
+    return tuple(name for name in KNOWN_CONTROLLERS if name in chosen)
 
 
 S = TypeVar("S", bound=ProcessSettings)
@@ -406,6 +464,7 @@ class SchedulerSettings(ProcessSettings):
     default_queue: str = _opt("default", "queue of PodGroups that name none")
     bind_workers: int = _opt(32, "binds in flight at once")
     check_crds: bool = _opt(True, CHECK_CRDS_HELP)
+    volcano_metrics: bool = _opt(False, VOLCANO_METRICS_HELP)
 
     def validate(self) -> None:
         super().validate()

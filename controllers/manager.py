@@ -72,7 +72,7 @@ def choose_controllers(requested: tuple[str, ...]) -> list[type[Controller]]:
 
 async def run(settings: ControllersSettings) -> int:
     """Run until SIGTERM/SIGINT; returns the process exit code."""
-    classes = choose_controllers(settings.controllers)
+    classes = choose_controllers(settings.chosen_controllers)
     registry = new_registry()
     client = await connect(settings, registry)
     try:
@@ -90,7 +90,12 @@ async def _run_connected(
     registry: CollectorRegistry,
     client: KubeClient,
 ) -> int:
-    health = HealthServer(registry, host=settings.listen_address, port=settings.metrics_port)
+    health = HealthServer(
+        registry,
+        host=settings.listen_address,
+        port=settings.metrics_port,
+        volcano_names=settings.volcano_metrics,
+    )
     stopping = stop_on_signals()
 
     factory = SharedInformerFactory(client, registry=registry, resync_period=settings.resync_period)

@@ -55,7 +55,10 @@ async def run(settings: SchedulerSettings) -> int:
             metrics=SchedulerMetrics(metrics_registry),
         )
         health = HealthServer(
-            metrics_registry, host=settings.listen_address, port=settings.metrics_port
+            metrics_registry,
+            host=settings.listen_address,
+            port=settings.metrics_port,
+            volcano_names=settings.volcano_metrics,
         )
         health.add_readiness_check("not-stopping", lambda: not stopping.is_set())
         health.add_readiness_check("informers-synced", factory.has_synced)

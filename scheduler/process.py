@@ -41,7 +41,7 @@ import structlog
 
 from caldera.api.core import Pod
 from caldera.api.kinds import NODE, POD, PODGROUP, PRIORITY_CLASS, QUEUE
-from caldera.api.meta import ObjectMeta, ObjectReference, find_condition
+from caldera.api.meta import ObjectMeta, ObjectReference, find_condition, object_key, parse_time
 from caldera.api.resources import Resources
 from caldera.api.volcano import (
     SCHEDULING_API_VERSION,
@@ -172,6 +172,13 @@ class SchedulerLoop:
         _note(self.pods, live.pod_changed, gone=pod_gone)
         _note(self.nodes, live.node_changed)
         _note(self.podgroups, live.podgroup_changed)
+        self.podgroups.add_handler(
+            HandlerFuncs(
+                add=self._podgroup_seen,
+                update=self._podgroup_moved,
+                delete=lambda pg: metrics.forget_job(object_key(pg)),
+            )
+        )
         _note(self.queues, live.queue_changed)
         _note(self.priority_classes, live.priority_class_changed)
         self.cached = CachedObjects(
@@ -186,6 +193,19 @@ class SchedulerLoop:
         self._run = run_in_thread or asyncio.to_thread
         self._unschedulable_seen: dict[str, str] = {}  # pod uid -> last message written
         self.quiet = QuietSessions()
+
+    def _podgroup_seen(self, pg: PodGroup) -> None:
+        """Volcano's per-job scheduling start time, set when a PodGroup enters the cache."""
+        stamp = pg.metadata.creation_timestamp
+        with contextlib.suppress(ValueError):  # a timestamp the API server never writes
+            created = parse_time(stamp) if stamp else None
+            if created is not None:
+                queue = pg.spec.queue or self.settings.default_queue
+                self.metrics.job_seen(object_key(pg), queue=queue, created=created)
+
+    def _podgroup_moved(self, old: PodGroup, new: PodGroup) -> None:
+        if old.spec.queue != new.spec.queue:
+            self._podgroup_seen(new)
 
     async def ensure_default_queues(self) -> None:
         """Volcano's scheduler creates ``root`` and ``default`` when they are missing."""
@@ -330,7 +350,6 @@ class SchedulerLoop:
         """Write the changed PodGroup statuses, ``STATUS_WRITES_IN_FLIGHT`` at a time: one at a
         time, a session that enqueues hundreds of jobs would hold the next session (and the
         job controller, which waits for Inqueue) back for seconds."""
-        not_ready = 0
         gate = asyncio.Semaphore(STATUS_WRITES_IN_FLIGHT)
 
         async def write(key: str, updated: PodGroup) -> None:
@@ -343,9 +362,6 @@ class SchedulerLoop:
                     log.warning("podgroup status write failed", podgroup=key, error=str(exc))
 
         writes = []
-        for status in result.podgroup_status.values():
-            if status.phase in ("Pending", "Inqueue", "Unknown"):
-                not_ready += 1
         for key in result.podgroup_status.keys() | result.podgroup_why.keys():
             current: PodGroup | None = self.podgroups.store.get(key)
             if current is not None:
@@ -354,7 +370,6 @@ class SchedulerLoop:
                 )
                 writes.append(write(key, updated))
         await asyncio.gather(*writes)
-        self.metrics.unschedulable_jobs.set(not_ready)
         return len(writes)
 
     async def _write_queues(self, result: SessionResult) -> int:

@@ -528,3 +528,38 @@ def test_help_names_the_volcano_aliases(capsys: pytest.CaptureFixture[str]) -> N
     assert "--kube-qps KUBE_QPS, --kube-api-qps KUBE_QPS" in out
     assert "seconds or a Go duration" in out
     assert "may be repeated" in out
+
+
+@pytest.mark.parametrize(
+    ("raw", "chosen"),
+    [
+        ("", ()),
+        ("job,gc", ("job", "gc")),
+        ("gc,job", ("job", "gc")),  # in Caldera's order
+        ("*", KNOWN_CONTROLLERS),
+        ("*,-sharding-controller", KNOWN_CONTROLLERS),  # Volcano's default
+        ("*,-job-controller,-pg-controller", ("queue", "command", "gc", "cronjob")),
+        ("job-controller,queue-controller,cronjob-controller", ("job", "queue", "cronjob")),
+        ("job,-jobflow-controller", ("job",)),
+    ],
+)
+def test_controllers_in_volcanos_form(raw: str, chosen: tuple[str, ...]) -> None:
+    """--controllers takes Caldera's names and Volcano's form: '*', -name, and Volcano's
+    controller names; leaving out a controller only Volcano has is fine."""
+    settings = parse_settings(ControllersSettings, {"controllers": raw}, NO_ENV)
+    assert settings.chosen_controllers == chosen
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ("jobflow-controller", "unknown controller jobflow-controller"),
+        ("*,-nope", "unknown controller -nope"),
+        ("-job-controller", "leaves no controller to run"),
+    ],
+)
+def test_controllers_volcano_form_errors(raw: str, message: str) -> None:
+    """A controller Caldera lacks, a misspelt name, or a list that leaves nothing to run (as
+    in Volcano, -name alone starts from no controller) is refused with the reason."""
+    with pytest.raises(SettingsError, match=message):
+        parse_settings(ControllersSettings, {"controllers": raw}, NO_ENV)
