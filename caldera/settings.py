@@ -384,6 +384,21 @@ class WebhookSettings(ProcessSettings):
     cert_reload_interval: float = _opt(
         10.0, "seconds between checks of the certificate files for a renewal", seconds=True
     )
+    cert_secret: str = _opt(
+        "",
+        "Secret (namespace/name, or a name in $POD_NAMESPACE) where the webhook keeps a "
+        "self-signed serving certificate it makes itself, written to --tls-cert-file and "
+        "--tls-key-file; empty: those files are given",
+    )
+    cert_dns_names: tuple[str, ...] = _opt(
+        (), "names (or IP addresses) the self-made certificate is for, comma-separated"
+    )
+    cert_validity_days: int = _opt(3650, "validity of the self-made CA and certificate (days)")
+    webhook_configurations: tuple[str, ...] = _opt(
+        (),
+        "Mutating and ValidatingWebhookConfigurations whose caBundle the webhook sets to the "
+        "self-made certificate's CA, comma-separated",
+    )
     scheduler_name: str = _opt(
         "volcano",
         "schedulerNames Caldera schedules, comma-separated (as Volcano's --scheduler-name): the "
@@ -429,6 +444,12 @@ class WebhookSettings(ProcessSettings):
             raise SettingsError("max_queue_depth must be at least 1")
         if self.cert_reload_interval <= 0 or self.cache_sync_timeout <= 0:
             raise SettingsError("cert_reload_interval and cache_sync_timeout must be > 0")
+        if self.cert_secret and not self.cert_dns_names:
+            raise SettingsError(
+                "cert_secret needs cert_dns_names: the names the certificate is for"
+            )
+        if self.cert_validity_days < 31:
+            raise SettingsError("cert_validity_days must be at least 31 (renewed 30 days early)")
 
     @property
     def scheduler_names(self) -> tuple[str, ...]:

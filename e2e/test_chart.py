@@ -562,6 +562,70 @@ def test_helm_test_pod_checks_every_process(helm: str, tmp_path: Path) -> None:
     assert env["CALDERA_WEBHOOK_CA"].endswith("/ca.crt")
 
 
+def test_certificate_sources(helm: str, tmp_path: Path) -> None:
+    """generator=webhook renders no certificate material (two renders are identical, as ArgoCD
+    needs) and the webhook's flags and rights to keep its own; existingSecret registers the
+    given CA and mounts that Secret, and without a CA `helm template` stops with what to set."""
+    webhook_made = {"certificates": {"generator": "webhook"}}
+    objects = render(helm, tmp_path, webhook_made)
+    assert objects == render(helm, tmp_path, webhook_made)
+    assert not of_kind(objects, "Secret")
+    hooks = [
+        h
+        for kind in ("Mutating", "Validating")
+        for h in find(objects, f"{kind}WebhookConfiguration", f"{FULLNAME}-{kind.lower()[:-3]}e")[
+            "webhooks"
+        ]
+    ]
+    assert hooks
+    assert all("caBundle" not in h["clientConfig"] for h in hooks)
+    webhook = find(objects, "Deployment", f"{FULLNAME}-webhook")
+    ws = parsed_settings(webhook)
+    assert isinstance(ws, WebhookSettings)
+    assert ws.cert_secret == f"{NAMESPACE}/{FULLNAME}-webhook-cert"
+    assert f"{FULLNAME}-webhook.{NAMESPACE}.svc" in ws.cert_dns_names
+    assert ws.webhook_configurations == (f"{FULLNAME}-mutate", f"{FULLNAME}-validate")
+    assert ws.tls_cert_file.startswith("/tmp/")
+    assert "volumes" not in webhook["spec"]["template"]["spec"] or all(
+        "secret" not in v for v in webhook["spec"]["template"]["spec"]["volumes"]
+    )
+    role = find(objects, "Role", f"{FULLNAME}-webhook-cert")
+    assert role["rules"][1]["resourceNames"] == [f"{FULLNAME}-webhook-cert"]
+    cluster_role = find(objects, "ClusterRole", f"{FULLNAME}-webhook-cert")
+    assert cluster_role["rules"][0]["resourceNames"] == list(ws.webhook_configurations)
+    assert not [
+        o
+        for o in of_kind(render(helm, tmp_path), "Role")
+        if o["metadata"]["name"].endswith("webhook-cert")
+    ]
+
+    ca = base64.b64encode(b"-----BEGIN CERTIFICATE-----\n").decode()
+    mine = {"certificates": {"existingSecret": "corp-tls", "caBundle": ca}}
+    objects = render(helm, tmp_path, mine)
+    assert not of_kind(objects, "Secret")
+    validating = find(objects, "ValidatingWebhookConfiguration", f"{FULLNAME}-validate")
+    assert {h["clientConfig"]["caBundle"] for h in validating["webhooks"]} == {ca}
+    webhook = find(objects, "Deployment", f"{FULLNAME}-webhook")
+    volumes = {v["name"]: v for v in webhook["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["cert"]["secret"]["secretName"] == "corp-tls"
+    test_pod = find(objects, "Pod", f"{FULLNAME}-test-answers")
+    assert test_pod["spec"]["volumes"][0]["secret"]["secretName"] == "corp-tls"
+    failed = _run(
+        [
+            helm,
+            "template",
+            RELEASE,
+            str(CHART),
+            f"--kube-version={TEMPLATE_KUBE_VERSION}",
+            "--set",
+            "certificates.existingSecret=corp-tls",
+        ],
+        check=False,
+    )
+    assert failed.returncode != 0
+    assert "set certificates.caBundle" in failed.stderr
+
+
 # ---- install into the cluster and RBAC through a job lifecycle --------------------------------
 
 
@@ -1025,6 +1089,66 @@ async def test_pod_webhook_sees_only_pods_of_calderas_schedulers(
     finally:
         _run(inst.helm_cmd("uninstall", release, "--wait", "--timeout=60s"), check=False)
         inst.kubectl("delete", "namespace", inst.namespace, "--ignore-not-found", "--wait=false")
+
+
+async def test_webhook_made_certificate_with_the_charts_rights(
+    helm: str, cluster: Cluster, crds: Path, tmp_path: Path
+) -> None:
+    """Installed with certificates.generator=webhook, the webhook, with its ServiceAccount's
+    token and the flags the chart gives it, writes its pair into the Secret and its CA into both
+    webhook configurations without a 403; a `helm upgrade` keeps both."""
+    release = f"wc{secrets.token_hex(3)}"
+    inst = Installed(helm, cluster, release, f"{release}-system")
+    values = _values_file(tmp_path, {**NO_ADMISSION, "certificates": {"generator": "webhook"}})
+    _run(inst.helm_cmd("install", release, str(CHART), "--create-namespace", "-f", str(values)))
+    proc: CalderaProcess | None = None
+    try:
+        manifest = _run(inst.helm_cmd("get", "manifest", release)).stdout
+        rendered = [d for d in yaml.safe_load_all(manifest) if d]
+        deployment = find(rendered, "Deployment", f"{release}-caldera-webhook")
+        chart_flags = [a for a in container(deployment)["args"][1:] if not a.startswith("--tls-")]
+        proc = CalderaProcess(
+            "webhook",
+            [
+                *chart_flags,
+                f"--port={free_port()}",
+                f"--tls-cert-file={tmp_path / 'own' / 'tls.crt'}",
+                f"--tls-key-file={tmp_path / 'own' / 'tls.key'}",
+            ],
+            kubeconfig=inst.token_kubeconfig("webhook", tmp_path / "webhook.kubeconfig"),
+            log_dir=tmp_path,
+        )
+        await eventually(_ready(proc), timeout=60, what="the webhook ready")
+        secret_name = f"{release}-caldera-webhook-cert"
+
+        def state() -> tuple[dict[str, str], set[str]]:
+            secret = json.loads(
+                inst.kubectl("-n", inst.namespace, "get", "secret", secret_name, "-o", "json")
+            )
+            bundles = set()
+            for kind, suffix in (("mutating", "mutate"), ("validating", "validate")):
+                config = json.loads(
+                    inst.kubectl(
+                        "get",
+                        f"{kind}webhookconfiguration",
+                        f"{release}-caldera-{suffix}",
+                        "-o",
+                        "json",
+                    )
+                )
+                bundles |= {h["clientConfig"].get("caBundle", "") for h in config["webhooks"]}
+            return secret["data"], bundles
+
+        data, bundles = state()
+        assert bundles == {data["ca.crt"]}
+        _run(inst.helm_cmd("upgrade", release, str(CHART), "-f", str(values)))
+        assert state() == (data, bundles)
+        _no_refusals({"webhook": proc})
+    finally:
+        code = proc.stop() if proc is not None else 0
+        _run(inst.helm_cmd("uninstall", release, "--wait", "--timeout=60s"), check=False)
+        inst.kubectl("delete", "namespace", inst.namespace, "--ignore-not-found", "--wait=false")
+    assert code == 0
 
 
 def _cronjob(name: str) -> dict[str, Any]:

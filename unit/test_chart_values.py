@@ -45,6 +45,7 @@ PROCESSES: dict[str, type[ProcessSettings]] = {
 _IN_CLUSTER = "the chart runs the process in-cluster: its ServiceAccount token, no kubeconfig"
 _CERT_MOUNT = "the chart mounts the serving certificate's Secret and points the flag at it"
 _WEBHOOK_NO_LEASE = "unused by the webhook: replicas are active-active, no leader election"
+_CERT_SOURCE = "set by certificates.generator=webhook (the Secret, the Service's names, the chart's configurations)"
 
 # Settings that are not values, and why. docs/configuration.md repeats each reason.
 CHART_MANAGED: dict[str, dict[str, str]] = {
@@ -65,6 +66,10 @@ CHART_MANAGED: dict[str, dict[str, str]] = {
         "lease_duration": _WEBHOOK_NO_LEASE,
         "renew_deadline": _WEBHOOK_NO_LEASE,
         "retry_period": _WEBHOOK_NO_LEASE,
+        "cert_secret": _CERT_SOURCE,
+        "cert_dns_names": _CERT_SOURCE,
+        "cert_validity_days": _CERT_SOURCE,
+        "webhook_configurations": _CERT_SOURCE,
     },
 }
 
