@@ -27,10 +27,12 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 __all__ = [
     "RENEW_BEFORE",
     "ServingPair",
+    "ca_certificate",
     "make_pair",
     "pair_from_secret",
     "pair_problem",
     "secret_data",
+    "subject_alternative_names",
 ]
 
 # A pair this close to its end is made again (at start; the webhook restarts rarely, so the
@@ -48,27 +50,30 @@ class ServingPair:
     key_pem: bytes
 
 
-def _san(name: str) -> x509.GeneralName:
-    try:
-        return x509.IPAddress(ipaddress.ip_address(name))
-    except ValueError:
-        return x509.DNSName(name)
+def subject_alternative_names(names: Sequence[str]) -> x509.SubjectAlternativeName:
+    """The extension naming ``names``: IP addresses as such, the rest as DNS names."""
+    sans: list[x509.GeneralName] = []
+    for name in names:
+        try:
+            sans.append(x509.IPAddress(ipaddress.ip_address(name)))
+        except ValueError:
+            sans.append(x509.DNSName(name))
+    return x509.SubjectAlternativeName(sans)
 
 
-def make_pair(names: Sequence[str], *, days: int, now: dt.datetime) -> ServingPair:
-    """A new CA and a serving certificate for ``names``, valid ``days`` from ``now``."""
-    start, end = now - _BACKDATE, now + dt.timedelta(days=days)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "caldera-webhook-ca")])
-    ca = (
+def ca_certificate(
+    name: x509.Name, key: ec.EllipticCurvePrivateKey, *, start: dt.datetime, end: dt.datetime
+) -> x509.Certificate:
+    """A self-signed CA certificate for ``key``, signing certificates only."""
+    return (
         x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(start)
         .not_valid_after(end)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .add_extension(
             x509.KeyUsage(
                 digital_signature=True,
@@ -83,8 +88,16 @@ def make_pair(names: Sequence[str], *, days: int, now: dt.datetime) -> ServingPa
             ),
             critical=True,
         )
-        .sign(ca_key, hashes.SHA256())
+        .sign(key, hashes.SHA256())
     )
+
+
+def make_pair(names: Sequence[str], *, days: int, now: dt.datetime) -> ServingPair:
+    """A new CA and a serving certificate for ``names``, valid ``days`` from ``now``."""
+    start, end = now - _BACKDATE, now + dt.timedelta(days=days)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "caldera-webhook-ca")])
+    ca = ca_certificate(ca_name, ca_key, start=start, end=end)
     key = ec.generate_private_key(ec.SECP256R1())
     leaf = (
         x509.CertificateBuilder()
@@ -94,7 +107,7 @@ def make_pair(names: Sequence[str], *, days: int, now: dt.datetime) -> ServingPa
         .serial_number(x509.random_serial_number())
         .not_valid_before(start)
         .not_valid_after(end)
-        .add_extension(x509.SubjectAlternativeName([_san(n) for n in names]), critical=False)
+        .add_extension(subject_alternative_names(names), critical=False)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .sign(ca_key, hashes.SHA256())
