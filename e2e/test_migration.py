@@ -212,7 +212,11 @@ def test_switch_from_volcano_keeps_every_job(switch: Switch) -> None:
         "spec": {"weight": 2},
     }
     sw.kubectl("create", "-f", "-", input=json.dumps(queue))
-    until(lambda: _exists(sw, "queues", "research", ""), what="queue research")
+    # Open once the queue controller saw it (and the webhook's cache with it, which admits jobs).
+    until(
+        lambda: sw.get("queues", "research", "").get("status", {}).get("state") == "Open",
+        what="queue research open",
+    )
     jobs = [
         _running_forever("train", "research", replicas=2),
         _running_forever("serve", "default"),
