@@ -298,7 +298,10 @@ async def _own_certificate(settings: WebhookSettings, client: KubeClient) -> byt
         write_files(pair, settings.tls_cert_file, settings.tls_key_file)
     except OSError as exc:
         raise StartupError(f"cannot write the serving certificate files: {exc}") from None
-    await register_ca(client, settings.webhook_configurations, pair.ca_pem)
+    try:
+        await register_ca(client, settings.webhook_configurations, pair.ca_pem)
+    except ApiError as exc:  # the registration loop tries again every minute
+        log.warning("cannot register the CA yet", error=str(exc))
     return pair.ca_pem
 
 
