@@ -1106,7 +1106,14 @@ async def test_webhook_made_certificate_with_the_charts_rights(
         manifest = _run(inst.helm_cmd("get", "manifest", release)).stdout
         rendered = [d for d in yaml.safe_load_all(manifest) if d]
         deployment = find(rendered, "Deployment", f"{release}-caldera-webhook")
-        chart_flags = [a for a in container(deployment)["args"][1:] if not a.startswith("--tls-")]
+        # The flags the chart gives for the certificate (the rest are the pod's ports, which
+        # the local process replaces with free ones).
+        chart_flags = [
+            a
+            for a in container(deployment)["args"]
+            if a.startswith(("--cert-", "--webhook-configurations="))
+        ]
+        assert len(chart_flags) == 5, chart_flags  # with --cert-reload-interval
         proc = CalderaProcess(
             "webhook",
             [
@@ -1118,7 +1125,10 @@ async def test_webhook_made_certificate_with_the_charts_rights(
             kubeconfig=inst.token_kubeconfig("webhook", tmp_path / "webhook.kubeconfig"),
             log_dir=tmp_path,
         )
-        await eventually(_ready(proc), timeout=60, what="the webhook ready")
+        try:
+            await eventually(_ready(proc), timeout=60, what="the webhook ready")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{proc.log()[-3000:]}") from None
         secret_name = f"{release}-caldera-webhook-cert"
 
         def state() -> tuple[dict[str, str], set[str]]:

@@ -101,22 +101,18 @@ async def test_webhook_keeps_its_own_certificate(
         assert _bundles(cluster, name) == {ca_b64}
 
         # The API server calls the webhook over TLS, trusting the registered CA: the job is
-        # mutated (its unnamed task gets Volcano's default name).
-        unnamed = job("through-webhook", [task("", 1)])
+        # mutated (its unnamed task gets Volcano's default name). Its queue must exist.
+        default = {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "Queue",
+            "metadata": {"name": "default"},
+            "spec": {"weight": 1},
+        }
+        run_kubectl(cluster.kubeconfig, "apply", "-f", "-", input=json.dumps(default))
+        unnamed = job("through-webhook", [task("w", 1)])
         del unnamed["spec"]["tasks"][0]["name"]
-        created = json.loads(
-            run_kubectl(
-                cluster.kubeconfig,
-                "-n",
-                namespace,
-                "create",
-                "-o",
-                "json",
-                "-f",
-                "-",
-                input=json.dumps(unnamed),
-            )
-        )
+        dry_run = ["-n", namespace, "create", "--dry-run=server", "-o", "json", "-f", "-"]
+        created = json.loads(run_kubectl(cluster.kubeconfig, *dry_run, input=json.dumps(unnamed)))
         assert created["spec"]["tasks"][0]["name"] == "default0"
 
         # A restart reads the Secret back: the same certificate.

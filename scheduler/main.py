@@ -72,7 +72,6 @@ async def run(settings: SchedulerSettings) -> int:
         log.info("started", metrics_port=port, conf=settings.scheduler_conf or "(default)")
 
         async def lead() -> None:
-            await loop.ensure_default_queues()
             await loop.run(stopping)
 
         code = 0

@@ -24,7 +24,8 @@ A session that would only repeat the last one, which changed nothing, is skipped
 (``scheduler.quiet``): a backlog that cannot fit costs nothing until the cluster changes.
 
 The configuration file is re-read when it changes; a bad edit is logged and the last good
-configuration stays. At start the ``root`` and ``default`` queues are created if missing.
+configuration stays. At start the ``root`` and ``default`` queues are created if missing (again
+at each cycle while the API server refuses, as it does until the queue webhook answers).
 """
 
 from __future__ import annotations
@@ -207,20 +208,32 @@ class SchedulerLoop:
         if old.spec.queue != new.spec.queue:
             self._podgroup_seen(new)
 
-    async def ensure_default_queues(self) -> None:
-        """Volcano's scheduler creates ``root`` and ``default`` when they are missing."""
+    async def ensure_default_queues(self) -> bool:
+        """Volcano's scheduler creates ``root`` and ``default`` when they are missing. True once
+        both exist; a create the API server refuses for now (the queue webhook not answering
+        yet, as when the chart's pods start together) is logged and tried again next cycle,
+        never a crash."""
         for name, reclaimable in (("root", False), (self.settings.default_queue, True)):
             queue = Queue(
                 metadata=ObjectMeta(name=name), spec=QueueSpec(weight=1, reclaimable=reclaimable)
             )
-            with contextlib.suppress(AlreadyExists):
+            try:
                 await self.client.create(QUEUE, queue)
+            except AlreadyExists:
+                pass
+            except (ApiError, ApiConnectionError, TimeoutError) as exc:
+                log.warning("cannot create a default queue yet", queue=name, error=str(exc))
+                return False
+        return True
 
     async def run(self, stopping: asyncio.Event) -> None:
+        queues_made = await self.ensure_default_queues()
         await self.factory.wait_for_sync()
         log.info("caches synced; scheduling", period=self.settings.schedule_period)
         while not stopping.is_set():
             self._wake.clear()
+            if not queues_made:
+                queues_made = await self.ensure_default_queues()
             try:
                 await self.cycle()
             except (ApiError, ApiConnectionError, TimeoutError) as exc:
