@@ -337,8 +337,8 @@ def test_switch_from_volcano_keeps_every_job(switch: Switch) -> None:
     # Caldera's controllers refuse Volcano's CRDs, naming the CRD and the field.
     refusing = sw.start("refusing", "controllers", ["--leader-elect=false"], admin)
     until(lambda: refusing.proc.poll() is not None, what="the CRD check to stop the process")
-    assert refusing.proc.returncode == 1
-    log = sw.procs.pop("refusing").log()
+    log = refusing.log()
+    assert sw.stop("refusing") == 1, log
     assert "jobs.batch.volcano.sh" in log
     assert "spec.tasks[].volumeClaimTemplates" in log
     assert "kubectl apply --server-side --force-conflicts" in log
