@@ -89,16 +89,32 @@ def rows_by_name(text: str, column: int = 0) -> dict[str, list[str]]:
     ("command", "expected"),
     [
         ([], ["job", "queue", "pod", "completion", "controllers"]),
-        (["job"], ["run", "list", "view", "why", "suspend", "resume", "delete"]),
+        (
+            ["job"],
+            ["run", "list", "view", "why", "wait", "suspend", "resume", "restart", "delete"],
+        ),
         (
             ["job", "run"],
             ["-i", "--image", "-n", "-N", "-m", "-r", "-R", "-L", "-S", "-f", "--kubeconfig"],
         ),
         (
             ["job", "list"],
-            ["-n", "-q", "-S", "--all-namespaces", "--selector", "--watch", "-o", "--context"],
+            [
+                "-n",
+                "-A",
+                "-q",
+                "-S",
+                "--all-namespaces",
+                "--selector",
+                "--watch",
+                "-o",
+                "--context",
+            ],
         ),
-        (["job", "view"], ["-n", "-N", "-o"]),
+        (["job", "view"], ["NAME", "-n", "-N", "-o"]),
+        (["job", "wait"], ["NAME", "-n", "-N", "--for", "--timeout"]),
+        (["job", "restart"], ["NAME", "-n", "-N", "RestartJob"]),
+        (["version"], ["--client", "-o", "--kubeconfig"]),
         (["job", "why"], ["NAME", "-n", "-N", "-o"]),
         (["job", "suspend"], ["-n", "-N", "AbortJob"]),
         (["job", "resume"], ["-n", "-N", "ResumeJob"]),
@@ -109,7 +125,7 @@ def rows_by_name(text: str, column: int = 0) -> dict[str, list[str]]:
         (["queue", "list"], ["-o", "--master", "--context"]),
         (["queue", "get"], ["-n", "-o"]),
         (["pod", "list"], ["-n", "-j", "--job", "-q", "--all-namespaces", "-o"]),
-        (["completion"], ["bash", "zsh"]),
+        (["completion"], ["bash", "zsh", "names"]),
         (["cronjob"], ["list", "get", "suspend", "resume"]),
         (["cronjob", "list"], ["-n", "--all-namespaces", "-o"]),
         (["cronjob", "suspend"], ["NAME", "-n", "-N"]),
@@ -853,17 +869,19 @@ def test_bash_completion_completes_commands_flags_and_values() -> None:
     assert _complete(["caldera", "job", ""]) == [
         "delete",
         "list",
+        "restart",
         "resume",
         "run",
         "suspend",
         "view",
+        "wait",
         "why",
     ]
     assert _complete(["caldera", "queue", "op"]) == ["operate"]
     assert "--all-namespaces" in _complete(["caldera", "job", "list", "--a"])
     assert _complete(["caldera", "job", "list", "-n", "ns", "-o", ""]) == ["json", "wide", "yaml"]
     assert _complete(["caldera", "queue", "create", "--state", ""]) == ["Closed", "Open"]
-    assert _complete(["caldera", "completion", ""]) == ["bash", "zsh"]
+    assert _complete(["caldera", "completion", ""]) == ["bash", "names", "zsh"]
     zsh = ok(caldera(None, "completion", "zsh"))
     assert "bashcompinit" in zsh
     assert "complete -o default -F _caldera_complete caldera" in zsh

@@ -454,7 +454,9 @@ def run_args(**overrides: Any) -> argparse.Namespace:
 
 def test_job_run_builds_vcctls_job() -> None:
     body = job_from_flags(run_args(replicas=3, min=2, image="busybox:1.36"))
-    assert body["metadata"] == {"name": "demo", "namespace": "default"}
+    # Without -n the namespace is the kubeconfig context's, filled in once connected.
+    assert body["metadata"] == {"name": "demo"}
+    assert job_from_flags(run_args(namespace="team"))["metadata"]["namespace"] == "team"
     spec = body["spec"]
     assert (spec["minAvailable"], spec["schedulerName"]) == (2, "volcano")
     [task] = spec["tasks"]
@@ -506,10 +508,21 @@ def test_completion_tree_covers_every_command_and_choice() -> None:
     tree = completion_tree(build_parser())
     assert {"job", "queue", "cronjob", "pod", "completion"} <= set(tree[""].commands)
     assert tree["cronjob"].commands == ["list", "get", "suspend", "resume"]
-    assert tree["job"].commands == ["run", "list", "view", "why", "suspend", "resume", "delete"]
-    assert {"-n", "-q", "-S", "--all-namespaces", "--selector", "-w", "-o", "--context"} <= set(
+    assert tree["job"].commands == [
+        "run",
+        "list",
+        "view",
+        "why",
+        "wait",
+        "suspend",
+        "resume",
+        "restart",
+        "delete",
+    ]
+    assert {"-n", "-q", "-S", "-A", "--all-namespaces", "--selector", "-w", "-o"} <= set(
         tree["job list"].options
     )
+    assert "--context" in tree["job list"].options
     assert tree["job list"].choices["-o"] == ["json", "yaml", "wide"]
     assert tree["queue create"].choices["--state"] == ["Open", "Closed"]
     script = bash_script(build_parser())
