@@ -53,7 +53,7 @@ def render_version(report: dict[str, Any]) -> str:
         lines.append(f"Kubernetes Version: {report['kubernetes']}")
     if "calderaError" in report:
         lines.append(f"Caldera Server Version: unknown ({report['calderaError']})")
-    elif not report.get("caldera"):
+    elif report.get("caldera") == []:
         lines.append("Caldera Server Version: none found (no Deployment labelled " + PART_OF + ")")
     for d in report.get("caldera") or []:
         lines.append(

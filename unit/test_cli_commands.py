@@ -226,6 +226,9 @@ def test_version_report() -> None:
         "Kubernetes Version: v1.36.3",
         "Caldera Server Version: 0.1.0 (scheduler in caldera-system, image caldera:0.1.0)",
     ]
+    assert render_version({"client": "0.1.0"}) == "Client Version: 0.1.0\n"
+    none = render_version({"client": "0.1.0", "kubernetes": "v1", "caldera": []})
+    assert none.splitlines()[-1].startswith("Caldera Server Version: none found")
     denied = render_version({"client": "0.1.0", "kubernetes": "v1", "calderaError": "forbidden"})
     assert denied.splitlines()[-1] == "Caldera Server Version: unknown (forbidden)"
 
