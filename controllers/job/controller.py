@@ -150,6 +150,18 @@ def events_first(items: Sequence[_Item]) -> list[_Item]:
     return [item for item in items if not _plain_sync(item)] + syncs[-1:]
 
 
+def waits_for_events(decision: Decision, waiting: Sequence[_Item]) -> bool:
+    """Whether a SyncJob must wait for requests posted while its batch ran.
+
+    ``events_first`` orders what a batch holds when it is drained; a pod that changes during the
+    batch's own writes posts its request to the next batch, yet the cache already shows it. A
+    sync now would judge the Job by that pod before its policy ran (both pods of an
+    ``exitCode: 3 -> AbortJob`` task seen Failed: the Job ends Failed, not Aborted). So a sync
+    waits when a request that may carry a policy is waiting; the next batch runs it first.
+    """
+    return decision.action == Action.SYNC_JOB and any(not _plain_sync(i) for i in waiting)
+
+
 def policy_problems(job: Job) -> str:
     """The Job's policies that no controller runs (stored without the webhook), as one message;
     such a policy acts as SyncJob, as in Volcano. "" when there is none. Pure."""
@@ -353,6 +365,10 @@ class JobController(Controller):
                             f"{format_duration(decision.delay)}",
                         )
                     continue
+            if waits_for_events(decision, self._inbox.get(key, ())):
+                # The waiting requests queued the key again; the sync follows them.
+                self._inbox[key].append(Request(job.metadata.namespace, job.metadata.name))
+                continue
             before = job.metadata.resource_version
             try:
                 job = await self._execute(job, decision)
