@@ -57,9 +57,14 @@ class HeldJobController(JobController):
         return written
 
 
+@pytest.mark.parametrize("pending_first", [False, True], ids=["next-batch", "same-batch"])
 async def test_a_sync_does_not_judge_pods_whose_events_wait(
-    kube: KubeClient, namespace: str, crds: Path
+    kube: KubeClient, namespace: str, crds: Path, pending_first: bool
 ) -> None:
+    """next-batch: the pods' PodFailed requests wait for the next batch while the held batch's
+    sync is still to run. same-batch: a PodPending (whose policy is a sync) is also posted
+    before they fail, so the next batch holds it ahead of the PodFailed requests, as a lagging
+    controller's batch does."""
     body = job("abort", [task("worker", 2, policies=[{"exitCode": 3, "action": "AbortJob"}])])
     HeldJobController.instances.clear()
     async with run_controllers(kube, HeldJobController):
@@ -77,6 +82,10 @@ async def test_a_sync_does_not_judge_pods_whose_events_wait(
         await asyncio.wait_for(controller.held.wait(), 30)
 
         # While the batch is held between its two requests, both pods exit 3.
+        if pending_first:
+            controller._post(
+                Request(namespace, "abort", event=Event.POD_PENDING, pod_name="y"), key
+            )
         for i in range(2):
             await finish_pod(kube, namespace, f"abort-worker-{i}", 3)
 

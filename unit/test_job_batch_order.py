@@ -58,9 +58,10 @@ def test_nothing_but_redundant_syncs_is_dropped(batch: list[Request]) -> None:
     assert ordered[len(others) :] == plain[-1:]
 
 
-def test_a_sync_waits_for_a_pod_event_posted_while_its_batch_ran() -> None:
-    """The chaos run's second find: a pod failed during the batch's writes; its PodFailed waits
-    in the inbox while the cache already shows it Failed, so the sync must not judge yet."""
+def test_a_sync_waits_for_a_pod_event_still_to_come() -> None:
+    """The full chaos run's find: a pod failed before its PodFailed was handled (later in the
+    batch, or posted while the batch wrote); the cache already shows it Failed, so a sync,
+    even one a PodPending asked for, must not judge yet."""
     assert waits_for_events(Decision(Action.SYNC_JOB), [req(Event.POD_FAILED, "a")])
     assert waits_for_events(Decision(Action.SYNC_JOB), [req(None), req(Event.TASK_COMPLETED)])
 

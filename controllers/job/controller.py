@@ -151,13 +151,15 @@ def events_first(items: Sequence[_Item]) -> list[_Item]:
 
 
 def waits_for_events(decision: Decision, waiting: Sequence[_Item]) -> bool:
-    """Whether a SyncJob must wait for requests posted while its batch ran.
+    """Whether a SyncJob must wait for ``waiting``: the requests after it in its batch, or
+    those posted while its batch ran.
 
-    ``events_first`` orders what a batch holds when it is drained; a pod that changes during the
-    batch's own writes posts its request to the next batch, yet the cache already shows it. A
-    sync now would judge the Job by that pod before its policy ran (both pods of an
-    ``exitCode: 3 -> AbortJob`` task seen Failed: the Job ends Failed, not Aborted). So a sync
-    waits when a request that may carry a policy is waiting; the next batch runs it first.
+    A sync judges the Job by the pods as the cache holds them now, which may already show a pod
+    whose request is still to come: later in the batch (a lagging controller drains a pod's
+    PodPending, whose policy is a sync, with the PodFailed that followed it), or posted to the
+    next batch during this batch's writes. Judged first, both pods of an ``exitCode: 3 ->
+    AbortJob`` task seen Failed end the Job Failed, not Aborted. So a sync waits while a request
+    that may carry a policy waits; one sync runs after them.
     """
     return decision.action == Action.SYNC_JOB and any(not _plain_sync(i) for i in waiting)
 
@@ -337,7 +339,10 @@ class JobController(Controller):
             superseded = set()
         if not items:
             items = [Request(job.metadata.namespace, job.metadata.name)]  # a plain sync
-        for item in items:
+        index = 0
+        while index < len(items):
+            item = items[index]
+            index += 1
             decision: Decision | None
             if isinstance(item, _Timer):
                 entry = self._delayed.take(item.token)
@@ -365,6 +370,10 @@ class JobController(Controller):
                             f"{format_duration(decision.delay)}",
                         )
                     continue
+            if waits_for_events(decision, items[index:]):
+                if not _plain_sync(items[-1]):
+                    items.append(Request(job.metadata.namespace, job.metadata.name))
+                continue  # the batch's last item syncs, after the events before it
             if waits_for_events(decision, self._inbox.get(key, ())):
                 # The waiting requests queued the key again; the sync follows them.
                 self._inbox[key].append(Request(job.metadata.namespace, job.metadata.name))
@@ -387,7 +396,7 @@ class JobController(Controller):
                     job = await self._execute(job, Decision(Action.TERMINATE_JOB))
                     continue
                 # Keep the unprocessed requests for the retry (after backoff).
-                rest = items[items.index(item) + 1 :]
+                rest = items[index:]
                 if rest:
                     self._inbox.setdefault(key, [])[:0] = rest
                 raise
