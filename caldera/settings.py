@@ -52,6 +52,12 @@ class ProcessSettings:
         10.0, "seconds the leader keeps trying to renew before it gives up leadership"
     )
     retry_period: float = _opt(2.0, "seconds between tries to take or renew the Lease")
+    startup_timeout: float = _opt(
+        60.0,
+        "seconds a starting process waits for an API server that does not answer (or answers "
+        "403 or 5xx) before it exits with one line; long enough to ride out an API server "
+        "restart instead of crash-looping into the kubelet's backoff",
+    )
     shutdown_grace_period: float = _opt(
         20.0,
         "seconds to finish work in flight after SIGTERM; keep it below the pod's "
@@ -70,6 +76,8 @@ class ProcessSettings:
                 f"metrics_port {self.metrics_port} is not a TCP port: "
                 "use 0 (any free port) to 65535"
             )
+        if not self.startup_timeout >= 0:
+            raise SettingsError("startup_timeout must be 0 or more seconds")
         if not self.shutdown_grace_period >= 0:
             raise SettingsError("shutdown_grace_period must be 0 or more seconds")
         if self.log_format not in ("auto", "json", "console"):

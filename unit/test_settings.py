@@ -209,6 +209,7 @@ def test_the_defaults_are_valid() -> None:
         ({"pvc_create_qps": "0"}, ["pvc_create_qps"], "must be a number > 0"),
         ({"resync_period": "-1"}, ["resync_period"], "0 (off) or more"),
         ({"shutdown_grace_period": "-5"}, ["shutdown_grace_period"], "0 or more"),
+        ({"startup_timeout": "-1"}, ["startup_timeout"], "0 or more"),
         ({"kube_burst": "0"}, ["kube_burst"], ">= 1"),
         ({"metrics_port": "65536"}, ["metrics_port", "65536"], "is not a TCP port"),
         ({"metrics_port": "-1"}, ["metrics_port", "-1"], "is not a TCP port"),
