@@ -42,6 +42,7 @@ from caldera.api.kinds import (
     SECRET,
     kind_for,
 )
+from caldera.api.meta import controller_of
 from caldera.api.podtemplate import job_template_errors
 from caldera.api.stored import policy_errors
 from caldera.api.volcano import (
@@ -219,7 +220,9 @@ class JobController(Controller):
         self.pods.add_handler(
             _handlers(add=self._pod_added, update=self._pod_updated, delete=self._pod_deleted)
         )
-        self.podgroups.add_handler(_handlers(update=self._podgroup_updated))
+        self.podgroups.add_handler(
+            _handlers(update=self._podgroup_updated, delete=self._podgroup_deleted)
+        )
         self.commands.add_handler(_handlers(add=self._command_added))
         self.claims.add_handler(_handlers(add=self._pvc_added))
 
@@ -310,6 +313,11 @@ class JobController(Controller):
             job, message = pending
             self.ctx.recorder.record(job, "Warning", JobEventReason.POD_GROUP_PENDING, message)
         self._post_request(events.on_podgroup_update(old, new))
+
+    def _podgroup_deleted(self, podgroup: PodGroup) -> None:
+        owner = events.job_owner(controller_of(podgroup.metadata))
+        job = self.jobs.store.get(f"{podgroup.metadata.namespace}/{owner.name}") if owner else None
+        self._post_request(events.on_podgroup_delete(podgroup, job))
 
     def _pvc_added(self, pvc: PersistentVolumeClaim) -> None:
         ns, name = pvc.metadata.namespace, pvc.metadata.name
