@@ -328,6 +328,27 @@ def test_an_unchanged_status_is_not_written() -> None:
     assert again.create == ()
 
 
+def test_a_completed_step_whose_job_is_gone_is_not_run_again() -> None:
+    """A Job deleted after it completed (a TTL) is remembered by jobStatusList: it is not
+    created again, the steps waiting for it start, and it counts for Succeed."""
+    history = (FlowJobStatus(name="pipe-preprocess", state="Completed"),)
+    p = plan(jobflow(phase="Running", history=history), [], TEMPLATES, NOW)
+    assert created(p) == ["pipe-train"]
+    gone = (
+        *history,
+        FlowJobStatus(name="pipe-train", state="Completed"),
+        FlowJobStatus(name="pipe-evaluate", state="Running"),
+    )
+    last = plan(jobflow(phase="Running", history=gone), [job("evaluate", "Completed")], {}, NOW)
+    assert created(last) == []
+    assert last.status is not None
+    assert last.status.state.phase == "Succeed"
+    assert last.status.completed_jobs == ("pipe-evaluate",)  # the lists hold what exists
+    failed_then_gone = (FlowJobStatus(name="pipe-preprocess", state="Failed"),)
+    again = plan(jobflow(phase="Running", history=failed_then_gone), [], TEMPLATES, NOW)
+    assert created(again) == ["pipe-preprocess"]
+
+
 def test_an_unknown_phase_is_derived_again() -> None:
     """A phase no controller writes is read as Pending."""
     p = plan(jobflow(phase="Weird"), [job("preprocess")], TEMPLATES, NOW)
@@ -351,25 +372,30 @@ def dags(draw: st.DrawFn) -> tuple[Flow, ...]:
 
 
 def _run(flows: tuple[Flow, ...], data: st.DataObject, fail: str | None) -> tuple[list[str], str]:
-    """Plan, create, finish some running Jobs, repeat: the creation order and the final phase.
-    Each created Job's targets must have completed when it was created."""
+    """Plan, create, finish some running Jobs, delete some completed ones (as a TTL would),
+    repeat: the creation order and the final phase. Each Job is created once, after its targets
+    completed."""
     templates = {f.name: template(f.name) for f in flows}
     targets = {f.name: f.depends_on.targets if f.depends_on else () for f in flows}
     flow = jobflow(*flows)
     jobs: dict[str, Job] = {}
     order: list[str] = []
+    completed: set[str] = set()
     for _ in range(4 * len(flows) + 4):
         p = plan(flow, list(jobs.values()), templates, NOW)
         for made in p.create:
             step = made.metadata.name.removeprefix("pipe-")
-            assert all(jobs[f"pipe-{t}"].status.state.phase == "Completed" for t in targets[step])
-            assert made.metadata.name not in jobs
+            assert set(targets[step]) <= completed
+            assert step not in order
             jobs[made.metadata.name] = msgspec.structs.replace(
                 made, status=JobStatus(state=JobState(phase="Running"))
             )
             order.append(step)
         if p.status is not None:
             flow = msgspec.structs.replace(flow, status=p.status)
+        done = sorted(n for n, j in jobs.items() if j.status.state.phase == "Completed")
+        for name in data.draw(st.lists(st.sampled_from(done), unique=True)) if done else []:
+            del jobs[name]  # a TTL: the flow must neither run it again nor wait for it forever
         running = sorted(n for n, j in jobs.items() if j.status.state.phase == "Running")
         for name in (
             data.draw(st.lists(st.sampled_from(running), min_size=1, unique=True))
@@ -380,6 +406,9 @@ def _run(flows: tuple[Flow, ...], data: st.DataObject, fail: str | None) -> tupl
             jobs[name] = msgspec.structs.replace(
                 jobs[name], status=JobStatus(state=JobState(phase=phase))
             )
+        completed.update(
+            n.removeprefix("pipe-") for n, j in jobs.items() if j.status.state.phase == "Completed"
+        )
         if flow.status.state.phase in ("Succeed", "Failed") and p.status is None:
             break
     return order, flow.status.state.phase

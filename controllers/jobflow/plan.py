@@ -19,6 +19,9 @@ where v1.13 and later releases differ, the later fix):
   Succeed and Failed are final; Terminating is declared by Volcano and entered by nothing.
 - Only a Pending or Running flow creates Jobs. A Succeed flow with ``jobRetainPolicy: delete``
   deletes its Jobs and keeps its status as it was, as Volcano does.
+- A flow whose Job completed is done even once that Job is gone (its ``ttlSecondsAfterFinished``,
+  a user's delete): ``jobStatusList`` remembers it Completed, so it is not run again and the
+  flows waiting for it may start (Volcano creates the Job again and runs the step twice).
 
 Time comes from the caller, never the system clock.
 """
@@ -244,16 +247,28 @@ def _graph_notes(jobflow: JobFlow) -> list[Note]:
     return notes
 
 
-def _ready(jobflow: JobFlow, targets: Sequence[str], by_name: Mapping[str, Job]) -> bool:
-    for target in targets:
-        job = by_name.get(flow_job_name(jobflow.metadata.name, target))
-        if job is None or not controlled_by(job, jobflow) or _phase(job) != JobPhase.COMPLETED:
-            return False
-    return True
+def _completed(jobflow: JobFlow, by_name: Mapping[str, Job]) -> set[str]:
+    """The flows whose Job completed: the Job is there and Completed, or it is gone (a TTL, a
+    user's delete) and ``jobStatusList`` last saw it Completed. Such a flow is not run again."""
+    seen = {e.name: e.state for e in jobflow.status.job_status_list}
+    done = set()
+    for flow in jobflow.spec.flows:
+        name = flow_job_name(jobflow.metadata.name, flow.name)
+        job = by_name.get(name)
+        if job is None:
+            finished = seen.get(name) == JobPhase.COMPLETED
+        else:
+            finished = controlled_by(job, jobflow) and _phase(job) == JobPhase.COMPLETED
+        if finished:
+            done.add(flow.name)
+    return done
 
 
 def _creations(
-    jobflow: JobFlow, by_name: Mapping[str, Job], templates: Mapping[str, JobTemplate]
+    jobflow: JobFlow,
+    by_name: Mapping[str, Job],
+    templates: Mapping[str, JobTemplate],
+    completed: set[str],
 ) -> tuple[list[Job], list[Note]]:
     """The Jobs whose turn has come, in the order of ``spec.flows``, and why others wait."""
     create: list[Job] = []
@@ -275,9 +290,9 @@ def _creations(
                 )
             seen.add(flow.name)
             continue
-        if flow.name in seen:
+        if flow.name in seen or flow.name in completed:
             continue
-        if not _ready(jobflow, flow.depends_on.targets if flow.depends_on else (), by_name):
+        if not set(flow.depends_on.targets if flow.depends_on else ()) <= completed:
             continue
         seen.add(flow.name)
         template = templates.get(flow.name)
@@ -332,19 +347,14 @@ def plan(
 
     create: list[Job] = []
     notes: list[Note] = []
+    completed = _completed(jobflow, by_name)
     if phase in _CREATING:
         notes = _graph_notes(jobflow)
-        create, waits = _creations(jobflow, by_name, templates)
+        create, waits = _creations(jobflow, by_name, templates, completed)
         notes += waits
     status, by_phase = status_of(jobflow, own, now)
     names = {f.name for f in jobflow.spec.flows}
-    all_completed = bool(names) and all(
-        (job := by_name.get(flow_job_name(jobflow.metadata.name, n))) is not None
-        and controlled_by(job, jobflow)
-        and _phase(job) == JobPhase.COMPLETED
-        for n in names
-    )
-    new = next_phase(phase, by_phase, all_completed)
+    new = next_phase(phase, by_phase, bool(names) and names <= completed)
     transition = None
     if new != phase and new in (FlowPhase.SUCCEED, FlowPhase.FAILED):
         transition = _transition(phase, new, by_phase, len(names))
