@@ -224,6 +224,7 @@ WEBHOOK_PATHS = (
     "/podgroups/validate",
     "/pods/validate",
     "/cronjobs/validate",
+    "/jobflows/validate",
 )
 
 
