@@ -293,7 +293,6 @@ def _getter(noun: _Noun) -> Callable[[argparse.Namespace], int]:
         name: str = args.name or args.object
         if not name:
             raise CliError(f"name is mandatory to get the particular {noun.words} details")
-        args.all_namespaces = False
         return _shower(noun, args, name)
 
     return handler
