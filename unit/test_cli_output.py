@@ -560,8 +560,12 @@ def test_command_body_is_vcctls() -> None:
 
 def test_completion_tree_covers_every_command_and_choice() -> None:
     tree = completion_tree(build_parser())
-    assert {"job", "queue", "cronjob", "pod", "completion"} <= set(tree[""].commands)
+    assert {"job", "queue", "cronjob", "jobflow", "jobtemplate", "pod", "completion"} <= set(
+        tree[""].commands
+    )
     assert tree["cronjob"].commands == ["list", "get", "suspend", "resume"]
+    for noun in ("jobflow", "jobtemplate"):
+        assert tree[noun].commands == ["create", "list", "get", "describe", "delete"]
     assert tree["job"].commands == ["run", "list", "view", "why", "suspend", "resume", "delete"]
     assert {"-n", "-q", "-S", "--all-namespaces", "--selector", "-w", "-o", "--context"} <= set(
         tree["job list"].options
