@@ -82,8 +82,7 @@ JOBFLOW_RULES: list[tuple[dict[str, Any], str]] = [
     (
         {"flows": [{"name": "t" * 61}]},
         f'spec.flows[0].name: Invalid value: "{"t" * 61}": its Jobs\' label '
-        f"volcano.sh/createdByJobTemplate=ns.{'t' * 61} would be 64 characters, more than the 63 "
-        "a label value may have",
+        "volcano.sh/createdByJobTemplate=",  # then <namespace>.<name>, its length, the limit
     ),
 ]
 
@@ -96,6 +95,16 @@ def test_each_rule_refuses_with_its_message(changes: dict[str, Any], message: st
     body = jobflow()
     body["spec"] = copy.deepcopy(changes)
     assert check(body).startswith(message)
+
+
+def test_a_long_flow_name_would_make_the_template_label_too_long() -> None:
+    """``<namespace>.<flow name>`` must fit a label value: the message gives both lengths."""
+    assert check(jobflow(flows=[{"name": "t" * 60}])) == ""
+    assert check(jobflow(flows=[{"name": "t" * 61}])) == (
+        f'spec.flows[0].name: Invalid value: "{"t" * 61}": its Jobs\' label '
+        f"volcano.sh/createdByJobTemplate=ns.{'t' * 61} would be 64 characters, more than the 63 "
+        "a label value may have"
+    )
 
 
 def test_a_long_jobflow_name_would_make_a_label_too_long() -> None:
