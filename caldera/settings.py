@@ -17,7 +17,16 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
 ENV_PREFIX = "CALDERA_"
-KNOWN_CONTROLLERS = ("job", "queue", "podgroup", "command", "gc", "cronjob")
+KNOWN_CONTROLLERS = (
+    "job",
+    "queue",
+    "podgroup",
+    "command",
+    "gc",
+    "cronjob",
+    "jobflow",
+    "jobtemplate",
+)
 
 
 class SettingsError(ValueError):
@@ -93,7 +102,8 @@ class ProcessSettings:
 
 @dataclass(frozen=True, kw_only=True)
 class ControllersSettings(ProcessSettings):
-    """``caldera controllers``: the job, queue, podgroup, command, gc and cronjob controllers."""
+    """``caldera controllers``: the job, queue, podgroup, command, gc, cronjob, jobflow and
+    jobtemplate controllers."""
 
     controllers: tuple[str, ...] = _opt(
         (),
@@ -222,6 +232,7 @@ WEBHOOK_PATHS = (
     "/podgroups/validate",
     "/pods/validate",
     "/cronjobs/validate",
+    "/jobflows/validate",
 )
 
 

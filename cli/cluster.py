@@ -14,9 +14,11 @@ import asyncio
 import dataclasses
 import sys
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, Final, TypeVar
 
 import msgspec
+import yaml
 
 from caldera.api.kinds import COMMAND, KindInfo, resource_path
 from caldera.api.meta import OwnerReference
@@ -42,6 +44,7 @@ __all__ = [
     "connect",
     "create_command",
     "list_raw",
+    "load_documents",
     "one_line",
     "run",
 ]
@@ -156,6 +159,19 @@ def run(args: argparse.Namespace, body: Callable[[KubeClient], Awaitable[int]]) 
         return asyncio.run(main())
     except (ConfigError, CliError) as exc:
         return fail(describe_error(exc))
+
+
+def load_documents(path: str) -> list[Any]:
+    """The YAML documents of the file ``path`` (``-``: standard input), empty ones left out;
+    CliError, in one line, when it cannot be read or is not YAML."""
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text()
+    except OSError as exc:
+        raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        return [doc for doc in yaml.safe_load_all(text) if doc is not None]
+    except yaml.YAMLError as exc:
+        raise CliError(f"{path} is not valid YAML: {' '.join(str(exc).split())}") from None
 
 
 def not_found(what: str, exc: NotFound) -> CliError:

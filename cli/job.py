@@ -20,10 +20,7 @@ import datetime as dt
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
-
-import yaml
 
 from caldera.api.core import Event, Pod
 from caldera.api.jobspec import default_task_name
@@ -42,6 +39,7 @@ from cli.cluster import (
     create_command,
     get_raw,
     list_raw,
+    load_documents,
     not_found,
     one_line,
     run,
@@ -218,16 +216,10 @@ def job_from_flags(args: argparse.Namespace) -> dict[str, Any]:
 def job_from_file(args: argparse.Namespace) -> dict[str, Any]:
     """The Job in ``-f FILE``; -N and -n override its name and namespace."""
     path: str = args.filename
-    try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text()
-    except OSError as exc:
-        raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
-    try:
-        body = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise CliError(f"{path} is not valid YAML: {' '.join(str(exc).split())}") from None
-    if not isinstance(body, dict):
+    docs = load_documents(path)
+    if len(docs) != 1 or not isinstance(docs[0], dict):
         raise CliError(f"{path} does not hold a Job")
+    body: dict[str, Any] = docs[0]
     if (
         body.get("kind", JOB.kind) != JOB.kind
         or body.get("apiVersion", JOB.api_version) != JOB.api_version

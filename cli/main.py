@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 
 from caldera import __version__
 from caldera.settings import SettingsError
-from cli import completion, controllers, cronjob, job, pod, queue, scheduler, webhook
+from cli import completion, controllers, cronjob, flow, job, pod, queue, scheduler, webhook
 from cli.errors import fail
 
 
@@ -31,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     job.register(sub)
     queue.register(sub)
     cronjob.register(sub)
+    flow.register(sub)
     pod.register(sub)
     completion.register(sub)
     return parser

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 import yaml
 
-from caldera.api.kinds import CRONJOB, JOB, POD, PODGROUP, QUEUE, resource_path
+from caldera.api.kinds import CRONJOB, JOB, JOBFLOW, POD, PODGROUP, QUEUE, resource_path
 from caldera.kube.client import KubeClient
 from caldera.kube.errors import ApiError
 from caldera.kube.requests import PatchType
@@ -40,6 +40,8 @@ from e2e.conftest import Cluster
 from e2e.waiting import eventually, until
 from unit.test_webhook_cronjobs import CRONJOB_RULES
 from unit.test_webhook_cronjobs import cronjob as cronjob_dict
+from unit.test_webhook_jobflows import JOBFLOW_RULES
+from unit.test_webhook_jobflows import jobflow as jobflow_dict
 from unit.test_webhook_jobs import CREATE_RULES, UPDATE_RULES
 from unit.webhook_fixtures import job_dict, task
 
@@ -47,9 +49,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("crds")]
 
 TOKEN = secrets.token_hex(3)
 LABEL = "caldera.io/e2e-webhook"
-NIGHTLY: dict[str, Any] = yaml.safe_load(
-    (Path(__file__).resolve().parents[1] / "examples" / "cronjob-nightly.yaml").read_text()
-)
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+NIGHTLY: dict[str, Any] = yaml.safe_load((EXAMPLES / "cronjob-nightly.yaml").read_text())
 
 
 @dataclass(frozen=True)
@@ -768,6 +769,74 @@ async def test_cronjob_name_and_update(webhook: Webhook, kube: KubeClient) -> No
             CRONJOB, "ok", {"spec": {"schedule": "0 25 * * *"}}, namespace=webhook.namespace
         )
     assert "spec.schedule: schedule is not a valid cron expression" in refused.value.message
+
+
+# --- jobflows -----------------------------------------------------------------------------------
+
+# Rows whose bad values the CRD schema refuses (enum, minLength) before the webhook.
+JOBFLOW_CRD_FIRST = ("spec.jobRetainPolicy", "spec.flows[0].name: Required value")
+
+
+def _jobflow(wh: Webhook, spec: dict[str, Any], name: str = "pipe") -> dict[str, Any]:
+    body = jobflow_dict(name)
+    body["metadata"]["namespace"] = wh.namespace
+    body["spec"] = copy.deepcopy(spec)
+    return body
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"), [pytest.param(c, m, id=m[:60]) for c, m in JOBFLOW_RULES]
+)
+async def test_jobflow_rule(
+    webhook: Webhook, kube: KubeClient, spec: dict[str, Any], message: str
+) -> None:
+    """Each bad JobFlow (an undefined target, a cycle, a name its Jobs cannot carry) is refused
+    with its message."""
+    refusal = await _refusal(kube, JOBFLOW, _jobflow(webhook, spec))
+    if message.startswith(JOBFLOW_CRD_FIRST):
+        assert message.split(":")[0].replace("[0]", "") in refusal.replace("[0]", "")
+        return
+    assert "denied the request" in refusal
+    # The rows hold the whole message or its start (a name check quotes Kubernetes' long one).
+    assert message in refusal
+
+
+def _kubectl_apply(cluster: Cluster, namespace: str, docs: list[dict[str, Any]]) -> tuple[int, str]:
+    """kubectl apply of ``docs``: its exit code and everything it printed."""
+    result = subprocess.run(
+        [kubectl(), f"--kubeconfig={cluster.kubeconfig}", "-n", namespace, "apply", "-f", "-"],
+        input=yaml.safe_dump_all(docs),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return result.returncode, result.stdout + result.stderr
+
+
+async def test_example_jobflow_is_admitted_and_a_cycle_is_refused_on_update(
+    webhook: Webhook, cluster: Cluster, kube: KubeClient
+) -> None:
+    """examples/jobflow-pipeline.yaml applies as it is (its templates and its flow); an update
+    that makes evaluate a target of preprocess is refused naming the cycle; a probe is admitted
+    with kubectl's "Warning:" line."""
+    docs = [d for d in yaml.safe_load_all((EXAMPLES / "jobflow-pipeline.yaml").read_text()) if d]
+    code, out = _kubectl_apply(cluster, webhook.namespace, docs)
+    assert code == 0, out
+    assert "jobflow.flow.volcano.sh/pipeline created" in out
+    assert "jobtemplate.flow.volcano.sh/train created" in out
+    cycle = {"spec": {"flows": [*docs[-1]["spec"]["flows"]]}}
+    cycle["spec"]["flows"][0] = {"name": "preprocess", "dependsOn": {"targets": ["evaluate"]}}
+    with pytest.raises(ApiError) as refused:
+        await kube.patch(JOBFLOW, "pipeline", cycle, namespace=webhook.namespace)
+    assert (
+        "jobflow Flow is not DAG: the dependencies form a cycle: "
+        "preprocess -> evaluate -> train -> preprocess"
+    ) in refused.value.message
+    probe = {"probe": {"tcpSocketList": [{"port": 22}]}}
+    probed = _jobflow(webhook, {"flows": [{"name": "a"}, {"name": "b", "dependsOn": probe}]}, "x")
+    code, out = _kubectl_apply(cluster, webhook.namespace, [probed])
+    assert code == 0, out
+    assert "Warning: spec.flows[1].dependsOn.probe: not acted on (nor by Volcano)" in out
 
 
 # --- the process --------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from caldera.settings import (
     SchedulerSettings,
     WebhookSettings,
 )
+from controllers.jobflow.metrics import JobFlowMetrics
 from controllers.queue.metrics import QueueMetrics
 from informers.metrics import InformerMetrics, WorkQueueMetrics
 from scheduler.metrics import SchedulerMetrics
@@ -157,6 +158,7 @@ def _exported_series() -> set[str]:
     WorkQueueMetrics(registry)
     InformerMetrics(registry)
     QueueMetrics(registry)
+    JobFlowMetrics(registry)
     SchedulerMetrics(registry)
     WebhookMetrics(registry)
     names: set[str] = set()
@@ -200,6 +202,8 @@ def test_dashboard_covers_the_issue_panels() -> None:
         "job phases",
         "work queue depth",
         "webhook latency",
+        "jobflows finished",
+        "workflow controllers",
     ):
         assert any(wanted in t for t in titles), wanted
 

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Generic, TypeVar
 from urllib.parse import quote
 
-from caldera.api import core, volcano
+from caldera.api import core, flow, volcano
 from caldera.api.codec import ListDecoder, ObjectDecoder, WatchEventDecoder
+from caldera.api.meta import ObjectMeta, ObjectReference, OwnerReference
 
 __all__ = [
     "ALL_KINDS",
@@ -24,6 +25,8 @@ __all__ = [
     "CRONJOB",
     "EVENT",
     "JOB",
+    "JOBFLOW",
+    "JOBTEMPLATE",
     "LEASE",
     "NAMESPACE",
     "NETWORK_POLICY",
@@ -36,8 +39,10 @@ __all__ = [
     "SECRET",
     "SERVICE",
     "KindInfo",
+    "controller_reference",
     "kind_for",
     "kind_of",
+    "reference",
     "resource_path",
 ]
 
@@ -120,6 +125,12 @@ CRONJOB: Final = KindInfo(
 COMMAND: Final = KindInfo(
     "Command", "bus.volcano.sh", "v1alpha1", "commands", True, volcano.Command
 )
+JOBTEMPLATE: Final = KindInfo(
+    "JobTemplate", "flow.volcano.sh", "v1alpha1", "jobtemplates", True, flow.JobTemplate, ("jt",)
+)
+JOBFLOW: Final = KindInfo(
+    "JobFlow", "flow.volcano.sh", "v1alpha1", "jobflows", True, flow.JobFlow, ("jf",)
+)
 PODGROUP: Final = KindInfo(
     "PodGroup",
     "scheduling.volcano.sh",
@@ -154,6 +165,8 @@ ALL_KINDS: Final[tuple[KindInfo[Any], ...]] = (
     JOB,
     CRONJOB,
     COMMAND,
+    JOBTEMPLATE,
+    JOBFLOW,
     PODGROUP,
     QUEUE,
 )
@@ -176,6 +189,32 @@ def kind_of(type_: type[T]) -> KindInfo[T]:
     except KeyError:
         raise KeyError(f"{type_.__name__} is not a registered kind") from None
     return info
+
+
+def controller_reference(info: KindInfo[Any], meta: ObjectMeta) -> OwnerReference:
+    """The owner reference by which the object of kind ``info`` with metadata ``meta`` controls
+    what it creates (``controller`` and ``blockOwnerDeletion`` true, as
+    ``metav1.NewControllerRef``): the garbage collector deletes those objects with it."""
+    return OwnerReference(
+        api_version=info.api_version,
+        kind=info.kind,
+        name=meta.name,
+        uid=meta.uid,
+        controller=True,
+        block_owner_deletion=True,
+    )
+
+
+def reference(info: KindInfo[Any], meta: ObjectMeta) -> ObjectReference:
+    """A reference to the object of kind ``info`` with metadata ``meta``: the involved object of
+    its Events."""
+    return ObjectReference(
+        api_version=info.api_version,
+        kind=info.kind,
+        namespace=meta.namespace,
+        name=meta.name,
+        uid=meta.uid,
+    )
 
 
 def resource_path(
