@@ -437,17 +437,19 @@ QUEUE_RULES: list[tuple[str, dict[str, Any], str]] = [
     (
         "capability above ancestor",
         {"parent": "TEAM", "capability": {"cpu": "60"}},
-        "spec.capability.cpu: 60 exceeds the capability 50 of ancestor queue TEAM",
+        "spec.capability.cpu: queue SELF capability[cpu]=60 exceeds its ancestor's capability=50",
     ),
     (
         "sibling guarantee sum",
         {"parent": "TEAM", "guarantee": {"resource": {"cpu": "11"}}, "deserved": {"cpu": "11"}},
-        "spec.guarantee.resource.cpu: the sum over queue SELF and its siblings exceeds",
+        "spec.guarantee.resource: parent queue TEAM validation failed: sum of children's "
+        "guarantee (cpu 11) exceeds parent's guarantee limit (cpu 10)",
     ),
     (
         "sibling deserved sum",
         {"parent": "TEAM", "deserved": {"cpu": "21"}},
-        "spec.deserved.cpu: the sum over queue SELF and its siblings exceeds the deserved 20",
+        "spec.deserved: parent queue TEAM validation failed: sum of children's deserved "
+        "(cpu 21) exceeds parent's deserved limit (cpu 20)",
     ),
 ]
 
@@ -589,7 +591,8 @@ async def test_parent_capability_cannot_drop_below_child(
             {"spec": {"capability": {"cpu": "4"}}},
             patch_type=PatchType.MERGE,
         )
-    assert "spec.capability.cpu: 4 is less than the capability 8 of descendant queue" in (
+    assert "spec.capability.cpu: queue " in refused.value.message
+    assert "capability[cpu]=4 is smaller than its descendants' max capability=8" in (
         refused.value.message
     )
 
