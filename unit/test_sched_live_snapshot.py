@@ -32,7 +32,7 @@ from caldera.api.core import (
     ResourceQuota,
     ResourceRequirements,
 )
-from caldera.api.meta import Condition, ObjectMeta, format_time
+from caldera.api.meta import Condition, ObjectMeta, ResourceList, format_time
 from caldera.api.volcano import (
     KUBE_GROUP_NAME_KEY,
     PodGroup,
@@ -175,7 +175,7 @@ class Cache:
 
     # each put notes the change, as the informer handlers do
     def put_queue(self, name: str, weight: int) -> None:
-        deserved = {"cpu": str(self.rng.randint(0, 4))}
+        deserved: ResourceList = {"cpu": str(self.rng.randint(0, 4))}
         q = Queue(metadata=ObjectMeta(name=name), spec=QueueSpec(weight=weight, deserved=deserved))
         self.queues.items[name] = q
         self.live.queue_changed(q)
