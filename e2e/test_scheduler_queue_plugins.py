@@ -129,7 +129,7 @@ async def test_capacity_tree_lends_and_reclaims_deserved_shares(dexp: Experiment
     print(
         f"\npa1 reached its deserved 4 cpu {seconds:.1f} s after its demand ({sessions} sessions)"
     )
-    assert sessions <= 8, f"reclaim took {sessions} sessions"
+    assert sessions <= 15, f"reclaim took {sessions} sessions"
     guaranteed = {n for n in await dexp.placed() if n.startswith("pa1-")}
 
     # Contention: the last two projects arrive; every project ends at its deserved share.
