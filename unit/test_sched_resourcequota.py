@@ -4,6 +4,7 @@ record; jobs admitted in the session, and admitted jobs whose pods are not creat
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from caldera.api.core import ResourceQuota, ResourceQuotaSpec, ResourceQuotaStatus
@@ -147,3 +148,15 @@ def test_live_pods_of_admitted_jobs_are_not_counted_twice() -> None:
     waiting = add_job(cluster, "waiting", phase="Pending", min_resources={"cpu": "2"})
     ssn = session(cluster, quota("team", {"cpu": "4", "pods": "10"}, {"cpu": "2", "pods": "2"}))
     assert waiting.key in ssn.result.podgroup_phase_inqueue
+
+
+def test_scoped_quotas_are_left_to_the_api_server() -> None:
+    """A quota that covers only some pods (scopes) is not applied to every job."""
+    cluster = cpu_cluster({"n0": "16"})
+    job = add_job(cluster, "low", phase="Pending", min_resources={"cpu": "4"})
+    scoped = msgspec.structs.replace(
+        quota("high-only", {"cpu": "1"}),
+        spec=ResourceQuotaSpec(hard={"cpu": "1"}, scopes=("NotBestEffort",)),
+    )
+    ssn = session(cluster, scoped)
+    assert job.key in ssn.result.podgroup_phase_inqueue

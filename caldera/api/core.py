@@ -297,9 +297,12 @@ class PriorityClass(Model, frozen=True):
 
 
 class ResourceQuotaSpec(Model, frozen=True):
-    """The slice of a ResourceQuota spec the scheduler reads (scopes are not read)."""
+    """The slice of a ResourceQuota spec the scheduler reads: its limits, and whether it is
+    scoped (the scopes themselves are not evaluated)."""
 
     hard: ResourceList = {}
+    scopes: tuple[str, ...] = ()
+    scope_selector: dict[str, Any] | None = None
 
 
 class ResourceQuotaStatus(Model, frozen=True):

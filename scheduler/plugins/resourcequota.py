@@ -16,6 +16,10 @@ asks for:
   creates an admitted job's pods a moment later, so two jobs admitted in consecutive sessions
   must not both count on the same room).
 
+A scoped quota (``scopes`` or ``scopeSelector``: only some pods count against it) is left to
+the API server: the plugin does not evaluate scopes, and holding every job back on it would
+keep jobs the quota does not even cover Pending forever. Volcano applies it to every job.
+
 Quota names are read as Kubernetes does: ``cpu`` and ``requests.cpu`` limit the same requests
 (likewise memory, ephemeral-storage, hugepages and ``requests.<extended resource>``), and
 ``pods`` and ``count/pods`` limit the number of pods, against which a job asks for minMember.
@@ -171,6 +175,8 @@ class ResourceQuotaPlugin:
             need = job_need(job)
             held = reserved(job.namespace)
             for quota in listed:
+                if quota.spec.scopes or quota.spec.scope_selector:
+                    continue  # see the module docstring
                 view = QuotaView.of(quota)
                 over = exceeded(view, held, need)
                 if over.is_empty():
