@@ -131,6 +131,7 @@ class CapacityPlugin:
         self.hierarchy = False
         self.tree = QueueTree(limits={}, detached={})
         self.attrs: dict[str, CapacityAttr] = {}
+        self._chains: dict[str, list[CapacityAttr]] = {}
         self._ssn: Session | None = None
 
     # ---- session open -------------------------------------------------------------------------
@@ -151,6 +152,10 @@ class CapacityPlugin:
         total = ssn.total_resource.without(*UNTRACKED)
         self.tree = queue_tree(terms, total, hierarchy=self.hierarchy)
         self.attrs = {name: CapacityAttr(limits) for name, limits in self.tree.limits.items()}
+        self._chains = {
+            name: [attr, *(self.attrs[a] for a in reversed(attr.limits.ancestors))]
+            for name, attr in self.attrs.items()
+        }
         for job in ssn.jobs.values():
             attr = self.attrs.get(job.queue)
             if attr is None:
@@ -178,7 +183,7 @@ class CapacityPlugin:
 
     def _chain(self, attr: CapacityAttr) -> list[CapacityAttr]:
         """The queue and its ancestors, the queue first."""
-        return [attr, *(self.attrs[a] for a in reversed(attr.limits.ancestors))]
+        return self._chains[attr.name]
 
     def on_session_close(self, ssn: Session) -> None:
         """Report each queue's limits and share, for the metrics."""
@@ -234,10 +239,15 @@ class CapacityPlugin:
         return ""
 
     def _fits_chain(self, attr: CapacityAttr, request: Resources) -> bool:
-        return all(
-            over_limit(request, member.allocated, member.limits.real_capability).is_empty()
-            for member in self._chain(attr)
-        )
+        """The queue and each ancestor stay within their real capability with ``request``
+        (``over_limit`` is empty for each; written out: allocate asks for every pod)."""
+        wanted = [(n, a) for n, a in request.items() if a > 0 and n not in UNTRACKED]
+        for member in self._chain(attr):
+            held, limit = member.allocated, member.limits.real_capability
+            for name, amount in wanted:
+                if held.get(name) + amount > limit.get(name):
+                    return False
+        return True
 
     # ---- callbacks ----------------------------------------------------------------------------
 
@@ -265,7 +275,7 @@ class CapacityPlugin:
         """Open, attached, a leaf, and within the real capability up the tree with the task."""
         if self._refusal(queue):
             return False
-        return self._fits_chain(self.attrs[queue.name], task.resreq.without(*UNTRACKED))
+        return self._fits_chain(self.attrs[queue.name], task.resreq)
 
     def preemptive(self, queue: QueueInfo, tasks: Sequence[TaskInfo]) -> bool:
         """May ``queue`` reclaim for ``tasks``: within its real capability with them, and
