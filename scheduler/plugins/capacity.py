@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 
 from caldera.api.resources import Resources
 from caldera.api.why import WaitStage
-from scheduler.api.types import JobInfo, QueueInfo, TaskInfo, TaskStatus
+from scheduler.api.types import JobInfo, QueueInfo, TaskInfo
 from scheduler.framework.plugin import Arguments
 from scheduler.framework.session import Session
 from scheduler.plugins.proportion import UNTRACKED, job_inqueue, tracked_capability
@@ -72,7 +72,6 @@ class CapacityAttr:
 
     limits: QueueLimits
     allocated: Resources = field(default_factory=Resources)
-    request: Resources = field(default_factory=Resources)
     inqueue: Resources = field(default_factory=Resources)
     elastic: Resources = field(default_factory=Resources)
     share: float = 0.0
@@ -160,14 +159,11 @@ class CapacityPlugin:
             attr = self.attrs.get(job.queue)
             if attr is None:
                 continue
-            pending = Resources.sum(t.resreq for t in job.tasks_in(TaskStatus.PENDING))
             allocated = job.allocated.without(*UNTRACKED)
-            request = (job.allocated + pending).without(*UNTRACKED)
             inqueue = job_inqueue(job).without(*UNTRACKED)
             elastic = job.allocated.sub_clamped(job.min_resources).without(*UNTRACKED)
             for member in self._chain(attr):
                 member.allocated = member.allocated + allocated
-                member.request = member.request + request
                 member.inqueue = member.inqueue + inqueue
                 member.elastic = member.elastic + elastic
         for attr in self.attrs.values():
