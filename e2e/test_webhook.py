@@ -654,6 +654,7 @@ async def test_podgroup_queue_from_namespace(webhook: Webhook, kube: KubeClient)
             'spec.queue: unable to find queue: queue.scheduling.volcano.sh "ghost"',
         ),
         ({"queue": "CLOSED"}, "can only submit PodGroup to queue with state `Open`"),
+        ({"queue": "PARENT"}, "can only submit PodGroup to leaf queue, queue `"),
         (
             {"networkTopology": {"highestTierAllowed": 1, "highestTierName": "x"}},
             "spec.networkTopology: must not specify 'highestTierAllowed' and 'highestTierName'",
@@ -677,6 +678,8 @@ async def test_podgroup_rule(
     """Each bad PodGroup is refused with its message."""
     if spec.get("queue") == "CLOSED":
         spec = {"queue": webhook.closed}
+    if spec.get("queue") == "PARENT":
+        spec = {"queue": webhook.parent}
     refusal = await _refusal(kube, PODGROUP, _pg(webhook, f"pg-{secrets.token_hex(3)}", **spec))
     assert message in refusal
 
