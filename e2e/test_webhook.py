@@ -438,17 +438,19 @@ QUEUE_RULES: list[tuple[str, dict[str, Any], str]] = [
     (
         "capability above ancestor",
         {"parent": "TEAM", "capability": {"cpu": "60"}},
-        "spec.capability.cpu: 60 exceeds the capability 50 of ancestor queue TEAM",
+        "spec.capability.cpu: queue SELF capability[cpu]=60 exceeds its ancestor's capability=50",
     ),
     (
         "sibling guarantee sum",
         {"parent": "TEAM", "guarantee": {"resource": {"cpu": "11"}}, "deserved": {"cpu": "11"}},
-        "spec.guarantee.resource.cpu: the sum over queue SELF and its siblings exceeds",
+        "spec.guarantee.resource: parent queue TEAM validation failed: sum of children's "
+        "guarantee (cpu 11) exceeds parent's guarantee limit (cpu 10)",
     ),
     (
         "sibling deserved sum",
         {"parent": "TEAM", "deserved": {"cpu": "21"}},
-        "spec.deserved.cpu: the sum over queue SELF and its siblings exceeds the deserved 20",
+        "spec.deserved: parent queue TEAM validation failed: sum of children's deserved "
+        "(cpu 21) exceeds parent's deserved limit (cpu 20)",
     ),
 ]
 
@@ -590,7 +592,8 @@ async def test_parent_capability_cannot_drop_below_child(
             {"spec": {"capability": {"cpu": "4"}}},
             patch_type=PatchType.MERGE,
         )
-    assert "spec.capability.cpu: 4 is less than the capability 8 of descendant queue" in (
+    assert "spec.capability.cpu: queue " in refused.value.message
+    assert "capability[cpu]=4 is smaller than its descendants' max capability=8" in (
         refused.value.message
     )
 
@@ -652,6 +655,7 @@ async def test_podgroup_queue_from_namespace(webhook: Webhook, kube: KubeClient)
             'spec.queue: unable to find queue: queue.scheduling.volcano.sh "ghost"',
         ),
         ({"queue": "CLOSED"}, "can only submit PodGroup to queue with state `Open`"),
+        ({"queue": "PARENT"}, "can only submit PodGroup to leaf queue, queue `"),
         (
             {"networkTopology": {"highestTierAllowed": 1, "highestTierName": "x"}},
             "spec.networkTopology: must not specify 'highestTierAllowed' and 'highestTierName'",
@@ -675,6 +679,8 @@ async def test_podgroup_rule(
     """Each bad PodGroup is refused with its message."""
     if spec.get("queue") == "CLOSED":
         spec = {"queue": webhook.closed}
+    if spec.get("queue") == "PARENT":
+        spec = {"queue": webhook.parent}
     refusal = await _refusal(kube, PODGROUP, _pg(webhook, f"pg-{secrets.token_hex(3)}", **spec))
     assert message in refusal
 

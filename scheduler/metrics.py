@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from caldera.api.resources import Resources
 from scheduler.framework.session import SessionResult
 
 LATENCY_BUCKETS_MS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)
@@ -88,15 +91,31 @@ class SchedulerMetrics:
         )
         self.queue_deserved_cpu = Gauge(
             "caldera_queue_deserved_milli_cpu",
-            "CPU a queue deserves (proportion)",
+            "CPU a queue deserves (proportion, capacity)",
             queue,
             registry=registry,
         )
         self.queue_deserved_memory = Gauge(
             "caldera_queue_deserved_memory_bytes",
-            "Memory a queue deserves (proportion)",
+            "Memory a queue deserves (proportion, capacity)",
             queue,
             registry=registry,
+        )
+        self.queue_deserved_scalar = Gauge(
+            "caldera_queue_deserved_scalar_resources",
+            "Other resources a queue deserves, in thousandths (proportion, capacity)",
+            [*queue, "resource"],
+            registry=registry,
+        )
+        # capacity: the queue's effective capability and real capability (what it may hold
+        # once the other queues' guarantees are set aside); unlimited resources have no series.
+        self.queue_capacity = _ResourceGauges(
+            registry, "capacity", "A queue's capability (capacity plugin)"
+        )
+        self.queue_real_capacity = _ResourceGauges(
+            registry,
+            "real_capacity",
+            "The most a queue may hold, other queues' guarantees set aside (capacity plugin)",
         )
         self.queue_share = Gauge(
             "caldera_queue_share",
@@ -123,18 +142,60 @@ class SchedulerMetrics:
             self.queue_allocated_memory,
             self.queue_deserved_cpu,
             self.queue_deserved_memory,
+            self.queue_deserved_scalar,
             self.queue_share,
             self.job_share,
         ):
             gauge.clear()
+        self.queue_capacity.replace(result.queue_capability)
+        self.queue_real_capacity.replace(result.queue_real_capability)
         for name, allocated in result.queue_allocated.items():
             self.queue_allocated_cpu.labels(queue_name=name).set(allocated.get("cpu"))
             self.queue_allocated_memory.labels(queue_name=name).set(allocated.get("memory") // 1000)
         for name, deserved in result.queue_deserved.items():
             self.queue_deserved_cpu.labels(queue_name=name).set(deserved.get("cpu"))
             self.queue_deserved_memory.labels(queue_name=name).set(deserved.get("memory") // 1000)
+            for resource, amount in deserved.items():
+                if resource not in ("cpu", "memory"):
+                    self.queue_deserved_scalar.labels(queue_name=name, resource=resource).set(
+                        amount
+                    )
         for name, share in result.queue_share.items():
             self.queue_share.labels(queue_name=name).set(share)
         for key, share in result.job_share.items():
             namespace, _, name = key.partition("/")
             self.job_share.labels(job_ns=namespace, job_id=name).set(share)
+
+
+class _ResourceGauges:
+    """Volcano's three series of one queue figure: ``caldera_queue_<what>_milli_cpu``,
+    ``_memory_bytes`` and ``_scalar_resources{resource}`` (other resources, in thousandths),
+    per ``queue_name``; a resource a queue does not list gets no series."""
+
+    def __init__(self, registry: CollectorRegistry, what: str, help_text: str) -> None:
+        queue = ["queue_name"]
+        self.cpu = Gauge(
+            f"caldera_queue_{what}_milli_cpu", f"{help_text}: cpu", queue, registry=registry
+        )
+        self.memory = Gauge(
+            f"caldera_queue_{what}_memory_bytes", f"{help_text}: memory", queue, registry=registry
+        )
+        self.scalar = Gauge(
+            f"caldera_queue_{what}_scalar_resources",
+            f"{help_text}: other resources, in thousandths",
+            [*queue, "resource"],
+            registry=registry,
+        )
+
+    def replace(self, amounts: Mapping[str, Resources]) -> None:
+        """Drop every series and set those of ``amounts`` (queue -> resources)."""
+        for gauge in (self.cpu, self.memory, self.scalar):
+            gauge.clear()
+        for name, listed in amounts.items():
+            for resource, amount in listed.items():
+                if resource == "cpu":
+                    self.cpu.labels(queue_name=name).set(amount)
+                elif resource == "memory":
+                    self.memory.labels(queue_name=name).set(amount // 1000)
+                else:
+                    self.scalar.labels(queue_name=name, resource=resource).set(amount)

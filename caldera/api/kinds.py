@@ -33,9 +33,11 @@ __all__ = [
     "NODE",
     "POD",
     "PODGROUP",
+    "POD_DISRUPTION_BUDGET",
     "PRIORITY_CLASS",
     "PVC",
     "QUEUE",
+    "RESOURCE_QUOTA",
     "SECRET",
     "SERVICE",
     "KindInfo",
@@ -106,6 +108,18 @@ PRIORITY_CLASS: Final = KindInfo(
     core.PriorityClass,
     ("pc",),
 )
+RESOURCE_QUOTA: Final = KindInfo(
+    "ResourceQuota", "", "v1", "resourcequotas", True, core.ResourceQuota, ("quota",)
+)
+POD_DISRUPTION_BUDGET: Final = KindInfo(
+    "PodDisruptionBudget",
+    "policy",
+    "v1",
+    "poddisruptionbudgets",
+    True,
+    core.PodDisruptionBudget,
+    ("pdb",),
+)
 LEASE: Final = KindInfo("Lease", "coordination.k8s.io", "v1", "leases", True, core.Lease)
 NETWORK_POLICY: Final = KindInfo(
     "NetworkPolicy", "networking.k8s.io", "v1", "networkpolicies", True, core.NetworkPolicy
@@ -160,6 +174,8 @@ ALL_KINDS: Final[tuple[KindInfo[Any], ...]] = (
     PVC,
     EVENT,
     PRIORITY_CLASS,
+    RESOURCE_QUOTA,
+    POD_DISRUPTION_BUDGET,
     LEASE,
     NETWORK_POLICY,
     JOB,
