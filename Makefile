@@ -11,7 +11,7 @@ DEMO_NODES ?= 4
 TEST_WORKERS ?= 3
 
 .PHONY: help install binaries up down status demo test check lint fmt typecheck imports unit e2e \
-        crds bench-smoke clean
+        crds chart-readme bench-smoke clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | column -t -s $$'\t'
@@ -57,6 +57,9 @@ imports: install  ## import-linter contracts (docs/architecture.md's import rule
 
 crds: install  ## regenerate the CRDs in charts/caldera/crds from the models
 	$(PY) -m caldera.api.crdgen
+
+chart-readme: install  ## regenerate charts/caldera/README.md from the values and their comments
+	$(PY) -m scripts.chart_readme
 
 check: lint typecheck imports  ## every static check
 

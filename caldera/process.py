@@ -11,12 +11,14 @@ import socket
 import uuid
 from collections.abc import Awaitable, Callable
 
+import msgspec
 import structlog
 from prometheus_client import CollectorRegistry, Gauge
 
+from caldera.api.crdcheck import FIX, CrdProblem, check_served_crd, definitions
 from caldera.kube.client import ClientOptions, KubeClient
 from caldera.kube.config import ConfigError, load_config
-from caldera.kube.errors import ApiConnectionError, ApiError
+from caldera.kube.errors import ApiConnectionError, ApiError, Forbidden, NotFound
 from caldera.kube.leader import LeaderElector, LeaseConfig
 from caldera.settings import ProcessSettings
 
@@ -68,6 +70,37 @@ async def connect(settings: ProcessSettings, registry: CollectorRegistry) -> Kub
                 ) from None
             log.warning("the API server does not answer yet; waiting", error=reason)
             await asyncio.sleep(RETRY_EVERY)
+
+
+CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
+
+
+async def check_crds(client: KubeClient, resources: tuple[str, ...], *, strict: bool) -> None:
+    """Read the served CRDs (``<plural>.<group>``) and compare each with Caldera's
+    (``caldera.api.crdcheck``): StartupError naming every problem when ``strict``, a warning
+    otherwise. A process whose credentials may not read CRDs warns and starts (the chart grants
+    ``get`` on exactly these names)."""
+    problems: list[CrdProblem] = []
+    for definition in definitions(resources):
+        name = definition.info.resource
+        try:
+            served = msgspec.json.decode(await client.request("GET", CRD_PATH + name))
+        except NotFound:
+            served = None
+        except Forbidden:
+            log.warning("cannot read the CRD to check its fields; not checked", crd=name)
+            continue
+        problem = check_served_crd(definition, served)
+        if problem is not None:
+            problems.append(problem)
+    if not problems:
+        return
+    text = "; ".join(p.message() for p in problems)
+    if strict:
+        raise StartupError(f"{text}. To fix: {FIX}, or start with --check-crds=false")
+    log.warning(
+        "CRDs lack fields Caldera writes; starting anyway (--check-crds=false)", detail=text
+    )
 
 
 def stop_on_signals() -> asyncio.Event:

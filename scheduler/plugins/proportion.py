@@ -67,7 +67,7 @@ from caldera.api.resources import Resources
 from caldera.api.why import WaitStage
 from scheduler.api.types import ALLOCATED_STATUSES, JobInfo, QueueInfo, TaskInfo, TaskStatus
 from scheduler.framework.plugin import Arguments
-from scheduler.framework.session import Session
+from scheduler.framework.session import QueueFigures, Session
 from scheduler.why import gate_text
 
 # Names Volcano's Resource does not track as resources (see drf).
@@ -282,6 +282,14 @@ class ProportionPlugin:
         for name, attr in self.queue_attrs.items():
             ssn.result.queue_deserved[name] = attr.deserved
             ssn.result.queue_share[name] = queue_share(attr.allocated, attr.deserved)
+            ssn.result.queue_figures[name] = QueueFigures(
+                weight=attr.weight,
+                request=attr.request,
+                inqueue=attr.inqueue,
+                real_capability=attr.real_capability,
+                capability=attr.capability,
+                overused=attr.deserved.less_equal(attr.allocated),
+            )
         self._ssn = None
 
     # ---- allocation tracking ------------------------------------------------------------------
