@@ -7,6 +7,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 CLUSTER := $(PY) -m e2e.cluster
 DEMO_NODES ?= 4
+# pytest workers of make test; each e2e worker starts its own local control plane
+TEST_WORKERS ?= 3
 
 .PHONY: help install binaries up down status demo test check lint fmt typecheck imports unit e2e \
         crds chart-readme bench-smoke clean
@@ -68,7 +70,7 @@ e2e: install binaries  ## tests against the real local control plane
 	$(VENV)/bin/pytest e2e
 
 test: install binaries check  ## all checks, all tests and every benchmark once, small (CI runs this)
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile
 	$(MAKE) --no-print-directory bench-smoke
 
 bench-smoke: install  ## every benchmark once, small

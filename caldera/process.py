@@ -29,10 +29,6 @@ class StartupError(Exception):
     """The process cannot start; the message is the one line the user sees."""
 
 
-# How long a starting process waits for an API server that does not answer (restarting, or its
-# address not routable yet) before it gives up with one line. A process that exited at once
-# would crash-loop through an API server restart and come back only after the kubelet's backoff.
-STARTUP_PATIENCE = 60.0
 RETRY_EVERY = 2.0
 
 
@@ -46,11 +42,12 @@ def _worth_waiting(exc: Exception) -> bool:
     return True
 
 
-async def connect(
-    settings: ProcessSettings, registry: CollectorRegistry, *, patience: float = STARTUP_PATIENCE
-) -> KubeClient:
+async def connect(settings: ProcessSettings, registry: CollectorRegistry) -> KubeClient:
     """A client that has answered once, or StartupError naming what is wrong: at once for a bad
-    kubeconfig or a refusal, after ``patience`` seconds of an API server that does not answer."""
+    kubeconfig or a refusal, after ``settings.startup_timeout`` seconds of an API server that
+    does not answer (restarting, or its address not routable yet). A process that exited at
+    once would crash-loop through an API server restart and come back only after the kubelet's
+    backoff."""
     try:
         connection = await load_config(settings.kubeconfig, context=settings.context)
     except ConfigError as exc:
@@ -58,7 +55,7 @@ async def connect(
     options = ClientOptions(qps=settings.kube_qps, burst=settings.kube_burst)
     client = KubeClient(connection, options, registry=registry)
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + patience
+    deadline = loop.time() + settings.startup_timeout
     while True:
         try:
             async with asyncio.timeout(15):

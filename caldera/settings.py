@@ -29,7 +29,16 @@ ENV_PREFIX = "CALDERA_"
 # Volcano's names for the API client's rate (every Volcano process has them).
 KUBE_API_QPS = ("--kube-api-qps",)
 KUBE_API_BURST = ("--kube-api-burst",)
-KNOWN_CONTROLLERS = ("job", "queue", "podgroup", "command", "gc", "cronjob")
+KNOWN_CONTROLLERS = (
+    "job",
+    "queue",
+    "podgroup",
+    "command",
+    "gc",
+    "cronjob",
+    "jobflow",
+    "jobtemplate",
+)
 # Volcano's --controllers names for the same controllers (its job controller also takes the
 # Commands aimed at Jobs, as Caldera's does), and those of Volcano's that Caldera has not.
 VOLCANO_CONTROLLERS = {
@@ -38,11 +47,11 @@ VOLCANO_CONTROLLERS = {
     "pg-controller": "podgroup",
     "gc-controller": "gc",
     "cronjob-controller": "cronjob",
+    "jobflow-controller": "jobflow",
+    "jobtemplate-controller": "jobtemplate",
 }
 VOLCANO_ONLY_CONTROLLERS = frozenset(
     {
-        "jobflow-controller",
-        "jobtemplate-controller",
         "hyperNode-controller",
         "sharding-controller",
         "colocation-config-controller",
@@ -124,6 +133,13 @@ class ProcessSettings:
         volcano=("--leader-elect-retry-period",),
         seconds=True,
     )
+    startup_timeout: float = _opt(
+        60.0,
+        "seconds a starting process waits for an API server that does not answer (or answers "
+        "403 or 5xx) before it exits with one line; long enough to ride out an API server "
+        "restart instead of crash-looping into the kubelet's backoff",
+        seconds=True,
+    )
     shutdown_grace_period: float = _opt(
         20.0,
         "seconds to finish work in flight after SIGTERM; keep it below the pod's "
@@ -143,6 +159,8 @@ class ProcessSettings:
                 f"metrics_port {self.metrics_port} is not a TCP port: "
                 "use 0 (any free port) to 65535"
             )
+        if not self.startup_timeout >= 0:
+            raise SettingsError("startup_timeout must be 0 or more seconds")
         if not self.shutdown_grace_period >= 0:
             raise SettingsError("shutdown_grace_period must be 0 or more seconds")
         if self.log_format not in ("auto", "json", "console"):
@@ -158,7 +176,8 @@ class ProcessSettings:
 
 @dataclass(frozen=True, kw_only=True)
 class ControllersSettings(ProcessSettings):
-    """``caldera controllers``: the job, queue, podgroup, command, gc and cronjob controllers."""
+    """``caldera controllers``: the job, queue, podgroup, command, gc, cronjob, jobflow and
+    jobtemplate controllers."""
 
     controllers: tuple[str, ...] = _opt(
         (),
@@ -362,6 +381,7 @@ WEBHOOK_PATHS = (
     "/podgroups/validate",
     "/pods/validate",
     "/cronjobs/validate",
+    "/jobflows/validate",
 )
 
 

@@ -15,9 +15,11 @@ import asyncio
 import dataclasses
 import sys
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, Final, TypeVar
 
 import msgspec
+import yaml
 
 from caldera.api.kinds import COMMAND, KindInfo, resource_path
 from caldera.api.meta import ObjectMeta, OwnerReference
@@ -45,6 +47,7 @@ __all__ = [
     "get_object",
     "get_raw",
     "list_raw",
+    "load_documents",
     "run",
     "show_objects",
 ]
@@ -122,6 +125,19 @@ def run(args: argparse.Namespace, body: Callable[[KubeClient], Awaitable[int]]) 
 def listed_namespace(args: argparse.Namespace) -> str | None:
     """The namespace a list command reads: None (every namespace) with -A."""
     return None if args.all_namespaces else str(args.namespace)
+
+
+def load_documents(path: str) -> list[Any]:
+    """The YAML documents of the file ``path`` (``-``: standard input), empty ones left out;
+    CliError, in one line, when it cannot be read or is not YAML."""
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text()
+    except OSError as exc:
+        raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        return [doc for doc in yaml.safe_load_all(text) if doc is not None]
+    except yaml.YAMLError as exc:
+        raise CliError(f"{path} is not valid YAML: {' '.join(str(exc).split())}") from None
 
 
 def not_found(what: str, exc: NotFound) -> CliError:

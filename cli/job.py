@@ -21,10 +21,7 @@ import datetime as dt
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Final
-
-import yaml
 
 from caldera.api.core import Event, Pod
 from caldera.api.duration import DurationError, parse_duration
@@ -44,6 +41,7 @@ from cli.cluster import (
     get_raw,
     list_raw,
     listed_namespace,
+    load_documents,
     not_found,
     run,
 )
@@ -119,16 +117,10 @@ def job_from_file(args: argparse.Namespace) -> dict[str, Any]:
     """The Job in ``-f FILE``; -N and -n override its name and namespace (without either, the
     namespace is filled in once connected: the context's)."""
     path: str = args.filename
-    try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text()
-    except OSError as exc:
-        raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
-    try:
-        body = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise CliError(f"{path} is not valid YAML: {' '.join(str(exc).split())}") from None
-    if not isinstance(body, dict):
+    docs = load_documents(path)
+    if len(docs) != 1 or not isinstance(docs[0], dict):
         raise CliError(f"{path} does not hold a Job")
+    body: dict[str, Any] = docs[0]
     if (
         body.get("kind", JOB.kind) != JOB.kind
         or body.get("apiVersion", JOB.api_version) != JOB.api_version

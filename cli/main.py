@@ -21,9 +21,19 @@ from cli import commands
 from cli.errors import CliError, fail
 
 SERVER_COMMANDS: Final = (
-    ("controllers", "run the job, queue, podgroup, command, gc and cronjob controllers"),
+    (
+        "controllers",
+        "run the job, queue, podgroup, command, gc, cronjob, jobflow and jobtemplate controllers",
+    ),
     ("scheduler", "run the gang scheduler"),
     ("webhook", "run the admission webhook (validates and defaults jobs, queues, podgroups, pods)"),
+)
+
+# User commands whose parsers live with their handlers (cli.flow): built, like the server
+# commands, only when given.
+FLOW_COMMANDS: Final = (
+    ("jobflow", "create, list, get, describe and delete JobFlows (vcctl jobflow)"),
+    ("jobtemplate", "create, list, get, describe and delete JobTemplates (vcctl jobtemplate)"),
 )
 
 ALL: Final = "*"
@@ -35,9 +45,10 @@ def _section(title: str, rows: Sequence[tuple[str, str]], width: int) -> str:
 
 
 def _epilog() -> str:
-    width = max(len(name) for name, _ in (*commands.USER_COMMANDS, *SERVER_COMMANDS))
+    user = (*commands.USER_COMMANDS, *FLOW_COMMANDS)
+    width = max(len(name) for name, _ in (*user, *SERVER_COMMANDS))
     return (
-        _section("user commands", commands.USER_COMMANDS, width)
+        _section("user commands", user, width)
         + "\n"
         + _section("server commands (the processes the chart runs)", SERVER_COMMANDS, width)
         + "\nRun 'caldera COMMAND --help' for a command's flags."
@@ -46,7 +57,8 @@ def _epilog() -> str:
 
 def build_parser(command: str = ALL) -> argparse.ArgumentParser:
     """The parser. `command` is the one given on the command line: a server command's flags
-    (which need its settings class) are built only when it is that one, or for `ALL`."""
+    (which need its settings class), and jobflow's and jobtemplate's, are built only when it
+    is that one, or for `ALL`."""
     parser = argparse.ArgumentParser(
         prog="caldera",
         usage="caldera [-h] [--version] COMMAND ...",
@@ -60,6 +72,11 @@ def build_parser(command: str = ALL) -> argparse.ArgumentParser:
         dest="command", metavar="COMMAND", help=argparse.SUPPRESS, prog="caldera"
     )
     commands.register(sub)
+    if command in (ALL, *(name for name, _ in FLOW_COMMANDS)):
+        importlib.import_module("cli.flow").register(sub)
+    else:
+        for name, help in FLOW_COMMANDS:
+            sub.add_parser(name, help=help)  # a name only, never parsed
     for name, help in SERVER_COMMANDS:
         if command in (ALL, name):
             importlib.import_module(f"cli.{name}").register(sub)

@@ -37,6 +37,8 @@ from controllers.command.controller import CommandController
 from controllers.cronjob.controller import CronJobController
 from controllers.gc.controller import GarbageCollector
 from controllers.job.controller import JobController
+from controllers.jobflow.controller import JobFlowController
+from controllers.jobtemplate.controller import JobTemplateController
 from controllers.podgroup.controller import PodGroupController
 from controllers.queue.controller import QueueController
 from controllers.runtime import Controller, ControllerContext
@@ -52,6 +54,8 @@ AVAILABLE: dict[str, type[Controller]] = {
     CommandController.name: CommandController,
     GarbageCollector.name: GarbageCollector,
     CronJobController.name: CronJobController,
+    JobFlowController.name: JobFlowController,
+    JobTemplateController.name: JobTemplateController,
 }
 
 log = structlog.get_logger("manager")

@@ -736,7 +736,8 @@ async def test_install_and_rbac_through_a_job_lifecycle(
     """helm install is accepted object by object; an upgrade keeps the webhook certificate; and
     the controllers, the scheduler and the webhook, each with only its chart ServiceAccount's
     token, take their Leases, sync their caches and carry a Job with plugins from creation to
-    Completed and TTL deletion, and start a CronJob's owed Job, without a single 403."""
+    Completed and TTL deletion, start a CronJob's owed Job, and run a two-step JobFlow to
+    Succeed and the deletion of its Jobs, without a single 403."""
     inst = installed
     manifest = _run(inst.helm_cmd("get", "manifest", inst.release)).stdout
     rendered = [d for d in yaml.safe_load_all(manifest) if d]
@@ -866,6 +867,12 @@ async def test_install_and_rbac_through_a_job_lifecycle(
             json.dumps({"status": {"lastScheduleTime": two_years_ago}}),
         )
 
+        # A two-step JobFlow (delete policy): the jobflow controller creates both Jobs in
+        # order, writes the flow's status and deletes the Jobs; the jobtemplate controller
+        # writes the templates' status.
+        for doc in _flow("flow"):
+            inst.kubectl("-n", namespace, "create", "-f", "-", input=json.dumps(doc))
+
         async def cron_started() -> bool | None:
             _no_refusals(procs)
             active = inst.kubectl(
@@ -880,6 +887,14 @@ async def test_install_and_rbac_through_a_job_lifecycle(
             return _ok(active.startswith("cron-"))
 
         await eventually(cron_started, timeout=60, what="the CronJob's Job and status")
+
+        async def template_listed() -> bool | None:
+            # While the flow's first Job exists (until the flow succeeded and deleted it).
+            _no_refusals(procs)
+            made = _jsonpath(inst, namespace, "jobtemplates.flow.volcano.sh", "flow-a", MADE)
+            return _ok("flow-flow-a" in made)
+
+        await eventually(template_listed, timeout=60, what="the JobTemplate's status")
 
         async def plugin_objects() -> bool | None:
             _no_refusals(procs)
@@ -918,6 +933,14 @@ async def test_install_and_rbac_through_a_job_lifecycle(
             return _ok(left.strip() == "")
 
         await eventually(collected, timeout=60, what="the gc controller to delete the Job")
+
+        async def flow_done() -> bool | None:
+            _no_refusals(procs)
+            phase = _jsonpath(inst, namespace, "jobflows.flow.volcano.sh", "flow", PHASE)
+            left = inst.kubectl("-n", namespace, "get", "jobs.batch.volcano.sh", "-o", "name")
+            return _ok(phase == "Succeed" and not left.split())
+
+        await eventually(flow_done, timeout=120, interval=0.5, what="the JobFlow run and cleaned")
         for name, proc in procs.items():
             refused = proc.metric(
                 "caldera_rest_client_requests_total", {"verb": "GET", "code": "403"}
@@ -1169,6 +1192,42 @@ def _cronjob(name: str) -> dict[str, Any]:
         "metadata": {"name": name},
         "spec": {"schedule": "0 0 1 1 *", "jobTemplate": {"spec": _job(name)["spec"]}},
     }
+
+
+PHASE = ".status.state.phase"
+MADE = ".status.jobDependsOnList"
+
+
+def _jsonpath(inst: Installed, namespace: str, kind: str, name: str, path: str) -> str:
+    return inst.kubectl("-n", namespace, "get", kind, name, "-o", f"jsonpath={{{path}}}").strip()
+
+
+def _flow(name: str) -> list[dict[str, Any]]:
+    """Two JobTemplates of `_job`'s spec (without its TTL) and a JobFlow running them one after
+    the other, deleting its Jobs once it succeeded."""
+    spec = {k: v for k, v in _job(name)["spec"].items() if k != "ttlSecondsAfterFinished"}
+    templates = [
+        {
+            "apiVersion": "flow.volcano.sh/v1alpha1",
+            "kind": "JobTemplate",
+            "metadata": {"name": f"{name}-{step}"},
+            "spec": spec,
+        }
+        for step in ("a", "b")
+    ]
+    flow = {
+        "apiVersion": "flow.volcano.sh/v1alpha1",
+        "kind": "JobFlow",
+        "metadata": {"name": name},
+        "spec": {
+            "jobRetainPolicy": "delete",
+            "flows": [
+                {"name": f"{name}-a"},
+                {"name": f"{name}-b", "dependsOn": {"targets": [f"{name}-a"]}},
+            ],
+        },
+    }
+    return [*templates, flow]
 
 
 def _no_refusals(procs: dict[str, CalderaProcess]) -> None:

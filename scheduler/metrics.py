@@ -21,11 +21,11 @@ JOB_LATENCY_BUCKETS_MS = (
 # Per-queue figures, Volcano's names (queue_<figure>_milli_cpu, ...), and what each holds.
 QUEUE_FIGURES: Final = {
     "allocated": "held by a queue's pods",
-    "deserved": "a queue deserves (proportion)",
+    "deserved": "a queue deserves (proportion or capacity)",
     "request": "a queue's jobs hold and ask for (proportion)",
     "inqueue": "reserved by a queue's admitted jobs not yet running (proportion)",
-    "capacity": "of a queue's spec.capability (proportion; unlimited queues have none)",
-    "real_capacity": "a queue may ever hold: capability within what guarantees leave (proportion)",
+    "capacity": "of a queue's capability (proportion or capacity; unlimited: no series)",
+    "real_capacity": "a queue may ever hold: capability within what guarantees leave",
 }
 # Not scalar resources: cpu and memory have their own series; the rest Volcano does not track.
 NOT_SCALAR: Final = frozenset({"cpu", "memory", "pods", "ephemeral-storage", "storage"})
@@ -194,6 +194,11 @@ class SchedulerMetrics:
                 self.queue_resources["capacity"].set(name, figures.capability)
             self.queue_weight.labels(queue_name=name).set(figures.weight)
             self.queue_overused.labels(queue_name=name).set(1 if figures.overused else 0)
+        # The capacity plugin's limits list only the limited resources: no series for the rest.
+        for name, capability in result.queue_capability.items():
+            self.queue_resources["capacity"].set(name, capability, listed_only=True)
+        for name, real in result.queue_real_capability.items():
+            self.queue_resources["real_capacity"].set(name, real, listed_only=True)
         for name, share in result.queue_share.items():
             self.queue_share.labels(queue_name=name).set(share)
         for key, share in result.job_share.items():
@@ -269,10 +274,14 @@ class _QueueResourceGauges:
         for gauge in (self.cpu, self.memory, self.scalar):
             gauge.clear()
 
-    def set(self, queue: str, amounts: Resources) -> None:
-        self.cpu.labels(queue_name=queue).set(amounts.get("cpu"))
-        # Resources hold milli-units: memory in milli-bytes.
-        self.memory.labels(queue_name=queue).set(amounts.get("memory") // 1000)
+    def set(self, queue: str, amounts: Resources, *, listed_only: bool = False) -> None:
+        """The queue's series; cpu and memory even when not listed (as 0) unless
+        ``listed_only``."""
+        if not listed_only or "cpu" in amounts:
+            self.cpu.labels(queue_name=queue).set(amounts.get("cpu"))
+        if not listed_only or "memory" in amounts:
+            # Resources hold milli-units: memory in milli-bytes.
+            self.memory.labels(queue_name=queue).set(amounts.get("memory") // 1000)
         for resource, amount in amounts.items():
             if resource not in NOT_SCALAR:
                 self.scalar.labels(queue_name=queue, resource=resource).set(amount)

@@ -1,9 +1,9 @@
 """``caldera scheduler``: the session loop around the pure scheduling core, and its I/O.
 
-Every ``--schedule-period`` (or early, when pods, PodGroups, nodes or queues change): bring the
-snapshot up to date with what changed in the informer cache (``scheduler.live_snapshot``), run
-one session (actions and plugins, in a worker thread so the
-event loop keeps serving watches and probes), then carry out its decisions:
+Every ``--schedule-period`` (or early, when pods, PodGroups, nodes, queues, ResourceQuotas or
+PodDisruptionBudgets change): bring the snapshot up to date with what changed in the informer
+cache (``scheduler.live_snapshot``), run one session (actions and plugins, in a worker thread so
+the event loop keeps serving watches and probes), then carry out its decisions:
 
 - binds through the pods/binding subresource, ``--bind-workers`` at a time, in the background: a
   pod is *assumed* on its node from the moment the session decides until the cache sees it
@@ -41,7 +41,15 @@ from typing import TypeVar
 import structlog
 
 from caldera.api.core import Pod
-from caldera.api.kinds import NODE, POD, PODGROUP, PRIORITY_CLASS, QUEUE
+from caldera.api.kinds import (
+    NODE,
+    POD,
+    POD_DISRUPTION_BUDGET,
+    PODGROUP,
+    PRIORITY_CLASS,
+    QUEUE,
+    RESOURCE_QUOTA,
+)
 from caldera.api.meta import ObjectMeta, ObjectReference, find_condition, object_key, parse_time
 from caldera.api.resources import Resources
 from caldera.api.volcano import (
@@ -149,6 +157,10 @@ class SchedulerLoop:
         self.podgroups = factory.informer(PODGROUP)
         self.queues = factory.informer(QUEUE)
         self.priority_classes = factory.informer(PRIORITY_CLASS)
+        # Few and small objects, watched whatever the configuration (a reloaded configuration
+        # may name resourcequota or pdb at any time).
+        self.resource_quotas = factory.informer(RESOURCE_QUOTA)
+        self.disruption_budgets = factory.informer(POD_DISRUPTION_BUDGET)
         self.factory = factory
         self._wake = asyncio.Event()
 
@@ -159,6 +171,8 @@ class SchedulerLoop:
         _note(self.nodes, wake)
         _note(self.podgroups, wake)
         _note(self.queues, wake)
+        _note(self.resource_quotas, wake)
+        _note(self.disruption_budgets, wake)
         self.assumed: dict[str, str] = {}  # pod uid -> node, until the cache sees the bind
         self._requests = CachedRequests()
         # The snapshot, kept up to date: the handlers only note what changed.
@@ -182,12 +196,16 @@ class SchedulerLoop:
         )
         _note(self.queues, live.queue_changed)
         _note(self.priority_classes, live.priority_class_changed)
+        _note(self.resource_quotas, live.resource_quota_changed)
+        _note(self.disruption_budgets, live.disruption_budget_changed)
         self.cached = CachedObjects(
             pods=self.pods.store,
             nodes=self.nodes.store,
             podgroups=self.podgroups.store,
             queues=self.queues.store,
             priority_classes=self.priority_classes.store,
+            resource_quotas=self.resource_quotas.store,
+            disruption_budgets=self.disruption_budgets.store,
         )
         self._bind_gate = asyncio.Semaphore(settings.bind_workers)
         self._binding: set[asyncio.Task[None]] = set()  # binds in flight

@@ -27,6 +27,7 @@ from caldera.settings import (
     SchedulerSettings,
     WebhookSettings,
 )
+from controllers.jobflow.metrics import JobFlowMetrics
 from controllers.queue.metrics import QueueMetrics
 from informers.metrics import InformerMetrics, WorkQueueMetrics
 from scheduler.metrics import SchedulerMetrics
@@ -45,7 +46,10 @@ PROCESSES: dict[str, type[ProcessSettings]] = {
 _IN_CLUSTER = "the chart runs the process in-cluster: its ServiceAccount token, no kubeconfig"
 _CERT_MOUNT = "the chart mounts the serving certificate's Secret and points the flag at it"
 _WEBHOOK_NO_LEASE = "unused by the webhook: replicas are active-active, no leader election"
-_CERT_SOURCE = "set by certificates.generator=webhook (the Secret, the Service's names, the chart's configurations)"
+_CERT_SOURCE = (
+    "set by certificates.generator=webhook (the Secret, the Service's names, "
+    "the chart's configurations)"
+)
 
 # Settings that are not values, and why. docs/configuration.md repeats each reason.
 CHART_MANAGED: dict[str, dict[str, str]] = {
@@ -162,6 +166,7 @@ def _exported_series() -> set[str]:
     WorkQueueMetrics(registry)
     InformerMetrics(registry)
     QueueMetrics(registry)
+    JobFlowMetrics(registry)
     SchedulerMetrics(registry)
     WebhookMetrics(registry)
     names: set[str] = set()
@@ -205,6 +210,8 @@ def test_dashboard_covers_the_issue_panels() -> None:
         "job phases",
         "work queue depth",
         "webhook latency",
+        "jobflows finished",
+        "workflow controllers",
         "deserved vs allocated (gpu)",
         "deserved vs allocated (memory)",
         "job wait time",

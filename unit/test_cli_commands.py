@@ -85,7 +85,7 @@ def test_a_server_command_still_builds_its_flags() -> None:
 def test_help_has_a_section_for_user_and_for_server_commands() -> None:
     text = build_parser("").format_help()
     user, server = text.split("user commands:")[1].split("server commands")
-    for name in ("job", "queue", "cronjob", "pod", "version", "completion"):
+    for name in ("job", "queue", "cronjob", "pod", "version", "completion", "jobflow"):
         assert f"\n  {name} " in user
     for name, _help in SERVER_COMMANDS:
         assert f"\n  {name} " in server

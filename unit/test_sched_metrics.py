@@ -72,6 +72,34 @@ def test_metrics_export_queue_and_job_shares() -> None:
     assert allocated != Resources()
 
 
+def test_capacity_limits_are_exported_per_resource() -> None:
+    """capacity's capability and real capability go out in Volcano's series (milli-cpu,
+    bytes, other resources in thousandths); an unlimited resource has no series, and a queue
+    gone from the next session loses its series."""
+    text = DEFAULT_CONF.replace("- name: proportion", "- name: capacity")
+    conf = parse_conf(text, actions=REGISTRY.actions, plugins=REGISTRY.plugins)
+    node = make_node("n1", cpu="4", memory="8Gi", extra={"nvidia.com/gpu": "2"})
+    cluster = make_cluster([node], [make_job("j", 2)])
+    cluster.queues["default"].capability = Resources.from_list({"nvidia.com/gpu": "1"})
+    cluster.queues["default"].deserved = Resources.from_list({"cpu": "2"})
+    result = run_session(Session(cluster, conf.tiers), conf, REGISTRY)
+    registry = CollectorRegistry()
+    metrics = SchedulerMetrics(registry)
+    metrics.observe(result)
+    labels = {"queue_name": "default"}
+    gpu = {**labels, "resource": "nvidia.com/gpu"}
+    assert registry.get_sample_value("caldera_queue_capacity_scalar_resources", gpu) == 1000
+    assert registry.get_sample_value("caldera_queue_capacity_milli_cpu", labels) is None
+    assert registry.get_sample_value("caldera_queue_real_capacity_milli_cpu", labels) == 4000
+    assert registry.get_sample_value("caldera_queue_real_capacity_memory_bytes", labels) == 8 << 30
+    assert registry.get_sample_value("caldera_queue_real_capacity_scalar_resources", gpu) == 1000
+    assert registry.get_sample_value("caldera_queue_deserved_milli_cpu", labels) == 2000
+    result.queue_capability.clear()
+    result.queue_real_capability.clear()
+    metrics.observe(result)
+    assert registry.get_sample_value("caldera_queue_real_capacity_milli_cpu", labels) is None
+
+
 # --- Volcano's queue, namespace and per-job series ----------------------------------------------
 
 GPU = "nvidia.com/gpu"

@@ -212,6 +212,7 @@ def test_the_defaults_are_valid() -> None:
         ({"pvc_create_qps": "0"}, ["pvc_create_qps"], "must be a number > 0"),
         ({"resync_period": "-1"}, ["resync_period"], "0 (off) or more"),
         ({"shutdown_grace_period": "-5"}, ["shutdown_grace_period"], "0 or more"),
+        ({"startup_timeout": "-1"}, ["startup_timeout"], "0 or more"),
         ({"kube_burst": "0"}, ["kube_burst"], ">= 1"),
         ({"metrics_port": "65536"}, ["metrics_port", "65536"], "is not a TCP port"),
         ({"metrics_port": "-1"}, ["metrics_port", "-1"], "is not a TCP port"),
@@ -538,9 +539,13 @@ def test_help_names_the_volcano_aliases(capsys: pytest.CaptureFixture[str]) -> N
         ("gc,job", ("job", "gc")),  # in Caldera's order
         ("*", KNOWN_CONTROLLERS),
         ("*,-sharding-controller", KNOWN_CONTROLLERS),  # Volcano's default
-        ("*,-job-controller,-pg-controller", ("queue", "command", "gc", "cronjob")),
+        (
+            "*,-job-controller,-pg-controller",
+            ("queue", "command", "gc", "cronjob", "jobflow", "jobtemplate"),
+        ),
+        ("jobflow-controller,jobtemplate-controller", ("jobflow", "jobtemplate")),
         ("job-controller,queue-controller,cronjob-controller", ("job", "queue", "cronjob")),
-        ("job,-jobflow-controller", ("job",)),
+        ("job,-hyperNode-controller", ("job",)),
     ],
 )
 def test_controllers_in_volcanos_form(raw: str, chosen: tuple[str, ...]) -> None:
@@ -553,7 +558,7 @@ def test_controllers_in_volcanos_form(raw: str, chosen: tuple[str, ...]) -> None
 @pytest.mark.parametrize(
     ("raw", "message"),
     [
-        ("jobflow-controller", "unknown controller jobflow-controller"),
+        ("sharding-controller", "unknown controller sharding-controller"),
         ("*,-nope", "unknown controller -nope"),
         ("-job-controller", "leaves no controller to run"),
     ],

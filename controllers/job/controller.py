@@ -42,6 +42,7 @@ from caldera.api.kinds import (
     SECRET,
     kind_for,
 )
+from caldera.api.meta import controller_of
 from caldera.api.podtemplate import job_template_errors
 from caldera.api.stored import policy_errors
 from caldera.api.volcano import (
@@ -150,6 +151,20 @@ def events_first(items: Sequence[_Item]) -> list[_Item]:
     return [item for item in items if not _plain_sync(item)] + syncs[-1:]
 
 
+def waits_for_events(decision: Decision, waiting: Sequence[_Item]) -> bool:
+    """Whether a SyncJob must wait for ``waiting``: the requests after it in its batch, or
+    those posted while its batch ran.
+
+    A sync judges the Job by the pods as the cache holds them now, which may already show a pod
+    whose request is still to come: later in the batch (a lagging controller drains a pod's
+    PodPending, whose policy is a sync, with the PodFailed that followed it), or posted to the
+    next batch during this batch's writes. Judged first, both pods of an ``exitCode: 3 ->
+    AbortJob`` task seen Failed end the Job Failed, not Aborted. So a sync waits while a request
+    that may carry a policy waits; one sync runs after them.
+    """
+    return decision.action == Action.SYNC_JOB and any(not _plain_sync(i) for i in waiting)
+
+
 def policy_problems(job: Job) -> str:
     """The Job's policies that no controller runs (stored without the webhook), as one message;
     such a policy acts as SyncJob, as in Volcano. "" when there is none. Pure."""
@@ -205,7 +220,9 @@ class JobController(Controller):
         self.pods.add_handler(
             _handlers(add=self._pod_added, update=self._pod_updated, delete=self._pod_deleted)
         )
-        self.podgroups.add_handler(_handlers(update=self._podgroup_updated))
+        self.podgroups.add_handler(
+            _handlers(update=self._podgroup_updated, delete=self._podgroup_deleted)
+        )
         self.commands.add_handler(_handlers(add=self._command_added))
         self.claims.add_handler(_handlers(add=self._pvc_added))
 
@@ -297,6 +314,11 @@ class JobController(Controller):
             self.ctx.recorder.record(job, "Warning", JobEventReason.POD_GROUP_PENDING, message)
         self._post_request(events.on_podgroup_update(old, new))
 
+    def _podgroup_deleted(self, podgroup: PodGroup) -> None:
+        owner = events.job_owner(controller_of(podgroup.metadata))
+        job = self.jobs.store.get(f"{podgroup.metadata.namespace}/{owner.name}") if owner else None
+        self._post_request(events.on_podgroup_delete(podgroup, job))
+
     def _pvc_added(self, pvc: PersistentVolumeClaim) -> None:
         ns, name = pvc.metadata.namespace, pvc.metadata.name
         jobs = self.jobs.store.by_index(CLAIM_INDEX, f"{ns}/{name}")
@@ -325,7 +347,10 @@ class JobController(Controller):
             superseded = set()
         if not items:
             items = [Request(job.metadata.namespace, job.metadata.name)]  # a plain sync
-        for item in items:
+        index = 0
+        while index < len(items):
+            item = items[index]
+            index += 1
             decision: Decision | None
             if isinstance(item, _Timer):
                 entry = self._delayed.take(item.token)
@@ -353,6 +378,14 @@ class JobController(Controller):
                             f"{format_duration(decision.delay)}",
                         )
                     continue
+            if waits_for_events(decision, items[index:]):
+                if not _plain_sync(items[-1]):
+                    items.append(Request(job.metadata.namespace, job.metadata.name))
+                continue  # the batch's last item syncs, after the events before it
+            if waits_for_events(decision, self._inbox.get(key, ())):
+                # The waiting requests queued the key again; the sync follows them.
+                self._inbox[key].append(Request(job.metadata.namespace, job.metadata.name))
+                continue
             before = job.metadata.resource_version
             try:
                 job = await self._execute(job, decision)
@@ -371,7 +404,7 @@ class JobController(Controller):
                     job = await self._execute(job, Decision(Action.TERMINATE_JOB))
                     continue
                 # Keep the unprocessed requests for the retry (after backoff).
-                rest = items[items.index(item) + 1 :]
+                rest = items[index:]
                 if rest:
                     self._inbox.setdefault(key, [])[:0] = rest
                 raise

@@ -139,6 +139,17 @@ class SessionResult:
     # every one of them, not only those whose status changed; and the jobs that got binds.
     unready_jobs: list[str] = field(default_factory=list)
     placed_jobs: dict[str, PlacedJob] = field(default_factory=dict)
+    queue_capability: dict[str, Resources] = field(default_factory=dict)  # capacity
+    queue_real_capability: dict[str, Resources] = field(default_factory=dict)  # capacity
+    # Seconds after the session's clock at which a plugin would decide differently with
+    # nothing else changed (sla: a job's waiting time runs out); None: never.
+    revisit_after: float | None = None
+
+    def revisit(self, seconds: float) -> None:
+        """Ask for a session ``seconds`` from now even if nothing changes (the earliest ask
+        wins)."""
+        if self.revisit_after is None or seconds < self.revisit_after:
+            self.revisit_after = max(seconds, 0.0)
 
     def bind(self, task: TaskInfo, node: str) -> None:
         self.binds.append(Bind(task, node))
@@ -186,6 +197,12 @@ class Session:
         self.job_changes: set[str] = set()
         for job in cluster.jobs.values():
             job.changes = self.job_changes
+
+    def plugin_switch(self, plugin: str, switch: str, default: bool) -> bool:
+        """A switch of ``plugin`` as the configuration sets it, ``default`` when it does not:
+        for switches that are off unless set (Volcano's enableHierarchy)."""
+        entry = self._options.get(plugin)
+        return default if entry is None else entry[1].switches.get(switch, default)
 
     # ---- registration -----------------------------------------------------------------------
 
