@@ -954,7 +954,7 @@ def _complete(words: list[str]) -> list[str]:
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 def test_bash_completion_completes_commands_flags_and_values() -> None:
-    assert _complete(["caldera", "jo"]) == ["job"]
+    assert _complete(["caldera", "jo"]) == ["job", "jobflow", "jobtemplate"]
     assert _complete(["caldera", "job", ""]) == [
         "delete",
         "list",
