@@ -17,7 +17,17 @@ from caldera.api.kinds import COMMAND, EVENT, JOB
 from caldera.api.volcano import Command, Job
 from caldera.kube.client import KubeClient
 from e2e.conftest import Cluster
-from e2e.test_cli import acaldera, caldera, ok, one_error, rows_by_name, table
+from e2e.test_cli import (  # noqa: F401 - controllers and scheduled are fixtures
+    acaldera,
+    caldera,
+    controllers,
+    ok,
+    one_error,
+    rows_by_name,
+    scheduled,
+    table,
+)
+from e2e.waiting import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("crds")]
 SMALL = ["-R", "cpu=100m", "-L", "cpu=100m"]
@@ -114,6 +124,28 @@ async def test_restart_creates_a_restartjob_command(
     assert target is not None
     assert (target.kind, target.name, target.uid) == ("Job", "again", job.metadata.uid)
     one_error(caldera(cluster, "job", "restart", "nope", *ns), f"job {namespace}/nope not found")
+
+
+@pytest.mark.usefixtures("controllers", "scheduled")
+async def test_restart_and_wait_through_the_job_controller(
+    cluster: Cluster, namespace: str, kube: KubeClient
+) -> None:
+    """`job wait` sees the job Running; `job restart`'s Command makes the controller kill and
+    recreate its pods with the job's version bumped; `job wait` sees it Running again."""
+    ns = ["-n", namespace]
+    ok(await acaldera(cluster, "job", "run", "-N", "rs", *ns, "-r", "2", "-m", "2", *SMALL))
+    wait = ["job", "wait", "rs", *ns, "--for=Running", "--timeout=90s"]
+    assert ok(await acaldera(cluster, *wait)) == f"job {namespace}/rs is Running\n"
+    before = await kube.get(JOB, "rs", namespace=namespace)
+    ok(await acaldera(cluster, "job", "restart", "rs", *ns))
+
+    async def bumped() -> Job | None:
+        job = await kube.get(JOB, "rs", namespace=namespace)
+        return job if job.status.version > before.status.version else None
+
+    await eventually(bumped, timeout=90, what="the job's version bumped")
+    ok(await acaldera(cluster, *wait))
+    assert list((await kube.list(COMMAND, namespace=namespace)).items) == []  # consumed
 
 
 async def set_phase(kube: KubeClient, namespace: str, name: str, phase: str) -> None:
