@@ -10,16 +10,14 @@ Caldera line. ``--client`` prints the client's version without connecting.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
-from typing import Any
-
-import msgspec
+from typing import TYPE_CHECKING, Any
 
 from caldera import __version__
-from caldera.kube.client import KubeClient
-from caldera.kube.errors import ApiError
-from cli import output
-from cli.cluster import describe_error, run
+
+if TYPE_CHECKING:
+    from caldera.kube.client import KubeClient
 
 PART_OF = "app.kubernetes.io/part-of=caldera"
 DEPLOYMENTS = "/apis/apps/v1/deployments"
@@ -68,16 +66,19 @@ def show_version(args: argparse.Namespace) -> int:
     if args.client:
         _write(report, args.output)
         return 0
+    # Only a command that connects loads the API client (`--client` answers at once).
+    from caldera.kube.errors import ApiError
+    from cli.cluster import describe_error, run
 
     async def go(client: KubeClient) -> int:
-        server = msgspec.json.decode(await client.request("GET", "/version"))
+        server = json.loads(await client.request("GET", "/version"))
         report["kubernetes"] = server.get("gitVersion", "")
         try:
             listing = await client.request("GET", DEPLOYMENTS, params={"labelSelector": PART_OF})
         except ApiError as exc:
             report["calderaError"] = f"cannot list Deployments: {describe_error(exc)}"
         else:
-            report["caldera"] = caldera_deployments(msgspec.json.decode(listing))
+            report["caldera"] = caldera_deployments(json.loads(listing))
         _write(report, args.output)
         return 0
 
@@ -86,6 +87,8 @@ def show_version(args: argparse.Namespace) -> int:
 
 def _write(report: dict[str, Any], fmt: str | None) -> None:
     if fmt in ("json", "yaml"):
+        from cli import output
+
         sys.stdout.write(output.dump(report, fmt))
     else:
         sys.stdout.write(render_version(report))

@@ -66,7 +66,13 @@ def heavy(loaded: set[str]) -> set[str]:
 
 @pytest.mark.parametrize(
     "argv",
-    [("job", "list", "--help"), ("--help",), ("queue", "get", "--help"), ("--version",)],
+    [
+        ("job", "list", "--help"),
+        ("--help",),
+        ("queue", "get", "--help"),
+        ("--version",),
+        ("version", "--client"),
+    ],
 )
 def test_help_imports_nothing_heavy(argv: tuple[str, ...]) -> None:
     loaded = modules_loaded_by(*argv)
