@@ -2,9 +2,9 @@
 jobtemplate commands (Volcano's pkg/cli/jobflow and pkg/cli/jobtemplate).
 
 Flags, defaults, columns and lines are vcctl's: ``create -f FILE`` creates each document of the
-file (in its namespace, ``default`` without one) and prints ``Created JobFlow: ns/name``;
-``list`` (``-n``, default ``default``; ``--all-namespaces``) and ``get -N NAME`` print ``Name
-Namespace Phase Age`` (JobTemplate: ``Name Namespace``); ``describe`` prints the object (or every
+file (in its namespace; without one, ``-n``'s or the kubeconfig context's, else ``default``) and
+prints ``Created JobFlow: ns/name``; ``list`` (``-n``; ``-A/--all-namespaces``) and ``get -N
+NAME`` print ``Name Namespace Phase Age`` (JobTemplate: ``Name Namespace``); ``describe`` prints the object (or every
 object of the namespace without ``-N``) as YAML, or JSON with ``-o json``, without managedFields;
 ``delete -N NAME -n NS`` or ``delete -f FILE``.
 
@@ -13,7 +13,7 @@ a flow and its templates (examples/jobflow-pipeline.yaml) serves both commands; 
 cannot be created or deleted is reported on stderr and the command exits 1 (vcctl prints the
 failure and exits 0); ``get`` takes the name as an argument too; ``list`` and ``get`` take ``-o
 json|yaml|wide`` (wide: how many Jobs are in each of the flow's lists, how many a template made),
-and ``jobtemplate list`` takes ``--all-namespaces``.
+and ``jobtemplate list`` takes ``-A/--all-namespaces``.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from cli.cluster import (
     not_found,
     run,
 )
-from cli.commands import add_connection_args, add_output_arg, usage
+from cli.commands import add_connection_args, add_namespace_args, add_output_arg, usage
 from cli.errors import CliError
 
 DEFAULT_NAMESPACE = "default"
@@ -88,13 +88,17 @@ def _register(sub: argparse._SubParsersAction[argparse.ArgumentParser], noun: _N
 
     p = cmds.add_parser("create", help=f"create {kind}s", description=f"Create {kind}s.")
     _file_arg(p, required=True)
-    p.add_argument("-n", "--namespace", help="the namespace of documents that name none (default)")
+    p.add_argument(
+        "-n",
+        "--namespace",
+        help="the namespace of documents that name none (default: the kubeconfig context's, "
+        "else default)",
+    )
     add_connection_args(p)
     p.set_defaults(handler=_create(noun))
 
     p = cmds.add_parser("list", help=f"list {kind}s", description=f"List {kind}s.")
-    _namespace_arg(p, noun)
-    p.add_argument("--all-namespaces", action="store_true", help="list in all namespaces")
+    add_namespace_args(p, f"{noun.words}s", all_namespaces=True)
     add_output_arg(p)
     add_connection_args(p)
     p.set_defaults(handler=_lister(noun))
@@ -134,18 +138,9 @@ def _register(sub: argparse._SubParsersAction[argparse.ArgumentParser], noun: _N
     p.set_defaults(handler=_deleter(noun))
 
 
-def _namespace_arg(p: argparse.ArgumentParser, noun: _Noun) -> None:
-    p.add_argument(
-        "-n",
-        "--namespace",
-        default=DEFAULT_NAMESPACE,
-        help=f"the namespace of the {noun.words} (default)",
-    )
-
-
 def _name_args(p: argparse.ArgumentParser, noun: _Noun) -> None:
     p.add_argument("-N", "--name", default="", help=f"the name of the {noun.words}")
-    _namespace_arg(p, noun)
+    add_namespace_args(p, noun.words)
 
 
 def _file_arg(p: argparse.ArgumentParser, *, required: bool) -> None:
@@ -162,7 +157,8 @@ Bodies = list[dict[str, Any]]
 
 def documents(path: str, noun: _Noun, namespace: str | None) -> tuple[Bodies, list[str]]:
     """The documents of ``path`` that are ``noun``'s kind (a document without a kind counts),
-    each with its namespace filled in; and a note for each document skipped."""
+    each with its namespace filled in (with `namespace`; left out when both are None, for the
+    context's once connected); and a note for each document skipped."""
     kind = noun.kind
     bodies: Bodies = []
     skipped: list[str] = []
@@ -174,7 +170,8 @@ def documents(path: str, noun: _Noun, namespace: str | None) -> tuple[Bodies, li
             skipped.append(f"skipped {doc.get('kind')} {name}: not a {kind.kind}")
             continue
         meta = dict(doc.get("metadata") or {})
-        meta["namespace"] = meta.get("namespace") or namespace or DEFAULT_NAMESPACE
+        if meta.get("namespace") or namespace:
+            meta["namespace"] = meta.get("namespace") or namespace
         bodies.append({**doc, "apiVersion": kind.api_version, "kind": kind.kind, "metadata": meta})
     if not bodies:
         raise CliError(f"{path} holds no {kind.kind}")
@@ -195,6 +192,8 @@ def _each(args: argparse.Namespace, noun: _Noun, verb: str, act: Act) -> int:
     async def go(client: KubeClient) -> int:
         failed = 0
         for body in bodies:
+            # Documents that name no namespace, with no -n: the context's (known now).
+            body["metadata"].setdefault("namespace", args.namespace or DEFAULT_NAMESPACE)
             where = f"{body['metadata']['namespace']}/{body['metadata'].get('name', '')}"
             try:
                 await act(client, body)
@@ -259,9 +258,9 @@ async def _objects(
 
 
 def _shower(noun: _Noun, args: argparse.Namespace, name: str | None) -> int:
-    namespace = None if name is None and args.all_namespaces else args.namespace
-
     async def go(client: KubeClient) -> int:
+        # args.namespace is known once connected (the context's when -n is not given).
+        namespace = None if name is None and args.all_namespaces else args.namespace
         items, raw = await _objects(client, noun, namespace, name)
         if args.output in ("json", "yaml"):
             shown = raw[0] if name is not None else output.as_list(raw)
