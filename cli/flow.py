@@ -4,9 +4,9 @@ jobtemplate commands (Volcano's pkg/cli/jobflow and pkg/cli/jobtemplate).
 Flags, defaults, columns and lines are vcctl's: ``create -f FILE`` creates each document of the
 file (in its namespace; without one, ``-n``'s or the kubeconfig context's, else ``default``) and
 prints ``Created JobFlow: ns/name``; ``list`` (``-n``; ``-A/--all-namespaces``) and ``get -N
-NAME`` print ``Name Namespace Phase Age`` (JobTemplate: ``Name Namespace``); ``describe`` prints the object (or every
-object of the namespace without ``-N``) as YAML, or JSON with ``-o json``, without managedFields;
-``delete -N NAME -n NS`` or ``delete -f FILE``.
+NAME`` print ``Name Namespace Phase Age`` (JobTemplate: ``Name Namespace``); ``describe``
+prints the object (or every object of the namespace without ``-N``) as YAML, or JSON with ``-o
+json``, without managedFields; ``delete -N NAME -n NS`` or ``delete -f FILE``.
 
 Beyond vcctl: a document of another kind in the file is skipped with a note, so one file holding
 a flow and its templates (examples/jobflow-pipeline.yaml) serves both commands; a document that
