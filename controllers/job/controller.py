@@ -23,7 +23,7 @@ import contextlib
 import dataclasses
 import datetime as dt
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,7 +50,6 @@ from caldera.api.volcano import (
     POLICY_ACTIONS,
     Action,
     Command,
-    Event,
     Job,
     JobEventReason,
     PodGroup,
@@ -59,7 +58,7 @@ from caldera.api.volcano import (
 from caldera.kube.errors import AlreadyExists, ApiError, Conflict, Invalid, NotFound
 from controllers.job import events
 from controllers.job.created import CreatedPods
-from controllers.job.events import Request
+from controllers.job.events import Request, events_first
 from controllers.job.pending import pending_event
 from controllers.job.plugins import PluginSet, build_plugins
 from controllers.job.plugins.ssh import generate_key_pair, key_pair_from_secret, secret_name
@@ -124,30 +123,6 @@ class _CommandItem:
 
 
 _Item = Request | _Timer | _CommandItem
-
-
-def _plain_sync(item: _Item) -> bool:
-    """A request that only asks for a sync (no policy can match it, no Command, no timer)."""
-    return (
-        isinstance(item, Request)
-        and item.action is None
-        and (item.event is None or item.event in (Event.OUT_OF_SYNC, Event.POD_RUNNING))
-    )
-
-
-def events_first(items: Sequence[_Item]) -> list[_Item]:
-    """A reconcile's batch with the requests that may carry a policy (pod events, Commands,
-    timers) first, in their order, then one sync for all the plain ones.
-
-    A sync judges the Job by the pods as the cache holds them now, and every pod change the
-    cache holds has its request in the same batch (handlers post as the cache updates). Run
-    first, a sync queued before a pod's ``PodFailed`` would see every pod finished and end the
-    Job by minSuccess (Failed) before that pod's ``exitCode: AbortJob`` could act, as happens
-    when the controller lags behind a burst; the policies run first, as they would have with
-    the events handled one at a time. Plain syncs are alike, so one is enough.
-    """
-    syncs = [item for item in items if _plain_sync(item)]
-    return [item for item in items if not _plain_sync(item)] + syncs[-1:]
 
 
 def policy_problems(job: Job) -> str:
