@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 
 from caldera import __version__
 from caldera.settings import SettingsError
-from cli import completion, controllers, cronjob, job, pod, queue, scheduler, webhook
+from cli import completion, controllers, cronjob, job, pod, queue, scheduler, simulate, webhook
 from cli.errors import fail
 
 
@@ -32,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     queue.register(sub)
     cronjob.register(sub)
     pod.register(sub)
+    simulate.register(sub)
     completion.register(sub)
     return parser
 
