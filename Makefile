@@ -9,7 +9,7 @@ CLUSTER := $(PY) -m e2e.cluster
 DEMO_NODES ?= 4
 
 .PHONY: help install binaries up down status demo test check lint fmt typecheck imports unit e2e \
-        crds bench-smoke clean
+        crds bench-smoke experiments clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | column -t -s $$'\t'
@@ -70,6 +70,9 @@ test: install binaries check  ## all checks, all tests and every benchmark once,
 
 bench-smoke: install  ## every benchmark once, small
 	@for b in bench/*.py; do [ "$$b" = bench/__init__.py ] || $(PY) $$b --smoke || exit 1; done
+
+experiments: install  ## run the seed experiments; write docs/experiments.md and docs/experiments.html
+	$(PY) -m simulator.experiments --out docs
 
 clean:  ## remove the virtualenv and caches (not the binary cache)
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

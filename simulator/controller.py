@@ -37,7 +37,7 @@ from controllers.job.pods import (
     podgroup_name,
     priority_lookup,
 )
-from controllers.job.policy import Decision, DelayedActions, apply_policies
+from controllers.job.policy import Decision, DelayedActions
 from controllers.job.state import Plan, Step, apply_plan, kill_victims, plan
 from controllers.job.status import PodCounts, count_pods, pod_task, status_changed
 from controllers.job.sync import plan_sync
@@ -146,13 +146,12 @@ class JobController:
                     continue  # cancelled meanwhile
                 decision = entry.decision
             else:
-                self.delayed.on_request(item)
-                decision = apply_policies(job, item)
-                if decision.delay:
-                    scheduled = self.delayed.schedule(item, decision)
-                    if scheduled is not None:
-                        self._arm(key, scheduled.token, decision.delay)
+                now, entry = self.delayed.resolve(job, item)
+                if entry is not None and entry.decision.delay:
+                    self._arm(key, entry.token, entry.decision.delay)
+                if now is None:
                     continue
+                decision = now
             job = self._execute(job, decision)
             if decision.action != Action.SYNC_JOB:
                 self.delayed.on_action_ran(key, decision)

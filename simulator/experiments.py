@@ -29,20 +29,14 @@ from matplotlib.figure import Figure
 from simulator.baselines import Mode
 from simulator.engine import Limits, Simulation
 from simulator.loading import conf_text, load_conf, load_scenario, read_document
-from simulator.report import STYLE, gantt_figure, image, queues_figure
+from simulator.report import STYLE, gantt_figure, html_table, image, queues_figure
 from simulator.results import JobResult, RunResult
-from simulator.spec import Scenario, SpecError, seconds
+from simulator.spec import Scenario, SpecError, Strict, seconds
 
 ROOT = Path(__file__).resolve().parent.parent / "examples" / "experiments"
 
 
-class _Strict(
-    msgspec.Struct, forbid_unknown_fields=True, rename="camel", frozen=True, kw_only=True
-):
-    pass
-
-
-class RunSpec(_Strict, frozen=True):
+class RunSpec(Strict, frozen=True):
     label: str
     mode: Mode = Mode.SCHEDULER
     conf: str = ""
@@ -51,7 +45,7 @@ class RunSpec(_Strict, frozen=True):
     until: float | str | None = None
 
 
-class ExperimentSpec(_Strict, frozen=True):
+class ExperimentSpec(Strict, frozen=True):
     title: str
     claim: str
     source: str
@@ -480,14 +474,6 @@ def markdown(findings: Sequence[Finding]) -> str:
     return "\n".join(parts) + "\n"
 
 
-def _html_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows
-    )
-    return f"<table><tr>{head}</tr>{body}</table>"
-
-
 def html_page(findings: Sequence[Finding]) -> str:
     parts = [
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
@@ -503,7 +489,7 @@ def html_page(findings: Sequence[Finding]) -> str:
             "<ul>"
             + "".join(f"<li><code>{html.escape(c)}</code></li>" for c in f.commands)
             + "</ul>",
-            _html_table(f.header, f.rows),
+            html_table(f.header, f.rows),
             f"<p><b>Verdict: the claim {'holds' if f.holds else 'does not hold'}.</b> "
             f"{html.escape(f.verdict)}.</p>",
         ]

@@ -68,7 +68,7 @@ class Recorder:
         if record is None:
             return
         record.restarts = new.status.retry_count
-        phase = new.status.state.phase
+        phase = str(new.status.state.phase)
         if phase == old.status.state.phase and record.phases:
             return
         record.phase = phase
@@ -116,7 +116,7 @@ class Recorder:
             if phase == PodPhase.RUNNING and run.started is None:
                 run.started = now
             if phase in (PodPhase.SUCCEEDED, PodPhase.FAILED) and run.ended is None:
-                run.ended, run.outcome = now, phase
+                run.ended, run.outcome = now, str(phase)
                 statuses = new.status.container_statuses
                 if statuses and statuses[0].state.terminated is not None:
                     run.exit_code = statuses[0].state.terminated.exit_code

@@ -199,7 +199,7 @@ def gantt_jobs(runs: Sequence[RunResult], chosen: Sequence[str]) -> list[str]:
     return [j.job for j in sorted(jobs, key=lambda j: j.arrival)[:MAX_GANTT_JOBS]]
 
 
-def _table(header: Sequence[str], body: Sequence[Sequence[str]]) -> str:
+def html_table(header: Sequence[str], body: Sequence[Sequence[str]]) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     lines = [f"<tr>{head}</tr>"]
     for row in body:
@@ -247,7 +247,7 @@ def page(report: Report, *, gantt: Sequence[str] = (), title: str = "") -> str:
         f"<code>{html.escape(report.trace)}</code>, written by <code>caldera simulate</code>. "
         "Times are seconds of virtual time from the first arrival.</p>",
         "<h2>Runs side by side</h2>",
-        _table(["", *(s.label for s in summaries)], [[f, *c] for f, c in rows(summaries)]),
+        html_table(["", *(s.label for s in summaries)], [[f, *c] for f, c in rows(summaries)]),
         "<h2>Cluster utilisation</h2>",
         image("utilisation over time", utilisation_figure(runs)),
     ]
@@ -263,7 +263,7 @@ def page(report: Report, *, gantt: Sequence[str] = (), title: str = "") -> str:
     if reasons:
         parts += [
             "<p>Pods by reason, counted once per session in which they could not be placed.</p>",
-            _table(
+            html_table(
                 ["reason", *(run.label for run in runs)],
                 [[r, *(str(run.unschedulable.get(r, 0)) for run in runs)] for r in reasons],
             ),
@@ -276,7 +276,7 @@ def page(report: Report, *, gantt: Sequence[str] = (), title: str = "") -> str:
         parts += [
             f"<h2>Jobs: {html.escape(run.label)}</h2>",
             f"<p>The first {len(jobs)} of {len(run.jobs)} jobs.</p>" if more > 0 else "",
-            _table(
+            html_table(
                 [
                     "job",
                     "queue",

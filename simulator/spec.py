@@ -53,16 +53,14 @@ class Progress(enum.StrEnum):
 # ---- the files as written --------------------------------------------------------------------
 
 
-class _Strict(
-    msgspec.Struct, forbid_unknown_fields=True, rename="camel", frozen=True, kw_only=True
-):
+class Strict(msgspec.Struct, forbid_unknown_fields=True, rename="camel", frozen=True, kw_only=True):
     """Base of the file formats: unknown keys are errors (a typo must not pass silently)."""
 
 
 Seconds = float | str  # seconds, or a Go duration ("90s", "1h30m")
 
 
-class NodeGroupSpec(_Strict, frozen=True):
+class NodeGroupSpec(Strict, frozen=True):
     name: str
     resources: dict[str, str | int | float]
     count: int = 1
@@ -70,13 +68,13 @@ class NodeGroupSpec(_Strict, frozen=True):
     taints: tuple[dict[str, Any], ...] = ()
 
 
-class TimingSpec(_Strict, frozen=True):
+class TimingSpec(Strict, frozen=True):
     bind_delay: Seconds = 1.0
     termination_grace: Seconds = 0.0
     schedule_period: Seconds = 1.0
 
 
-class ClusterSpec(_Strict, frozen=True):
+class ClusterSpec(Strict, frozen=True):
     nodes: tuple[NodeGroupSpec, ...]
     queues: tuple[dict[str, Any], ...] = ()
     priority_classes: tuple[dict[str, Any], ...] = ()
@@ -85,7 +83,7 @@ class ClusterSpec(_Strict, frozen=True):
     scheduler_conf: str = ""
 
 
-class FailureSpec(_Strict, frozen=True):
+class FailureSpec(Strict, frozen=True):
     task: str
     after: Seconds
     index: int | None = None
@@ -93,12 +91,12 @@ class FailureSpec(_Strict, frozen=True):
     exit_code: int = 1
 
 
-class NetworkSpec(_Strict, frozen=True):
+class NetworkSpec(Strict, frozen=True):
     between: tuple[str, str]
     penalty: float
 
 
-class TraceJobSpec(_Strict, frozen=True):
+class TraceJobSpec(Strict, frozen=True):
     arrival: Seconds = 0.0
     run_time: Seconds | dict[str, Seconds] | None = None
     progress: Progress = Progress.POD
@@ -110,7 +108,7 @@ class TraceJobSpec(_Strict, frozen=True):
     file: str = ""
 
 
-class TraceSpec(_Strict, frozen=True):
+class TraceSpec(Strict, frozen=True):
     jobs: tuple[TraceJobSpec, ...]
     namespace: str = DEFAULT_NAMESPACE
 

@@ -71,7 +71,7 @@ from controllers.job.pods import (
     podgroup_name,
     priority_lookup,
 )
-from controllers.job.policy import Decision, DelayedActions, apply_policies
+from controllers.job.policy import Decision, DelayedActions
 from controllers.job.pvc_throttle import PvcCreator
 from controllers.job.state import (
     INVALID_TEMPLATE,
@@ -314,19 +314,17 @@ class JobController(Controller):
                     continue
                 if isinstance(item, _CommandItem) and item.unknown_action:
                     continue  # removed with a Warning Event; nothing else is touched
-                self._delayed.on_request(request)
-                decision = apply_policies(job, request)
-                if decision.delay:
-                    entry = self._delayed.schedule(request, decision)
-                    if entry is not None:
-                        self._arm(key, entry.token, decision.delay)
-                        self._event(
-                            job,
-                            "Normal",
-                            JobEventReason.EXECUTE_ACTION,
-                            f"Execute action {decision.action} after "
-                            f"{format_duration(decision.delay)}",
-                        )
+                decision, entry = self._delayed.resolve(job, request)
+                if entry is not None and entry.decision.delay:
+                    self._arm(key, entry.token, entry.decision.delay)
+                    self._event(
+                        job,
+                        "Normal",
+                        JobEventReason.EXECUTE_ACTION,
+                        f"Execute action {entry.decision.action} after "
+                        f"{format_duration(entry.decision.delay)}",
+                    )
+                if decision is None:
                     continue
             before = job.metadata.resource_version
             try:

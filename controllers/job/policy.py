@@ -11,12 +11,9 @@ the Job's key) and, when the timer fires, executes what `DelayedActions.take` re
 cancelled meanwhile; nothing to do). A cancelled entry's timer may still fire harmlessly. Usage
 per request::
 
-    decision = apply_policies(job, request)
-    delayed.on_request(request)             # cancellations by PodRunning / leaving Pending
-    if decision.delay:                      # None or 0: run now
-        entry = delayed.schedule(request, decision)
-        if entry: arm_timer(entry.token, decision.delay)
-    else:
+    decision, entry = delayed.resolve(job, request)   # cancellations, then the policies
+    if entry: arm_timer(entry.token, entry.decision.delay)
+    if decision:                                       # not delayed: run now
         run(decision); delayed.on_action_ran(request.job_key, decision)
 
 and on a timer: ``entry = delayed.take(token)``; if not None, run ``entry.decision`` and call
@@ -211,6 +208,16 @@ class DelayedActions:
         self._by_token[entry.token] = entry
         self._by_key[key] = entry.token
         return entry
+
+    def resolve(self, job: Job, request: Request) -> tuple[Decision | None, DelayedAction | None]:
+        """A request through the cancellation rules and the policies: (the decision to run
+        now, None when a policy delays it; the delayed action this request scheduled, for
+        which the caller arms a timer, None when it scheduled none)."""
+        self.on_request(request)
+        decision = apply_policies(job, request)
+        if not decision.delay:
+            return decision, None
+        return None, self.schedule(request, decision)
 
     def take(self, token: int) -> DelayedAction | None:
         """The timer of `token` fired: remove and return its action, None if it was cancelled."""
