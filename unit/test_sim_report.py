@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import base64
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import msgspec
@@ -18,6 +20,7 @@ from simulator.results import Report
 from simulator.synthetic import cluster_document, trace_document
 
 JOBS, NODES = 60, 10
+REPO = Path(__file__).resolve().parent.parent
 LABELS = ("configured scheduler", "pod by pod (no gang, no queues)", "FIFO (no queues)")
 
 
@@ -123,3 +126,16 @@ def test_simulate_refuses_unknown_baselines_and_missing_gantt_jobs(
         main([*args, "--baselines", "none", "--html", str(tmp / "x.html"), "--gantt", "nope"]) == 1
     )
     assert "--gantt: the trace has no job 'nope'" in capsys.readouterr().err
+
+
+def test_the_cli_imports_the_simulator_only_when_simulate_runs() -> None:
+    """Building the parser (every command's start) imports neither the simulator nor
+    matplotlib."""
+    probe = (
+        "import sys; from cli.main import build_parser; build_parser(); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('simulator', 'matplotlib')))"
+    )
+    found = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=REPO
+    )
+    assert found.stdout.strip() == "[]"
