@@ -8,7 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from simulator.experiments import EVALUATORS, ROOT, Finding, evaluate, markdown
+from simulator.experiments import (
+    EVALUATORS,
+    ROOT,
+    Finding,
+    evaluate,
+    load_spec,
+    markdown,
+    run_experiment,
+)
+from simulator.results import JobResult
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "experiments.md"
 
@@ -35,3 +44,27 @@ def test_the_committed_summary_is_what_the_experiments_give_now(findings: list[F
     """docs/experiments.md is generated: a change to the simulator or the scheduler that moves
     a figure must come with `make experiments`."""
     assert DOCS.read_text() == markdown(findings)
+
+
+def test_the_gang_notes_hold() -> None:
+    """What the gang experiment's notes say of the pod-by-pod run: twelve pods fit, every job
+    gets two or three, none gets six."""
+    directory = ROOT / "gang"
+    runs = run_experiment(directory, load_spec(directory))
+    pod_by_pod = next(r for (label, _), r in runs.items() if label.startswith("pod by pod"))
+    assert sorted(len(job.pods) for job in pod_by_pod.jobs) == [2, 2, 2, 3, 3]
+
+
+def test_the_task_topology_notes_hold() -> None:
+    """What the task-topology notes say of nodes of 8 cpu: with task-topology and binpack a job
+    gets its two ps on one node and its workers elsewhere."""
+    directory = ROOT / "task-topology"
+    runs = run_experiment(directory, load_spec(directory))
+    tight = runs[("task-topology + binpack, 3 nodes of 8 cpu", 0.0)]
+
+    def split(job: JobResult) -> bool:
+        ps = {p.node for p in job.pods if "-ps-" in p.pod}
+        workers = {p.node for p in job.pods if "-worker-" in p.pod}
+        return len(ps) == 1 and not ps & workers
+
+    assert any(split(job) for job in tight.jobs)
