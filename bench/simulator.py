@@ -140,7 +140,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="two tiny traces (CI)")
     parser.add_argument("--sizes", default="", help="trace sizes in jobs, comma-separated")
-    parser.add_argument("--nodes", type=int, default=0, help="nodes (default 5,000; 20 smoke)")
+    parser.add_argument("--nodes", type=int, default=0, help="nodes (default 5,000; 10 smoke)")
     parser.add_argument("--profile", action="store_true", help="profile each run (cProfile)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s] or (
