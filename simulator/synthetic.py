@@ -7,7 +7,8 @@ per node per week (100,000 a week on 5,000 nodes), into the queues in proportion
 weights, and are of three kinds:
 
 - half are one-pod jobs: one GPU and 8 cpu, or (one in five) 8 cpu alone;
-- two in five are gangs of 2 to 8 pods of 8 GPUs (a whole GPU node each), minAvailable all;
+- two in five are gangs of 2 to 8 pods of 8 GPUs (a whole GPU node each; at most a quarter of
+  the GPU nodes), minAvailable all;
 - one in ten are elastic jobs of 16 to 32 one-GPU pods with minAvailable 4.
 
 Run times are log-normal (median 20 minutes for one-pod jobs, an hour for the others), scaled
@@ -75,8 +76,11 @@ def _job(name: str, queue: str, min_available: int, task: dict[str, Any], **spec
     }
 
 
-def _kind(rng: random.Random, index: int, queue: str) -> tuple[dict[str, Any], float, float]:
-    """(manifest, GPUs it asks for, median run time)."""
+def _kind(
+    rng: random.Random, index: int, queue: str, gpu_nodes: int
+) -> tuple[dict[str, Any], float, float]:
+    """(manifest, GPUs it asks for, median run time); gangs span at most a quarter of the GPU
+    nodes (at least 2), so that a small cluster's queues can each hold one."""
     roll = rng.random()
     name = f"job-{index:06d}"
     if roll < 0.5:
@@ -84,7 +88,7 @@ def _kind(rng: random.Random, index: int, queue: str) -> tuple[dict[str, Any], f
         requests = {"cpu": "8", "memory": "32Gi", **({"nvidia.com/gpu": "1"} if gpu else {})}
         return _job(name, queue, 1, _task("main", 1, requests)), float(gpu), 1200.0
     if roll < 0.9:
-        pods = rng.randint(2, 8)
+        pods = rng.randint(2, max(2, min(8, gpu_nodes // 4)))
         requests = {"cpu": "56", "memory": "400Gi", "nvidia.com/gpu": "8"}
         policies = [{"event": "PodFailed", "action": "RestartJob"}]
         manifest = _job(name, queue, pods, _task("worker", pods, requests), policies=policies)
@@ -106,7 +110,7 @@ def trace_document(jobs: int, nodes: int, *, seed: int = 1, load: float = 0.7) -
     for index in range(jobs):
         at += rng.expovariate(rate)
         queue = rng.choices([q for q, _ in QUEUES], weights)[0]
-        manifest, asked, median = _kind(rng, index, queue)
+        manifest, asked, median = _kind(rng, index, queue, gpus // 8)
         drawn.append((at, manifest, asked, median * rng.lognormvariate(0.0, sigma)))
     # Scale run times so that the GPUs asked for over time come to `load` of the cluster's.
     demand = sum(asked * length for _, _, asked, length in drawn)
