@@ -2,7 +2,7 @@
 jobs per wall second, at several trace sizes, and the cost per 1,000 jobs between them.
 
     .venv/bin/python bench/simulator.py                  # 10,000, 50,000, 100,000 jobs, 5,000 nodes
-    .venv/bin/python bench/simulator.py --smoke          # CI: 100 and 200 jobs on 10 nodes
+    .venv/bin/python bench/simulator.py --smoke          # CI: 50 and 100 jobs on 10 nodes
     .venv/bin/python bench/simulator.py --sizes 10000 --profile   # and where the time goes
 
 The trace is ``simulator.synthetic``'s (seeded): 20 jobs per node per week, so 100,000 jobs on
@@ -147,7 +147,7 @@ def main() -> int:
     parser.add_argument("--profile", action="store_true", help="profile each run (cProfile)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s] or (
-        [100, 200] if args.smoke else [10_000, 50_000, 100_000]
+        [50, 100] if args.smoke else [10_000, 50_000, 100_000]
     )
     nodes = args.nodes or (10 if args.smoke else 5000)
     print(machine())
