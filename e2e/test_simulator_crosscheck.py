@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import os
 from collections import defaultdict
 from collections.abc import AsyncIterator, Iterable, Iterator
 from pathlib import Path
@@ -33,7 +32,7 @@ from caldera.api.volcano import JOB_NAME_KEY, Job
 from caldera.kube.client import ClientOptions, KubeClient
 from e2e.caldera_process import CalderaProcess
 from e2e.cluster.control_plane import ControlPlane, NodeSpec
-from e2e.conftest import CRD_DIR
+from e2e.conftest import own_plane
 from e2e.waiting import eventually
 from simulator.engine import Simulation
 from simulator.loading import load_conf, load_scenario
@@ -71,17 +70,10 @@ def simulated_placements(result: RunResult) -> Placements:
 @pytest.fixture(scope="module")
 def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     """A control plane of the test's own: 8 kwok nodes of 4 cpu and Caldera's CRDs."""
-    if os.environ.get("CALDERA_E2E_KUBECONFIG"):
-        pytest.skip("starts a control plane of its own")
-    own = ControlPlane(tmp_path_factory.mktemp("crosscheck"))
-    try:
-        own.up()
-        own.kubectl("apply", "--server-side", "-f", str(CRD_DIR))
-        own.kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(CRD_DIR))
+    directory = tmp_path_factory.mktemp("crosscheck")
+    with own_plane(directory, "starts a control plane of its own") as own:
         own.create_nodes(8, NodeSpec(cpu="4", memory="32Gi", pods="110"), prefix="xc-")
         yield own
-    finally:
-        own.down(purge=True)
 
 
 @contextlib.asynccontextmanager
