@@ -5,6 +5,7 @@ jobs per wall second, at several trace sizes, and the cost per 1,000 jobs betwee
     .venv/bin/python bench/simulator.py --smoke          # CI: 50 and 100 jobs on 10 nodes
     .venv/bin/python bench/simulator.py --sizes 10000 --profile   # and where the time goes
     .venv/bin/python bench/simulator.py --sizes 100000 --hours 2  # the week's first 2 hours
+    .venv/bin/python bench/simulator.py --period 10               # sessions every 10 s, not 1 s
 
 The trace is ``simulator.synthetic``'s (seeded): 20 jobs per node per week, so 100,000 jobs on
 5,000 nodes are a week, and N jobs are N/100,000 of one; gangs and elastic GPU jobs, 70% of the
@@ -73,9 +74,12 @@ class Measured:
         return self.run.wall_seconds
 
 
-def measure(jobs: int, nodes: int, profile: bool, hours: float | None) -> Measured:
+def measure(
+    jobs: int, nodes: int, *, profile: bool, hours: float | None, period: float
+) -> Measured:
     started = time.perf_counter()
-    cluster = parse_cluster(cluster_document(nodes), source="synthetic cluster")
+    document = cluster_document(nodes) | {"timing": {"schedulePeriod": period}}
+    cluster = parse_cluster(document, source="synthetic cluster")
     submissions = parse_trace(
         trace_document(jobs, nodes),
         source="synthetic trace",
@@ -197,13 +201,20 @@ def main() -> int:
     parser.add_argument(
         "--hours", type=float, default=0.0, help="stop each run after this many simulated hours"
     )
+    parser.add_argument(
+        "--period", type=float, default=1.0, help="the schedule period, s (default 1, Volcano's)"
+    )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s] or (
         [50, 100] if args.smoke else [10_000, 50_000, 100_000]
     )
     nodes = args.nodes or (10 if args.smoke else 5000)
     print(machine())
-    rows = [measure(jobs, nodes, args.profile, args.hours or None) for jobs in sizes]
+    print(f"schedule period {args.period:g} s")
+    rows = [
+        measure(jobs, nodes, profile=args.profile, hours=args.hours or None, period=args.period)
+        for jobs in sizes
+    ]
     report(rows, args.smoke)
     return 0
 
