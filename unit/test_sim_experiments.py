@@ -1,9 +1,11 @@
 """The seed experiments (examples/experiments/, simulator/experiments.py): every claim's figure
 comes from a simulation, each claim holds as experiment.yaml expects it, and the committed
-summary docs/experiments.md is what ``make experiments`` writes from them now."""
+summary docs/experiments.md and report docs/experiments.html are what ``make experiments``
+writes from them now."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ from simulator.experiments import (
     ROOT,
     Finding,
     evaluate,
+    html_page,
     load_spec,
     markdown,
     run_experiment,
@@ -20,6 +23,8 @@ from simulator.experiments import (
 from simulator.results import JobResult
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "experiments.md"
+PAGE = DOCS.with_suffix(".html")
+PNG = re.compile(r'src="data:image/png;base64,[^"]*"')
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +49,14 @@ def test_the_committed_summary_is_what_the_experiments_give_now(findings: list[F
     """docs/experiments.md is generated: a change to the simulator or the scheduler that moves
     a figure must come with `make experiments`."""
     assert DOCS.read_text() == markdown(findings)
+
+
+def test_the_committed_report_is_what_the_experiments_give_now(findings: list[Finding]) -> None:
+    """docs/experiments.html likewise, every word and table of it; its plots are compared by
+    place only, since their PNG bytes depend on matplotlib's version and fonts."""
+    committed = PNG.sub('src="(plot)"', PAGE.read_text())
+    assert committed.count('src="(plot)"') > 0
+    assert committed == PNG.sub('src="(plot)"', html_page(findings))
 
 
 def test_the_gang_notes_hold() -> None:
