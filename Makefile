@@ -7,9 +7,11 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 CLUSTER := $(PY) -m e2e.cluster
 DEMO_NODES ?= 4
+# pytest workers of make test; each e2e worker starts its own local control plane
+TEST_WORKERS ?= 3
 
 .PHONY: help install binaries up down status demo test check lint fmt typecheck imports unit e2e \
-        crds bench-smoke experiments clean
+        crds chart-readme bench-smoke experiments clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | column -t -s $$'\t'
@@ -56,6 +58,9 @@ imports: install  ## import-linter contracts (docs/architecture.md's import rule
 crds: install  ## regenerate the CRDs in charts/caldera/crds from the models
 	$(PY) -m caldera.api.crdgen
 
+chart-readme: install  ## regenerate charts/caldera/README.md from the values and their comments
+	$(PY) -m scripts.chart_readme
+
 check: lint typecheck imports  ## every static check
 
 unit: install  ## fast tests of pure logic
@@ -65,7 +70,7 @@ e2e: install binaries  ## tests against the real local control plane
 	$(VENV)/bin/pytest e2e
 
 test: install binaries check  ## all checks, all tests and every benchmark once, small (CI runs this)
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile
 	$(MAKE) --no-print-directory bench-smoke
 
 bench-smoke: install  ## every benchmark once, small

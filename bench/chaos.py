@@ -5,6 +5,7 @@ the invariants (docs/reliability.md, "The chaos run").
     .venv/bin/python bench/chaos.py                     # seed 1, 500 jobs, one replica each
     .venv/bin/python bench/chaos.py --replicas 2        # controllers and scheduler with a standby
     .venv/bin/python bench/chaos.py --jobs 30 --window 40 --kills 1   # a short round
+    .venv/bin/python bench/chaos.py --smoke             # CI: 6 jobs, one kill each, 4 nodes
 
 It starts its own local control plane (``e2e/cluster``, in a temporary directory unless ``--dir``
 is given) with fake nodes, runs the round and prints the table. By default the processes run as
@@ -84,7 +85,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--admin", action="store_true", help="run the processes as admin")
     parser.add_argument("--dir", type=Path, help="keep the cluster and logs here")
     parser.add_argument("--keep", action="store_true", help="leave the control plane running")
+    parser.add_argument(
+        "--smoke", action="store_true", help="a tiny round (6 jobs, 20 s of faults, 4 nodes): CI"
+    )
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.jobs, args.window, args.kills, args.nodes = 6, 20.0, 1, 4
     configure_logging(component="chaos", level="error", fmt="console")
     started = dt.datetime.now(dt.UTC)
     if args.dir:

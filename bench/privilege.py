@@ -4,6 +4,7 @@ against what their roles grant, and no secret in their logs.
     python -m bench.privilege --audit-log CLUSTER/logs/audit.log --release R --namespace NS
     python -m bench.privilege --audit-log A.log --rbac DIR/rbac.yaml
     python -m bench.privilege --scan controllers.log scheduler.log --known-file tokens.txt
+    python -m bench.privilege --smoke     # CI: the checks on a made-up audit log and log line
 
 The audit log is the local control plane's (``e2e/cluster``: Metadata level, every request made
 with a ServiceAccount token). The roles are the chart's, rendered for release R in namespace NS
@@ -12,6 +13,10 @@ report is a markdown table of every right each process used (times, refused, gra
 of the rights granted but never used. ``--scan`` looks for private keys, certificates, tokens
 and the values of ``--known-file`` (one secret a line) in the given files.
 
+``--smoke`` renders the chart's roles and checks the command on what it must find: a made-up
+audit log in which every process uses one right its role grants, one process also uses one it is
+not granted and is refused once, and a log line holding a private key.
+
 Exit status 1 when a used right is not granted, a request was refused, or a secret was found.
 The chaos run calls ``rights_report`` and ``scan_files`` directly; the logic is in ``e2e/audit``.
 """
@@ -19,6 +24,7 @@ The chaos run calls ``rights_report`` and ``scan_files`` directly; the logic is 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -32,7 +38,7 @@ REPO: Final = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from e2e.audit.rbac import Comparison, compare_processes  # noqa: E402
+from e2e.audit.rbac import Comparison, compare_processes, granted_rules, service_accounts  # noqa: E402
 from e2e.audit.report import findings_table, rights_table, unused_table  # noqa: E402
 from e2e.audit.secrets import Finding, KnownSecret, Scanner, known_secret  # noqa: E402
 from e2e.audit.usage import parse_audit  # noqa: E402
@@ -102,6 +108,55 @@ def _rbac(args: argparse.Namespace) -> list[dict[str, Any]]:
     return [d for d in docs if d and d.get("kind") in RBAC_KINDS]
 
 
+def _audit_line(audit_id: str, user: str, verb: str, right: tuple[str, str], code: int) -> str:
+    group, resource = right
+    return json.dumps(
+        {
+            "kind": "Event",
+            "apiVersion": "audit.k8s.io/v1",
+            "stage": "ResponseComplete",
+            "auditID": audit_id,
+            "user": {"username": user},
+            "verb": verb,
+            "objectRef": {"apiGroup": group, "resource": resource},
+            "responseStatus": {"code": code},
+        }
+    )
+
+
+def smoke(rbac: Sequence[Mapping[str, Any]]) -> list[str]:
+    """What the command gets wrong on a made-up run whose answer is known (empty: nothing)."""
+    users = service_accounts(rbac)
+    lines: list[str] = []
+    for n, user in enumerate(sorted(users)):
+        # A ClusterRole's plain rule: it holds everywhere, for any name.
+        rule = next(
+            r
+            for r in granted_rules(rbac, user)
+            if r.namespace is None and not r.builtin and not r.resource_names and r.resources
+        )
+        right = (rule.api_groups[0], rule.resources[0])
+        lines.append(_audit_line(f"a{n}", user, rule.verbs[0], right, 200))
+    intruder = sorted(users)[0]
+    lines.append(_audit_line("x", intruder, "delete", ("", "nodes"), 403))
+    with tempfile.TemporaryDirectory() as tmp:
+        audit = Path(tmp) / "audit.log"
+        audit.write_text("\n".join(lines) + "\n")
+        log = Path(tmp) / "process.log"
+        log.write_text('{"event": "oops", "key": "-----BEGIN RSA PRIVATE KEY-----"}\n')
+        comparisons = rights_report([audit], rbac)
+        findings = scan_files([log])
+    expected = {f"{users[intruder]}: delete /nodes used, not granted"}
+    expected.add(f"{users[intruder]}: 1 requests refused (403)")
+    wrong = [f"missing: {p}" for p in sorted(expected - set(failures(comparisons)))]
+    wrong += [f"unexpected: {p}" for p in sorted(set(failures(comparisons)) - expected)]
+    if len(comparisons) != len(users):
+        wrong.append(f"{len(comparisons)} processes compared, {len(users)} in the chart")
+    if len(findings) != 1:
+        wrong.append(f"{len(findings)} secrets found in a line holding one private key")
+    return wrong
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--audit-log", type=Path, nargs="+", default=[], help="audit log files")
@@ -113,7 +168,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--known-file", type=Path, help="secrets to look for in --scan files, one a line"
     )
+    parser.add_argument("--smoke", action="store_true", help="check the checks (CI)")
     args = parser.parse_args(argv)
+    if args.smoke:
+        wrong = smoke(_rbac(args))
+        for problem in wrong:
+            print(f"FAIL smoke: {problem}", file=sys.stderr)
+        print("privilege smoke: " + ("FAIL" if wrong else "the checks find what they must"))
+        return 1 if wrong else 0
     if not args.audit_log and not args.scan:
         parser.error("give --audit-log, --scan or both")
     problems: list[str] = []

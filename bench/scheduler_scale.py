@@ -23,7 +23,10 @@ Cases (1-cpu / 2Gi pods, nodes of 16 cpu / 64Gi, gangs whose minAvailable is the
   configuration: snapshot + session;
 - mixed: the idle cluster plus 10,000 pending pods in 500 gangs that fit;
 - fits: 50,000 pending pods in 2,500 gangs on 5,000 empty nodes, default configuration +
-  binpack: placements per second of session time.
+  binpack: placements per second of session time;
+- backlog (capacity, queue tree): the 30,000 backlog with capacity (``enableHierarchy``) in
+  place of proportion, its 10 queues projects under two teams under root, each deserving a
+  tenth of the cluster: what the capacity plugin costs, beside the proportion backlog.
 
 The slopes (seconds per 1,000 pending pods, per 1,000 nodes) come from each case at two sizes.
 """
@@ -84,6 +87,9 @@ tiers:
 - plugins: [{name: overcommit}, {name: drf}, {name: predicates}, {name: proportion},
             {name: nodeorder}, {name: binpack}]
 """
+# capacity over a queue tree instead of proportion (issue 21): the same backlog, each of the 10
+# queues a project deserving a tenth of the cluster, under two teams under root.
+CAPACITY = FULL.replace("{name: proportion}", "{name: capacity, enableHierarchy: true}")
 BINPACK = "  - name: binpack\n"
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 REQUESTS: Final[dict[str, str | int | float]] = {"cpu": "1", "memory": "2Gi"}
@@ -180,6 +186,31 @@ def cluster_objects(
                     slot += 1
                 objects.pods.append(_pod(name, i, node))
     return objects
+
+
+def as_queue_tree(objects: Objects) -> Objects:
+    """The same objects with the queues as a tree for capacity: root, two teams, and each
+    queue a project under one of them, deserving an equal part of the cluster's cpu."""
+    cores = 16 * len(objects.nodes)
+    projects = len(objects.queues)
+    teams = [
+        Queue(
+            metadata=ObjectMeta(name=f"team{t}"),
+            spec=QueueSpec(weight=1, parent="root", deserved={"cpu": str(cores // 2)}),
+        )
+        for t in range(2)
+    ]
+    leaves = [
+        Queue(
+            metadata=q.metadata,
+            spec=QueueSpec(
+                weight=1, parent=f"team{i % 2}", deserved={"cpu": str(cores // projects)}
+            ),
+        )
+        for i, q in enumerate(objects.queues)
+    ]
+    root = Queue(metadata=ObjectMeta(name="root"), spec=QueueSpec(weight=1))
+    return Objects(objects.nodes, objects.pods, objects.podgroups, [root, *teams, *leaves])
 
 
 # ---- one cycle ----------------------------------------------------------------------------------
@@ -412,6 +443,20 @@ def run(smoke: bool, reference_at_full: bool) -> bool:
     large = backlog(30_000 // scale, 1000 // scale, 1.0)
     double = backlog(60_000 // scale, 2000 // scale, 2.0, label=" 2x")
     rows += [large, double]
+    tree_objects = as_queue_tree(
+        cluster_objects(nodes=1000 // scale, running=0, pending=30_000 // scale, queues=10)
+    )
+    tree_cycle = cycle(*split(tree_objects), conf_of(CAPACITY))
+    tree = Row(
+        "backlog (capacity, queue tree)",
+        30_000 // scale,
+        1000 // scale,
+        tree_cycle,
+        tree_cycle.session,
+        "s",
+        None,
+    )
+    rows.append(tree)
     settled_objects = cluster_objects(
         nodes=1000 // scale, running=0, pending=30_000 // scale, queues=10
     )
@@ -482,6 +527,11 @@ def run(smoke: bool, reference_at_full: bool) -> bool:
         f"before -> now at {base_pods:,} pending: "
         f"{plain.measured.session / max(fast.measured.session, 1e-9):,.0f}x faster "
         "(issue 14 measured the plain walk at 266 s for the 30,000 backlog)"
+    )
+    print(
+        f"capacity over a queue tree instead of proportion, same backlog: session "
+        f"{tree.measured.session:.3f} s vs {large.measured.session:.3f} s "
+        f"({tree.measured.session / max(large.measured.session, 1e-9):.2f}x)"
     )
     pending_of: Callable[[Row], int] = lambda r: r.pending  # noqa: E731
     nodes_of: Callable[[Row], int] = lambda r: r.nodes  # noqa: E731

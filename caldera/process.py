@@ -11,12 +11,14 @@ import socket
 import uuid
 from collections.abc import Awaitable, Callable
 
+import msgspec
 import structlog
 from prometheus_client import CollectorRegistry, Gauge
 
+from caldera.api.crdcheck import FIX, CrdProblem, check_served_crd, definitions
 from caldera.kube.client import ClientOptions, KubeClient
 from caldera.kube.config import ConfigError, load_config
-from caldera.kube.errors import ApiConnectionError, ApiError
+from caldera.kube.errors import ApiConnectionError, ApiError, Forbidden, NotFound
 from caldera.kube.leader import LeaderElector, LeaseConfig
 from caldera.settings import ProcessSettings
 
@@ -27,10 +29,6 @@ class StartupError(Exception):
     """The process cannot start; the message is the one line the user sees."""
 
 
-# How long a starting process waits for an API server that does not answer (restarting, or its
-# address not routable yet) before it gives up with one line. A process that exited at once
-# would crash-loop through an API server restart and come back only after the kubelet's backoff.
-STARTUP_PATIENCE = 60.0
 RETRY_EVERY = 2.0
 
 
@@ -44,11 +42,12 @@ def _worth_waiting(exc: Exception) -> bool:
     return True
 
 
-async def connect(
-    settings: ProcessSettings, registry: CollectorRegistry, *, patience: float = STARTUP_PATIENCE
-) -> KubeClient:
+async def connect(settings: ProcessSettings, registry: CollectorRegistry) -> KubeClient:
     """A client that has answered once, or StartupError naming what is wrong: at once for a bad
-    kubeconfig or a refusal, after ``patience`` seconds of an API server that does not answer."""
+    kubeconfig or a refusal, after ``settings.startup_timeout`` seconds of an API server that
+    does not answer (restarting, or its address not routable yet). A process that exited at
+    once would crash-loop through an API server restart and come back only after the kubelet's
+    backoff."""
     try:
         connection = await load_config(settings.kubeconfig, context=settings.context)
     except ConfigError as exc:
@@ -56,7 +55,7 @@ async def connect(
     options = ClientOptions(qps=settings.kube_qps, burst=settings.kube_burst)
     client = KubeClient(connection, options, registry=registry)
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + patience
+    deadline = loop.time() + settings.startup_timeout
     while True:
         try:
             async with asyncio.timeout(15):
@@ -71,6 +70,37 @@ async def connect(
                 ) from None
             log.warning("the API server does not answer yet; waiting", error=reason)
             await asyncio.sleep(RETRY_EVERY)
+
+
+CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
+
+
+async def check_crds(client: KubeClient, resources: tuple[str, ...], *, strict: bool) -> None:
+    """Read the served CRDs (``<plural>.<group>``) and compare each with Caldera's
+    (``caldera.api.crdcheck``): StartupError naming every problem when ``strict``, a warning
+    otherwise. A process whose credentials may not read CRDs warns and starts (the chart grants
+    ``get`` on exactly these names)."""
+    problems: list[CrdProblem] = []
+    for definition in definitions(resources):
+        name = definition.info.resource
+        try:
+            served = msgspec.json.decode(await client.request("GET", CRD_PATH + name))
+        except NotFound:
+            served = None
+        except Forbidden:
+            log.warning("cannot read the CRD to check its fields; not checked", crd=name)
+            continue
+        problem = check_served_crd(definition, served)
+        if problem is not None:
+            problems.append(problem)
+    if not problems:
+        return
+    text = "; ".join(p.message() for p in problems)
+    if strict:
+        raise StartupError(f"{text}. To fix: {FIX}, or start with --check-crds=false")
+    log.warning(
+        "CRDs lack fields Caldera writes; starting anyway (--check-crds=false)", detail=text
+    )
 
 
 def stop_on_signals() -> asyncio.Event:

@@ -4,6 +4,13 @@ Each process has one frozen dataclass; every field has a default, a unit in its 
 the reason for the default. A field ``kube_qps`` is the flag ``--kube-qps`` and the environment
 variable ``CALDERA_KUBE_QPS`` (a flag wins over the environment, which wins over the default), and
 the chart's values use the same names. Parsing is pure: ``parse_settings(cls, argv, environ)``.
+
+Volcano's command lines carry over (docs/migrating-from-volcano.md): a field may also answer to
+the flag Volcano gives the same setting (``--kube-api-qps`` for ``--kube-qps``, the
+``--leader-elect-*`` flags of Kubernetes' component-base), a field in seconds also takes a Go
+duration as Volcano's flags do (``--schedule-period=1s``, ``500ms``, ``1m30s``), and
+``--scheduler-name`` may be repeated, as Volcano's string-array flag is, as well as
+comma-separated.
 """
 
 from __future__ import annotations
@@ -16,16 +23,67 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
+from caldera.api.duration import DurationError, parse_duration
+
 ENV_PREFIX = "CALDERA_"
-KNOWN_CONTROLLERS = ("job", "queue", "podgroup", "command", "gc", "cronjob")
+# Volcano's names for the API client's rate (every Volcano process has them).
+KUBE_API_QPS = ("--kube-api-qps",)
+KUBE_API_BURST = ("--kube-api-burst",)
+KNOWN_CONTROLLERS = (
+    "job",
+    "queue",
+    "podgroup",
+    "command",
+    "gc",
+    "cronjob",
+    "jobflow",
+    "jobtemplate",
+)
+# Volcano's --controllers names for the same controllers (its job controller also takes the
+# Commands aimed at Jobs, as Caldera's does), and those of Volcano's that Caldera has not.
+VOLCANO_CONTROLLERS = {
+    "job-controller": "job",
+    "queue-controller": "queue",
+    "pg-controller": "podgroup",
+    "gc-controller": "gc",
+    "cronjob-controller": "cronjob",
+    "jobflow-controller": "jobflow",
+    "jobtemplate-controller": "jobtemplate",
+}
+VOLCANO_ONLY_CONTROLLERS = frozenset(
+    {
+        "hyperNode-controller",
+        "sharding-controller",
+        "colocation-config-controller",
+    }
+)
+VOLCANO_METRICS_HELP = (
+    "also serve every metric that has a Volcano counterpart under Volcano's name (volcano_*), "
+    "so Volcano's dashboards and alerts keep working"
+)
+CHECK_CRDS_HELP = (
+    "refuse to start when a served CRD lacks a field Caldera writes (the API server would drop "
+    "it silently; Volcano's CRDs lack tasks[].volumeClaimTemplates); false: log it and start"
+)
 
 
 class SettingsError(ValueError):
     """A setting has a value the process cannot run with; the message says which and why."""
 
 
-def _opt(default: Any, help: str) -> Any:
-    return field(default=default, metadata={"help": help})
+def _opt(
+    default: Any,
+    help: str,
+    *,
+    volcano: tuple[str, ...] = (),
+    seconds: bool = False,
+    repeatable: bool = False,
+) -> Any:
+    """A setting: its default and help; ``volcano``: the flags Volcano's processes give the same
+    setting, accepted as aliases; ``seconds``: a number of seconds, or a Go duration;
+    ``repeatable``: the flag may be given more than once, its values joined with commas."""
+    metadata = {"help": help, "volcano": volcano, "seconds": seconds, "repeatable": repeatable}
+    return field(default=default, metadata=metadata)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,29 +91,60 @@ class ProcessSettings:
     """What every process needs: the API server, its endpoints, logging and leadership."""
 
     kubeconfig: str | None = _opt(
-        None, "kubeconfig file; unset: $KUBECONFIG, then in-cluster, then ~/.kube/config"
+        None, "kubeconfig file; unset: $KUBECONFIG, then ~/.kube/config, then in-cluster"
     )
     context: str | None = _opt(None, "kubeconfig context; unset: the current context")
-    kube_qps: float = _opt(50.0, "client-side request rate to the API server (requests/s)")
-    kube_burst: int = _opt(100, "requests allowed above kube_qps in a burst")
+    kube_qps: float = _opt(
+        50.0, "client-side request rate to the API server (requests/s)", volcano=KUBE_API_QPS
+    )
+    kube_burst: int = _opt(
+        100, "requests allowed above kube_qps in a burst", volcano=KUBE_API_BURST
+    )
     listen_address: str = _opt("0.0.0.0", "address of /metrics, /healthz and /readyz")  # noqa: S104
     metrics_port: int = _opt(8080, "port of /metrics, /healthz and /readyz (0: any free port)")
     log_level: str = _opt("info", "debug, info, warning or error")
     log_format: str = _opt("auto", "json, console, or auto (console on a terminal)")
     leader_elect: bool = _opt(True, "take a Lease before working, so replicas never act at once")
     leader_election_namespace: str = _opt(
-        "", "namespace of the Lease; empty: the pod's namespace ($POD_NAMESPACE) or default"
+        "",
+        "namespace of the Lease; empty: the pod's namespace ($POD_NAMESPACE) or default",
+        volcano=("--leader-elect-resource-namespace", "--lock-object-namespace"),
     )
-    leader_election_id: str = _opt("", "name of the Lease; empty: caldera-<process>")
-    lease_duration: float = _opt(15.0, "seconds a leader's Lease is valid without renewal")
+    leader_election_id: str = _opt(
+        "",
+        "name of the Lease; empty: caldera-<process>",
+        volcano=("--leader-elect-resource-name",),
+    )
+    lease_duration: float = _opt(
+        15.0,
+        "seconds a leader's Lease is valid without renewal",
+        volcano=("--leader-elect-lease-duration",),
+        seconds=True,
+    )
     renew_deadline: float = _opt(
-        10.0, "seconds the leader keeps trying to renew before it gives up leadership"
+        10.0,
+        "seconds the leader keeps trying to renew before it gives up leadership",
+        volcano=("--leader-elect-renew-deadline",),
+        seconds=True,
     )
-    retry_period: float = _opt(2.0, "seconds between tries to take or renew the Lease")
+    retry_period: float = _opt(
+        2.0,
+        "seconds between tries to take or renew the Lease",
+        volcano=("--leader-elect-retry-period",),
+        seconds=True,
+    )
+    startup_timeout: float = _opt(
+        60.0,
+        "seconds a starting process waits for an API server that does not answer (or answers "
+        "403 or 5xx) before it exits with one line; long enough to ride out an API server "
+        "restart instead of crash-looping into the kubelet's backoff",
+        seconds=True,
+    )
     shutdown_grace_period: float = _opt(
         20.0,
         "seconds to finish work in flight after SIGTERM; keep it below the pod's "
         "terminationGracePeriodSeconds (30 by default) so the kubelet never kills a clean exit",
+        seconds=True,
     )
 
     def validate(self) -> None:
@@ -70,6 +159,8 @@ class ProcessSettings:
                 f"metrics_port {self.metrics_port} is not a TCP port: "
                 "use 0 (any free port) to 65535"
             )
+        if not self.startup_timeout >= 0:
+            raise SettingsError("startup_timeout must be 0 or more seconds")
         if not self.shutdown_grace_period >= 0:
             raise SettingsError("shutdown_grace_period must be 0 or more seconds")
         if self.log_format not in ("auto", "json", "console"):
@@ -85,11 +176,14 @@ class ProcessSettings:
 
 @dataclass(frozen=True, kw_only=True)
 class ControllersSettings(ProcessSettings):
-    """``caldera controllers``: the job, queue, podgroup, command, gc and cronjob controllers."""
+    """``caldera controllers``: the job, queue, podgroup, command, gc, cronjob, jobflow and
+    jobtemplate controllers."""
 
     controllers: tuple[str, ...] = _opt(
         (),
-        "controllers to run, comma-separated, of " + ",".join(KNOWN_CONTROLLERS) + "; empty: all",
+        "controllers to run, comma-separated, of " + ",".join(KNOWN_CONTROLLERS) + "; empty: all; "
+        "Volcano's form works too: '*' for all, -name to leave one out, Volcano's names "
+        "(job-controller, pg-controller, ...)",
     )
     workers: int = _opt(5, "concurrent reconciles per controller (one key is never concurrent)")
     scheduler_name: str = _opt(
@@ -97,6 +191,7 @@ class ControllersSettings(ProcessSettings):
         "schedulerNames Caldera schedules, comma-separated (as Volcano's --scheduler-name): "
         "the podgroup controller gives their pods a PodGroup; the first is given to pods that "
         "name none",
+        repeatable=True,
     )
     pvc_create_qps: float = _opt(10.0, "PVC creations per second, process-wide")
     pvc_create_burst: int = _opt(20, "PVC creations allowed above pvc_create_qps in a burst")
@@ -105,17 +200,16 @@ class ControllersSettings(ProcessSettings):
         "failed syncs of a Job before it is terminated (Volcano's --max-requeue-num); -1: never",
     )
     resync_period: float = _opt(
-        600.0, "seconds between local re-deliveries of every object (insurance, no API calls)"
+        600.0,
+        "seconds between local re-deliveries of every object (insurance, no API calls)",
+        seconds=True,
     )
+    check_crds: bool = _opt(True, CHECK_CRDS_HELP)
+    volcano_metrics: bool = _opt(False, VOLCANO_METRICS_HELP)
 
     def validate(self) -> None:
         super().validate()
-        unknown = [c for c in self.controllers if c not in KNOWN_CONTROLLERS]
-        if unknown:
-            raise SettingsError(
-                f"unknown controller {', '.join(unknown)}: "
-                f"choose from {','.join(KNOWN_CONTROLLERS)}"
-            )
+        self.chosen_controllers  # noqa: B018 - raises SettingsError for an unknown name
         if self.workers < 1:
             raise SettingsError("workers must be at least 1")
         if not self.pvc_create_qps > 0 or self.pvc_create_burst < 1:
@@ -131,10 +225,53 @@ class ControllersSettings(ProcessSettings):
     @property
     def scheduler_names(self) -> tuple[str, ...]:
         """The names in ``scheduler_name``, in order, blanks and surrounding spaces dropped."""
-        return tuple(name.strip() for name in self.scheduler_name.split(",") if name.strip())
+        return split_names(self.scheduler_name)
+
+    @property
+    def chosen_controllers(self) -> tuple[str, ...]:
+        """The controllers to run, by Caldera's names (empty: all), from ``controllers`` in
+        Caldera's form or Volcano's (``*,-sharding-controller``, ``job-controller``)."""
+        return choose_controllers(self.controllers)
+
+
+def choose_controllers(requested: tuple[str, ...]) -> tuple[str, ...]:
+    """Caldera's names of the controllers ``requested`` asks for, in KNOWN_CONTROLLERS order
+    (empty: all). Volcano's form: ``*`` is every controller, ``-name`` leaves one out, and
+    Volcano's names are Caldera's (``pg-controller`` is ``podgroup``); leaving out one that
+    only Volcano has is accepted, asking for one is not (pure)."""
+    chosen: set[str] = set()
+    unknown: list[str] = []
+    for item in requested:
+        negated = item.startswith("-")
+        name = item.removeprefix("-")
+        if name == "*" and not negated:
+            chosen |= set(KNOWN_CONTROLLERS)
+            continue
+        if negated and name in VOLCANO_ONLY_CONTROLLERS:
+            continue
+        caldera = VOLCANO_CONTROLLERS.get(name, name)
+        if caldera not in KNOWN_CONTROLLERS:
+            unknown.append(item)
+        elif negated:
+            chosen.discard(caldera)
+        else:
+            chosen.add(caldera)
+    if unknown:
+        raise SettingsError(
+            f"unknown controller {', '.join(unknown)}: choose from {','.join(KNOWN_CONTROLLERS)} "
+            f"(or Volcano's {','.join(VOLCANO_CONTROLLERS)}, '*' and -name)"
+        )
+    if requested and not chosen:
+        raise SettingsError(f"controllers {','.join(requested)} leaves no controller to run")
+    return tuple(name for name in KNOWN_CONTROLLERS if name in chosen)
 
 
 S = TypeVar("S", bound=ProcessSettings)
+
+
+def split_names(value: str) -> tuple[str, ...]:
+    """The comma-separated names of ``value``, in order, blanks and surrounding spaces dropped."""
+    return tuple(name.strip() for name in value.split(",") if name.strip())
 
 
 def _flag(name: str) -> str:
@@ -145,12 +282,29 @@ def _env(name: str) -> str:
     return ENV_PREFIX + name.upper()
 
 
-def _convert(name: str, annotation: Any, raw: str) -> Any:
+def parse_seconds(name: str, raw: str) -> float:
+    """A number of seconds ("2.5") or a Go duration ("1s", "500ms", "1m30s"), as Volcano's
+    duration flags take; a clear error naming the setting otherwise."""
+    try:
+        return float(raw)
+    except ValueError:
+        pass
+    try:
+        return parse_duration(raw.strip())
+    except DurationError:
+        raise SettingsError(
+            f"{name}: {raw!r} is neither a number of seconds nor a Go duration (1s, 500ms, 1m30s)"
+        ) from None
+
+
+def _convert(name: str, annotation: Any, raw: str, *, seconds: bool = False) -> Any:
     """Turn a flag or environment string into the field's type, with a clear error."""
     origin = get_origin(annotation)
     if origin in (Union, types.UnionType):
         inner = [a for a in get_args(annotation) if a is not type(None)]
         return None if raw == "" else _convert(name, inner[0], raw)
+    if seconds:
+        return parse_seconds(name, raw)
     if origin is tuple:
         return tuple(part.strip() for part in raw.split(",") if part.strip())
     if annotation is bool:
@@ -167,16 +321,24 @@ def _convert(name: str, annotation: Any, raw: str) -> Any:
 
 
 def add_arguments(parser: argparse.ArgumentParser, cls: type[ProcessSettings]) -> None:
-    """One flag per field, with its help, its environment variable and its default."""
+    """One flag per field (and Volcano's flags for the same setting), with its help, its
+    environment variable and its default."""
     for f in dataclasses.fields(cls):
         default = f.default
         shown = ",".join(default) if isinstance(default, tuple) else default
+        notes = [f"env {_env(f.name)}", f"default {shown!r}"]
+        if f.metadata.get("seconds"):
+            notes.append("seconds or a Go duration")
+        if f.metadata.get("repeatable"):
+            notes.append("may be repeated")
         parser.add_argument(
             _flag(f.name),
+            *f.metadata.get("volcano", ()),
             dest=f.name,
             default=None,
+            action="append" if f.metadata.get("repeatable") else "store",
             metavar=f.name.upper(),
-            help=f"{f.metadata.get('help', '')} [env {_env(f.name)}; default {shown!r}]",
+            help=f"{f.metadata.get('help', '')} [{'; '.join(notes)}]",
         )
 
 
@@ -189,10 +351,15 @@ def parse_settings(
     values: dict[str, Any] = {}
     for f in dataclasses.fields(cls):
         raw = given.get(f.name)
+        if isinstance(raw, list):  # a repeatable flag given several times
+            raw = ",".join(raw)
         if raw is None:
             raw = environ.get(_env(f.name))
-        if raw is not None:
-            values[f.name] = _convert(f.name, hints[f.name], raw) if isinstance(raw, str) else raw
+        if isinstance(raw, str):
+            seconds = bool(f.metadata.get("seconds"))
+            values[f.name] = _convert(f.name, hints[f.name], raw, seconds=seconds)
+        elif raw is not None:
+            values[f.name] = raw
     settings = cls(**values)
     settings.validate()
     return settings
@@ -214,6 +381,7 @@ WEBHOOK_PATHS = (
     "/podgroups/validate",
     "/pods/validate",
     "/cronjobs/validate",
+    "/jobflows/validate",
 )
 
 
@@ -229,15 +397,33 @@ class WebhookSettings(ProcessSettings):
         "/etc/caldera/webhook/tls.crt", "serving certificate (PEM); reloaded when it changes"
     )
     tls_key_file: str = _opt(
-        "/etc/caldera/webhook/tls.key", "private key of the serving certificate (PEM)"
+        "/etc/caldera/webhook/tls.key",
+        "private key of the serving certificate (PEM)",
+        volcano=("--tls-private-key-file",),
     )
     cert_reload_interval: float = _opt(
-        10.0, "seconds between checks of the certificate files for a renewal"
+        10.0, "seconds between checks of the certificate files for a renewal", seconds=True
+    )
+    cert_secret: str = _opt(
+        "",
+        "Secret (namespace/name, or a name in $POD_NAMESPACE) where the webhook keeps a "
+        "self-signed serving certificate it makes itself, written to --tls-cert-file and "
+        "--tls-key-file; empty: those files are given",
+    )
+    cert_dns_names: tuple[str, ...] = _opt(
+        (), "names (or IP addresses) the self-made certificate is for, comma-separated"
+    )
+    cert_validity_days: int = _opt(3650, "validity of the self-made CA and certificate (days)")
+    webhook_configurations: tuple[str, ...] = _opt(
+        (),
+        "Mutating and ValidatingWebhookConfigurations whose caBundle the webhook sets to the "
+        "self-made certificate's CA, comma-separated",
     )
     scheduler_name: str = _opt(
         "volcano",
         "schedulerNames Caldera schedules, comma-separated (as Volcano's --scheduler-name): the "
         "first is given to jobs that name none; pods of any of them are validated",
+        repeatable=True,
     )
     client_max_size: int = _opt(
         7 * 1024 * 1024,
@@ -249,12 +435,15 @@ class WebhookSettings(ProcessSettings):
     )
     max_queue_depth: int = _opt(5, "levels below root a queue may sit at")
     root_queue_protection: bool = _opt(
-        True, "refuse changes to the capability, deserved and guarantee of queue root"
+        True,
+        "refuse changes to the capability, deserved and guarantee of queue root",
+        volcano=("--enable-root-queue-protection",),
     )
     cache_sync_timeout: float = _opt(
         5.0,
         "seconds a request waits for the queue cache to sync after start-up before it is "
         "answered with an error (the API server's webhook timeout is 10 s by default)",
+        seconds=True,
     )
 
     def validate(self) -> None:
@@ -275,11 +464,17 @@ class WebhookSettings(ProcessSettings):
             raise SettingsError("max_queue_depth must be at least 1")
         if self.cert_reload_interval <= 0 or self.cache_sync_timeout <= 0:
             raise SettingsError("cert_reload_interval and cache_sync_timeout must be > 0")
+        if self.cert_secret and not self.cert_dns_names:
+            raise SettingsError(
+                "cert_secret needs cert_dns_names: the names the certificate is for"
+            )
+        if self.cert_validity_days < 31:
+            raise SettingsError("cert_validity_days must be at least 31 (renewed 30 days early)")
 
     @property
     def scheduler_names(self) -> tuple[str, ...]:
         """The names in ``scheduler_name``, in order, blanks and surrounding spaces dropped."""
-        return tuple(name.strip() for name in self.scheduler_name.split(",") if name.strip())
+        return split_names(self.scheduler_name)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -287,20 +482,30 @@ class SchedulerSettings(ProcessSettings):
     """``caldera scheduler``: gang scheduling sessions, binding, PodGroup and Queue status."""
 
     kube_qps: float = _opt(
-        2000.0, "client-side request rate to the API server (requests/s; binds are requests)"
+        2000.0,
+        "client-side request rate to the API server (requests/s; binds are requests)",
+        volcano=KUBE_API_QPS,
     )
-    kube_burst: int = _opt(2000, "requests allowed above kube_qps in a burst")
+    kube_burst: int = _opt(
+        2000, "requests allowed above kube_qps in a burst", volcano=KUBE_API_BURST
+    )
     scheduler_name: str = _opt(
-        "volcano", "schedulerNames served, comma-separated (pods naming another are left alone)"
+        "volcano",
+        "schedulerNames served, comma-separated (pods naming another are left alone)",
+        repeatable=True,
     )
     schedule_period: float = _opt(
-        1.0, "seconds between sessions; a session also starts early when work arrives"
+        1.0,
+        "seconds between sessions; a session also starts early when work arrives",
+        seconds=True,
     )
     scheduler_conf: str = _opt(
         "", "configuration file in Volcano's format (actions, tiers); empty: Volcano's default"
     )
     default_queue: str = _opt("default", "queue of PodGroups that name none")
     bind_workers: int = _opt(32, "binds in flight at once")
+    check_crds: bool = _opt(True, CHECK_CRDS_HELP)
+    volcano_metrics: bool = _opt(False, VOLCANO_METRICS_HELP)
 
     def validate(self) -> None:
         super().validate()
@@ -313,4 +518,5 @@ class SchedulerSettings(ProcessSettings):
 
     @property
     def scheduler_names(self) -> tuple[str, ...]:
-        return tuple(name.strip() for name in self.scheduler_name.split(",") if name.strip())
+        """The names in ``scheduler_name``, in order, blanks and surrounding spaces dropped."""
+        return split_names(self.scheduler_name)

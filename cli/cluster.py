@@ -1,8 +1,9 @@
-"""What the user commands (`caldera job|queue|pod`) share: the connection flags, the client, the
-one-line error mapping, raw listing for ``-o json|yaml``, and Command creation.
+"""What the user commands' handlers (`cli.job`, `cli.queue`, ...) share: the client, the namespace
+when ``-n`` is not given, the one-line error mapping, getting one object or listing them for a
+table or ``-o json|yaml``, and Command creation.
 
-Connection flags are vcctl's (``-k/--kubeconfig``, ``-s/--master``) plus kubectl's ``--context``;
-the kubeconfig is found as kubectl finds it (flag, ``$KUBECONFIG``, ``~/.kube/config``, in-cluster).
+The kubeconfig is found as kubectl finds it (flag, ``$KUBECONFIG``, ``~/.kube/config``,
+in-cluster); the connection flags themselves are defined in `cli.commands`.
 Every failure a user can meet (no kubeconfig, no cluster, no permission, an unknown object) ends
 as one line on stderr and exit code 1, never a traceback.
 """
@@ -14,12 +15,14 @@ import asyncio
 import dataclasses
 import sys
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, Final, TypeVar
 
 import msgspec
+import yaml
 
 from caldera.api.kinds import COMMAND, KindInfo, resource_path
-from caldera.api.meta import OwnerReference
+from caldera.api.meta import ObjectMeta, OwnerReference
 from caldera.kube.client import ClientOptions, KubeClient
 from caldera.kube.config import ConfigError, load_config
 from caldera.kube.errors import (
@@ -32,18 +35,21 @@ from caldera.kube.errors import (
 )
 from caldera.kube.requests import list_query
 from caldera.kube.retry import RetryOptions
-from cli.errors import fail
+from cli import output
+from cli.commands import DEFAULT_NAMESPACE
+from cli.errors import CliError, fail
 
 __all__ = [
     "CliError",
-    "add_connection_args",
-    "add_output_arg",
     "command_body",
     "connect",
     "create_command",
+    "get_object",
+    "get_raw",
     "list_raw",
-    "one_line",
+    "load_documents",
     "run",
+    "show_objects",
 ]
 
 T = TypeVar("T")
@@ -58,42 +64,11 @@ CLI_OPTIONS: Final = ClientOptions(
 )
 
 
-class CliError(Exception):
-    """A failure to report as one line (the message says what is wrong and what to do)."""
-
-
 class _Quiet:
     """A logger that drops everything: the CLI reports failures itself, as one line."""
 
     def __getattr__(self, _name: str) -> Callable[..., None]:
         return lambda *_args, **_kwargs: None
-
-
-def add_connection_args(parser: argparse.ArgumentParser) -> None:
-    """vcctl's -k/--kubeconfig and -s/--master, and kubectl's --context."""
-    group = parser.add_argument_group("connection")
-    group.add_argument(
-        "-k",
-        "--kubeconfig",
-        metavar="PATH",
-        help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then in-cluster)",
-    )
-    group.add_argument("--context", metavar="NAME", help="kubeconfig context to use")
-    group.add_argument(
-        "-s", "--master", metavar="URL", help="API server address, overriding the kubeconfig's"
-    )
-
-
-def add_output_arg(parser: argparse.ArgumentParser, *, wide: bool = True) -> None:
-    """-o/--output json|yaml (and wide for tables)."""
-    choices = ["json", "yaml", "wide"] if wide else ["json", "yaml"]
-    parser.add_argument(
-        "-o",
-        "--output",
-        choices=choices,
-        metavar="FORMAT",
-        help=f"output format: {'|'.join(choices)} (default: vcctl's table)",
-    )
 
 
 async def connect(args: argparse.Namespace) -> KubeClient:
@@ -126,25 +101,14 @@ def describe_error(exc: BaseException, host: str | None = None) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def one_line(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """Decorate a command handler so that a CliError raised before connecting (a missing flag, a
-    bad file) is reported as one line too."""
-
-    def wrapped(args: argparse.Namespace) -> int:
-        try:
-            return handler(args)
-        except CliError as exc:
-            return fail(str(exc))
-
-    wrapped.__doc__ = handler.__doc__
-    return wrapped
-
-
 def run(args: argparse.Namespace, body: Callable[[KubeClient], Awaitable[int]]) -> int:
-    """Connect, run `body`, close; any failure becomes one line and exit code 1."""
+    """Connect, run `body`, close; any failure becomes one line and exit code 1. A command
+    with ``-n`` left unset gets the kubeconfig context's namespace, else ``default``."""
 
     async def main() -> int:
         client = await connect(args)
+        if "namespace" in args and args.namespace is None:
+            args.namespace = client.settings.namespace or DEFAULT_NAMESPACE
         try:
             return await body(client)
         except (ApiError, ApiConnectionError, CliError) as exc:
@@ -156,6 +120,24 @@ def run(args: argparse.Namespace, body: Callable[[KubeClient], Awaitable[int]]) 
         return asyncio.run(main())
     except (ConfigError, CliError) as exc:
         return fail(describe_error(exc))
+
+
+def listed_namespace(args: argparse.Namespace) -> str | None:
+    """The namespace a list command reads: None (every namespace) with -A."""
+    return None if args.all_namespaces else str(args.namespace)
+
+
+def load_documents(path: str) -> list[Any]:
+    """The YAML documents of the file ``path`` (``-``: standard input), empty ones left out;
+    CliError, in one line, when it cannot be read or is not YAML."""
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text()
+    except OSError as exc:
+        raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        return [doc for doc in yaml.safe_load_all(text) if doc is not None]
+    except yaml.YAMLError as exc:
+        raise CliError(f"{path} is not valid YAML: {' '.join(str(exc).split())}") from None
 
 
 def not_found(what: str, exc: NotFound) -> CliError:
@@ -215,6 +197,62 @@ async def get_raw(
     return kind.decoder.decode(data), _shown(msgspec.json.decode(data))
 
 
+async def get_object(
+    client: KubeClient, kind: KindInfo[T], name: str, *, namespace: str | None = None
+) -> T:
+    """One object, or the one-line error naming it when it does not exist."""
+    try:
+        return await client.get(kind, name, namespace=namespace)
+    except NotFound as exc:
+        raise not_found(_named(kind, name, namespace), exc) from None
+
+
+def _named(kind: KindInfo[Any], name: str, namespace: str | None) -> str:
+    return f"{kind.kind.lower()} {namespace + '/' if namespace else ''}{name}"
+
+
+def controller_ref(kind: KindInfo[Any], name: str, uid: str) -> OwnerReference:
+    """The controller reference a Command's target and ownerReference carry."""
+    return OwnerReference(
+        api_version=kind.api_version, kind=kind.kind, name=name, uid=uid, controller=True
+    )
+
+
+async def show_objects(
+    client: KubeClient,
+    kind: KindInfo[T],
+    output_format: str | None,
+    *,
+    name: str | None,
+    namespace: str | None,
+    table: Callable[[list[T]], Awaitable[str]],
+) -> int:
+    """What ``list`` and ``get`` commands print: one object (`name`) or every one of the
+    namespace (None: all), sorted by namespace and name, as ``-o json|yaml`` (a kubectl List for
+    a listing) or as the table `table` renders."""
+    if name is None:
+        objects, raw, _version = await list_raw(client, kind, namespace=namespace)
+    else:
+        try:
+            one, shown = await get_raw(client, kind, name, namespace=namespace)
+        except NotFound as exc:
+            raise not_found(_named(kind, name, namespace), exc) from None
+        objects, raw = [one], {_meta(one).uid: shown}
+    objects.sort(key=lambda o: (_meta(o).namespace, _meta(o).name))
+    if output_format in ("json", "yaml"):
+        items = [raw[_meta(o).uid] for o in objects]
+        document = items[0] if name is not None else output.as_list(items)
+        sys.stdout.write(output.dump(document, output_format))
+        return 0
+    sys.stdout.write(await table(objects))
+    return 0
+
+
+def _meta(obj: Any) -> ObjectMeta:
+    meta: ObjectMeta = obj.metadata
+    return meta
+
+
 def _shown(obj: dict[str, Any]) -> dict[str, Any]:
     """An object as ``-o json|yaml`` shows it: without managedFields, as kubectl's default."""
     meta = obj.get("metadata")
@@ -263,9 +301,3 @@ async def create_command(
         COMMAND, command_body(namespace, action, target), namespace=namespace
     )
     return created.metadata.name
-
-
-def usage(parser: argparse.ArgumentParser) -> int:
-    """A command group given no subcommand: its help on stderr, exit code 2."""
-    parser.print_help(sys.stderr)
-    return 2

@@ -1,15 +1,16 @@
-"""``caldera job run|list|view|why|suspend|resume|delete``: vcctl's job commands, and ``why``.
+"""The handlers of ``caldera job run|list|view|why|wait|suspend|resume|restart|delete``: vcctl's
+job commands, and ``why`` and ``wait`` (their flags are in `cli.commands`).
 
-Flags, defaults and table columns are vcctl's (Volcano's pkg/cli/job/). Beyond vcctl:
-``-o json|yaml|wide``, ``job list --watch`` (a new row each time a job's row changes, as
-``kubectl get -w`` does), ``job view`` showing tasks, pods, the PodGroup, why the gang is
-unschedulable, and the events of the job, its PodGroup and its pods, and ``job why``, which
-reads the job, its pods, PodGroup, Queue and Commands and prints what `cli.why` makes of them
-(also the "Why" section of ``job view``).
+Table columns are vcctl's (Volcano's pkg/cli/job/). Beyond vcctl: ``-o json|yaml|wide``,
+``job list --watch`` (a new row each time a job's row changes, as ``kubectl get -w`` does),
+``job view`` showing tasks, pods, the PodGroup, why the gang is unschedulable, and the events of
+the job itself (those whose involvedObject is this Job, by uid, so a deleted job of the same name
+shows none of its own), ``job why``, which reads the job, its pods, PodGroup, Queue and Commands
+and prints what `cli.why` makes of them (also the "Why" section of ``job view``), and ``job wait``.
 
-``job suspend`` and ``job resume`` create a bus.volcano.sh Command (AbortJob / ResumeJob) that the
-job controller consumes; ``job run`` names its single task ``default0``, the name Volcano's
-webhook would give it, so the job is the same with or without the webhook.
+``job suspend``, ``resume`` and ``restart`` create a bus.volcano.sh Command (AbortJob, ResumeJob,
+RestartJob) that the job controller consumes; ``job run`` names its single task ``default0``, the
+name Volcano's webhook would give it, so the job is the same with or without the webhook.
 """
 
 from __future__ import annotations
@@ -20,143 +21,38 @@ import datetime as dt
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import Any, Final
 
 from caldera.api.core import Event, Pod
+from caldera.api.duration import DurationError, parse_duration
 from caldera.api.jobspec import default_task_name
 from caldera.api.kinds import COMMAND, EVENT, JOB, POD, PODGROUP, QUEUE
-from caldera.api.meta import OwnerReference, WatchEventType, controller_of
+from caldera.api.meta import WatchEventType, controller_of
 from caldera.api.quantity import QuantityError, milli_value
-from caldera.api.volcano import JOB_NAME_KEY, Action, Command, Job, PodGroup, Queue
+from caldera.api.volcano import JOB_NAME_KEY, Action, Command, Job, JobPhase, PodGroup, Queue
 from caldera.kube.client import KubeClient
 from caldera.kube.errors import AlreadyExists, Forbidden, Gone, NotFound, error_from_status
 from cli import output, why
 from cli.cluster import (
-    CliError,
-    add_connection_args,
-    add_output_arg,
     already_exists,
+    controller_ref,
     create_command,
+    get_object,
     get_raw,
     list_raw,
+    listed_namespace,
+    load_documents,
     not_found,
-    one_line,
     run,
-    usage,
 )
+from cli.commands import need_name
+from cli.errors import CliError
 
-DEFAULT_NAMESPACE = "default"
 DEFAULT_QUEUE = "default"
-DEFAULT_RESOURCES = "cpu=1000m,memory=100Mi"
 # A watch is re-opened after this long (the server ends it anyway); the table carries on.
 WATCH_SECONDS = 300
-
-
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``caldera job`` and its subcommands."""
-    job = sub.add_parser(
-        "job",
-        help="run, list, view, suspend, resume and delete Volcano jobs (vcctl job)",
-        description="Volcano jobs, with vcctl's commands, flags and columns.",
-    )
-    job.set_defaults(handler=lambda _args: usage(job))
-    cmds = job.add_subparsers(dest="job_command", metavar="COMMAND")
-
-    p = cmds.add_parser("run", help="run a job", description="Create a job from flags or a file.")
-    p.add_argument("-i", "--image", default="busybox", help="the container image of the job")
-    p.add_argument("-n", "--namespace", help=f"the namespace of the job ({DEFAULT_NAMESPACE})")
-    p.add_argument("-N", "--name", default="", help="the name of the job")
-    p.add_argument(
-        "-m", "--min", type=int, default=1, help="the minimal available tasks of the job"
-    )
-    p.add_argument("-r", "--replicas", type=int, default=1, help="the total tasks of the job")
-    p.add_argument(
-        "-R", "--requests", default=DEFAULT_RESOURCES, help="the resource requests of each task"
-    )
-    p.add_argument(
-        "-L", "--limits", default=DEFAULT_RESOURCES, help="the resource limits of each task"
-    )
-    p.add_argument("-S", "--scheduler", default="volcano", help="the scheduler of the job")
-    p.add_argument("-f", "--filename", help="a YAML file with the job ('-' for stdin)")
-    add_connection_args(p)
-    p.set_defaults(handler=_run)
-
-    p = cmds.add_parser("list", help="list jobs", description="List jobs with vcctl's columns.")
-    _namespace_arg(p)
-    p.add_argument("-q", "--queue", default="", help="only jobs in this queue")
-    p.add_argument("-S", "--scheduler", default="", help="only jobs with this scheduler")
-    p.add_argument("--all-namespaces", action="store_true", help="list jobs in all namespaces")
-    p.add_argument("--selector", default="", help="only jobs whose name contains this text")
-    p.add_argument(
-        "-w", "--watch", action="store_true", help="after the table, print a row for every change"
-    )
-    add_output_arg(p)
-    add_connection_args(p)
-    p.set_defaults(handler=_list)
-
-    p = cmds.add_parser(
-        "view",
-        help="show a job: spec, status, tasks, pods, events",
-        description="Show a job, its tasks, pods and PodGroup, why its gang is unschedulable, "
-        "and its events.",
-    )
-    _namespace_arg(p)
-    _name_arg(p)
-    add_output_arg(p, wide=False)
-    add_connection_args(p)
-    p.set_defaults(handler=_view)
-
-    p = cmds.add_parser(
-        "why",
-        help="say why a job waits, stage by stage",
-        description="Say in plain words why a job waits: finished or running, suspended, its "
-        "queue closed, dependsOn not met, what the scheduler found in its last session (held at "
-        "the enqueue gate, pods that cannot be placed), and the pods' scheduling messages.",
-    )
-    p.add_argument("job", nargs="?", default="", metavar="NAME", help="the name of the job")
-    _namespace_arg(p)
-    _name_arg(p)
-    add_output_arg(p, wide=False)
-    add_connection_args(p)
-    p.set_defaults(handler=_why)
-
-    for name, action, text in (
-        ("suspend", Action.ABORT_JOB, "suspend (abort) a job: its pods are deleted"),
-        ("resume", Action.RESUME_JOB, "resume a suspended job"),
-    ):
-        p = cmds.add_parser(
-            name, help=text, description=f"{text.capitalize()}, through a {action} Command."
-        )
-        _namespace_arg(p)
-        _name_arg(p)
-        add_connection_args(p)
-        p.set_defaults(handler=_command_handler(action, name))
-
-    p = cmds.add_parser("delete", help="delete a job", description="Delete a job.")
-    _namespace_arg(p)
-    _name_arg(p)
-    add_connection_args(p)
-    p.set_defaults(handler=_delete)
-
-
-def _namespace_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "-n", "--namespace", default=DEFAULT_NAMESPACE, help="the namespace of the job (default)"
-    )
-
-
-def _name_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-N", "--name", default="", help="the name of the job")
-
-
-def _need_name(args: argparse.Namespace) -> str:
-    name: str = args.name
-    if not name:
-        raise CliError("job name must be specified (-N NAME)")
-    return name
+# At most this many event LISTs at once for `job view` (one per object of the job).
+EVENT_READS = 8
 
 
 # --- run --------------------------------------------------------------------------------------
@@ -179,7 +75,9 @@ def parse_resources(text: str, flag: str) -> dict[str, str]:
 
 def job_from_flags(args: argparse.Namespace) -> dict[str, Any]:
     """The Job `vcctl job run` builds: one task of `replicas` pods of one container."""
-    name = _need_name(args)
+    name: str = args.name
+    if not name:
+        raise CliError("job name must be specified (-N NAME)")
     requests = parse_resources(args.requests, "--requests")
     limits = parse_resources(args.limits, "--limits")
     if args.min < 0 or args.replicas < 0:
@@ -187,7 +85,7 @@ def job_from_flags(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "apiVersion": JOB.api_version,
         "kind": JOB.kind,
-        "metadata": {"name": name, "namespace": args.namespace or DEFAULT_NAMESPACE},
+        "metadata": {"name": name, **({"namespace": args.namespace} if args.namespace else {})},
         "spec": {
             "minAvailable": args.min,
             "schedulerName": args.scheduler,
@@ -216,18 +114,13 @@ def job_from_flags(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def job_from_file(args: argparse.Namespace) -> dict[str, Any]:
-    """The Job in ``-f FILE``; -N and -n override its name and namespace."""
+    """The Job in ``-f FILE``; -N and -n override its name and namespace (without either, the
+    namespace is filled in once connected: the context's)."""
     path: str = args.filename
-    try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text()
-    except OSError as exc:
-        raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
-    try:
-        body = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise CliError(f"{path} is not valid YAML: {' '.join(str(exc).split())}") from None
-    if not isinstance(body, dict):
+    docs = load_documents(path)
+    if len(docs) != 1 or not isinstance(docs[0], dict):
         raise CliError(f"{path} does not hold a Job")
+    body: dict[str, Any] = docs[0]
     if (
         body.get("kind", JOB.kind) != JOB.kind
         or body.get("apiVersion", JOB.api_version) != JOB.api_version
@@ -240,19 +133,19 @@ def job_from_file(args: argparse.Namespace) -> dict[str, Any]:
     meta = dict(body.get("metadata") or {})
     if args.name:
         meta["name"] = args.name
-    meta["namespace"] = args.namespace or meta.get("namespace") or DEFAULT_NAMESPACE
+    if args.namespace or meta.get("namespace"):
+        meta["namespace"] = args.namespace or meta["namespace"]
     if not meta.get("name") and not meta.get("generateName"):
         raise CliError("job name must be specified (-N NAME, or metadata.name in the file)")
     body["metadata"] = meta
     return body
 
 
-@one_line
-def _run(args: argparse.Namespace) -> int:
+def run_job(args: argparse.Namespace) -> int:
     body = job_from_file(args) if args.filename else job_from_flags(args)
-    namespace = body["metadata"]["namespace"]
 
     async def go(client: KubeClient) -> int:
+        namespace = body["metadata"].setdefault("namespace", args.namespace)
         try:
             job = await client.create(JOB, body, namespace=namespace)
         except AlreadyExists as exc:
@@ -275,14 +168,13 @@ def job_selected(job: Job, args: argparse.Namespace) -> bool:
     return args.selector in job.metadata.name
 
 
-@one_line
-def _list(args: argparse.Namespace) -> int:
-    namespace = None if args.all_namespaces else args.namespace
+def list_jobs(args: argparse.Namespace) -> int:
     wide = args.output == "wide"
     if args.watch and args.output in ("json", "yaml"):
         raise CliError("--watch prints table rows: use it without -o, or with -o wide")
 
     async def go(client: KubeClient) -> int:
+        namespace = listed_namespace(args)
         jobs, raw, version = await list_raw(client, JOB, namespace=namespace)
         shown = sorted(
             (j for j in jobs if job_selected(j, args)),
@@ -397,15 +289,13 @@ def related_events(events: list[Event], uids: set[str]) -> list[Event]:
 @dataclass(frozen=True)
 class JobContext:
     """What the view and the why of a job read besides the Job: its pods, PodGroup, Queue
-    (None if it does not exist or may not be read), the Commands of its namespace, and events
-    (view only)."""
+    (None if it does not exist or may not be read) and the Commands of its namespace."""
 
     pods: list[Pod]
     podgroup: PodGroup | None
     queue: Queue | None
     queue_readable: bool
     commands: list[Command]
-    events: list[Event]
 
     def findings(self, job: Job, now: dt.datetime) -> list[why.Finding]:
         return why.explain(
@@ -440,23 +330,14 @@ async def _commands(client: KubeClient, namespace: str) -> list[Command]:
         return []
 
 
-async def _no_events() -> list[Event]:
-    return []
-
-
-async def job_context(client: KubeClient, job: Job, *, events: bool) -> JobContext:
-    """Read the job's pods, PodGroup, Queue, Commands (and events) at once."""
+async def job_context(client: KubeClient, job: Job) -> JobContext:
+    """Read the job's pods, PodGroup, Queue and Commands at once."""
     namespace, name = job.metadata.namespace, job.metadata.name
-
-    async def listed_events() -> list[Event]:
-        return list((await client.list(EVENT, namespace=namespace)).items)
-
-    pods_result, pgs_result, queue, commands, event_items = await asyncio.gather(
+    pods_result, pgs_result, queue, commands = await asyncio.gather(
         client.list(POD, namespace=namespace, label_selector=f"{JOB_NAME_KEY}={name}"),
         client.list(PODGROUP, namespace=namespace),
         _get_queue(client, job.spec.queue or DEFAULT_QUEUE),
         _commands(client, namespace),
-        listed_events() if events else _no_events(),
     )
     pods: list[Pod] = [
         p
@@ -469,30 +350,45 @@ async def job_context(client: KubeClient, job: Job, *, events: bool) -> JobConte
         queue=None if isinstance(queue, Forbidden) else queue,
         queue_readable=not isinstance(queue, Forbidden),
         commands=commands,
-        events=event_items,
     )
 
 
-@one_line
-def _view(args: argparse.Namespace) -> int:
-    name = _need_name(args)
+async def own_events(client: KubeClient, namespace: str, uids: list[str]) -> list[Event]:
+    """The events whose involvedObject is one of `uids` (the job, its PodGroup, its pods),
+    each read with a field selector: the namespace's other events are never fetched."""
+    limit = asyncio.Semaphore(EVENT_READS)
+
+    async def of(uid: str) -> list[Event]:
+        async with limit:
+            found = await client.list(
+                EVENT, namespace=namespace, field_selector=f"involvedObject.uid={uid}"
+            )
+            return list(found.items)
+
+    found = await asyncio.gather(*(of(uid) for uid in dict.fromkeys(uids)))
+    return related_events([e for events in found for e in events], set(uids))
+
+
+def view_job(args: argparse.Namespace) -> int:
+    name = need_name(args, "job", "-N")
 
     async def go(client: KubeClient) -> int:
         job, raw = await _get_job(client, args.namespace, name)
         if args.output in ("json", "yaml"):
             sys.stdout.write(output.dump(raw, args.output))
             return 0
-        ctx = await job_context(client, job, events=True)
-        uids = {job.metadata.uid, *(p.metadata.uid for p in ctx.pods)}
+        ctx = await job_context(client, job)
+        uids = [job.metadata.uid, *(p.metadata.uid for p in ctx.pods)]
         if ctx.podgroup is not None:
-            uids.add(ctx.podgroup.metadata.uid)
+            uids.append(ctx.podgroup.metadata.uid)
+        events = await own_events(client, job.metadata.namespace, uids)
         now = dt.datetime.now(dt.UTC)
         sys.stdout.write(
             output.render_job_view(
                 job,
                 podgroup=ctx.podgroup,
                 pods=ctx.pods,
-                events=related_events(ctx.events, uids),
+                events=events,
                 now=now,
                 why=why.render_lines(ctx.findings(job, now)),
             )
@@ -512,17 +408,12 @@ async def _get_job(client: KubeClient, namespace: str, name: str) -> tuple[Job, 
 # --- why --------------------------------------------------------------------------------------
 
 
-@one_line
-def _why(args: argparse.Namespace) -> int:
-    if args.job and args.name and args.job != args.name:
-        raise CliError(f"two job names given: {args.job} and -N {args.name}; give one")
-    name: str = args.job or args.name
-    if not name:
-        raise CliError("job name must be specified (NAME or -N NAME)")
+def why_job(args: argparse.Namespace) -> int:
+    name = need_name(args, "job", "-N")
 
     async def go(client: KubeClient) -> int:
         job, _raw = await _get_job(client, args.namespace, name)
-        ctx = await job_context(client, job, events=False)
+        ctx = await job_context(client, job)
         findings = ctx.findings(job, dt.datetime.now(dt.UTC))
         if args.output in ("json", "yaml"):
             sys.stdout.write(output.dump([f.as_dict() for f in findings], args.output))
@@ -533,26 +424,108 @@ def _why(args: argparse.Namespace) -> int:
     return run(args, go)
 
 
-# --- suspend / resume / delete ----------------------------------------------------------------
+# --- wait -------------------------------------------------------------------------------------
+
+# Phases a job does not leave (Aborted does: a ResumeJob Command restarts it).
+FINAL_PHASES: Final = frozenset({JobPhase.COMPLETED, JobPhase.FAILED, JobPhase.TERMINATED})
+
+
+def wanted_phase(text: str) -> JobPhase:
+    """``--for``'s phase, in any case, with or without kubectl's ``jsonpath``-less
+    ``phase=`` prefix; CliError lists the phases."""
+    value = text.removeprefix("phase=").strip()
+    for phase in JobPhase:
+        if phase.value.lower() == value.lower():
+            return phase
+    raise CliError(f"--for: {text!r} is not a job phase ({', '.join(p.value for p in JobPhase)})")
+
+
+def wait_seconds(text: str) -> float:
+    """``--timeout``: a Go duration (``30s``, ``1m30s``) or plain seconds, not negative."""
+    try:
+        seconds = float(text) if text.replace(".", "", 1).isdigit() else parse_duration(text)
+    except DurationError as exc:
+        raise CliError(f"--timeout: {exc}") from None
+    if seconds < 0:
+        raise CliError(f"--timeout: {text} is negative")
+    return seconds
+
+
+def wait_verdict(job: Job, wanted: JobPhase) -> bool | None:
+    """True when `job` is in `wanted`, False when it ended in another final phase (it cannot
+    reach `wanted` any more), None while it may still."""
+    phase = job.status.state.phase
+    if phase == wanted:
+        return True
+    if phase in FINAL_PHASES:
+        return False
+    return None
+
+
+def wait_job(args: argparse.Namespace) -> int:
+    name = need_name(args, "job", "-N")
+    wanted = wanted_phase(args.phase)
+    seconds = wait_seconds(args.timeout)
+
+    async def go(client: KubeClient) -> int:
+        job = await get_object(client, JOB, name, namespace=args.namespace)
+        where = f"job {args.namespace}/{name}"
+        try:
+            async with asyncio.timeout(seconds):
+                job = await _until_decided(client, job, wanted)
+        except TimeoutError:
+            raise CliError(
+                f"timed out after {args.timeout} waiting for {where} to be {wanted} "
+                f"(it is {job.status.state.phase or 'Pending'})"
+            ) from None
+        if wait_verdict(job, wanted):
+            print(f"{where} is {wanted}")
+            return 0
+        raise CliError(f"{where} ended {job.status.state.phase}: it will not be {wanted}")
+
+    return run(args, go)
+
+
+async def _until_decided(client: KubeClient, job: Job, wanted: JobPhase) -> Job:
+    """Watch the job from `job`'s version until `wait_verdict` decides; the last Job seen."""
+    version = job.metadata.resource_version
+    while wait_verdict(job, wanted) is None:
+        try:
+            async with client.watch(
+                JOB,
+                namespace=job.metadata.namespace,
+                field_selector=f"metadata.name={job.metadata.name}",
+                resource_version=version,
+                timeout_seconds=WATCH_SECONDS,
+            ) as events:
+                async for event in events:
+                    if event.type == WatchEventType.ERROR:
+                        raise error_from_status(event.object)  # type: ignore[arg-type]
+                    if not isinstance(event.object, Job):
+                        continue
+                    version = event.object.metadata.resource_version or version
+                    if event.type == WatchEventType.DELETED:
+                        raise CliError(f"job {job.metadata.namespace}/{job.metadata.name} deleted")
+                    if event.type != WatchEventType.BOOKMARK:
+                        job = event.object
+                        if wait_verdict(job, wanted) is not None:
+                            return job
+        except Gone:
+            job = await get_object(client, JOB, job.metadata.name, namespace=job.metadata.namespace)
+            version = job.metadata.resource_version
+    return job
+
+
+# --- suspend / resume / restart / delete ------------------------------------------------------
 
 
 def _command_handler(action: Action, verb: str) -> Callable[[argparse.Namespace], int]:
-    @one_line
     def handler(args: argparse.Namespace) -> int:
-        name = _need_name(args)
+        name = need_name(args, "job", "-N")
 
         async def go(client: KubeClient) -> int:
-            try:
-                job = await client.get(JOB, name, namespace=args.namespace)
-            except NotFound as exc:
-                raise not_found(f"job {args.namespace}/{name}", exc) from None
-            target = OwnerReference(
-                api_version=JOB.api_version,
-                kind=JOB.kind,
-                name=job.metadata.name,
-                uid=job.metadata.uid,
-                controller=True,
-            )
+            job = await get_object(client, JOB, name, namespace=args.namespace)
+            target = controller_ref(JOB, job.metadata.name, job.metadata.uid)
             command = await create_command(client, args.namespace, action, target)
             print(f"{verb} job {name}: command {command} ({action}) created")
             return 0
@@ -562,9 +535,13 @@ def _command_handler(action: Action, verb: str) -> Callable[[argparse.Namespace]
     return handler
 
 
-@one_line
-def _delete(args: argparse.Namespace) -> int:
-    name = _need_name(args)
+suspend_job = _command_handler(Action.ABORT_JOB, "suspend")
+resume_job = _command_handler(Action.RESUME_JOB, "resume")
+restart_job = _command_handler(Action.RESTART_JOB, "restart")
+
+
+def delete_job(args: argparse.Namespace) -> int:
+    name = need_name(args, "job", "-N")
 
     async def go(client: KubeClient) -> int:
         try:

@@ -19,6 +19,7 @@ from typing import Any, Final
 import yaml
 
 from caldera.api.core import Event, Pod
+from caldera.api.flow import JobFlow, JobTemplate
 from caldera.api.meta import parse_time
 from caldera.api.volcano import (
     JOB_NAME_KEY,
@@ -36,6 +37,8 @@ from caldera.api.volcano import (
 
 __all__ = [
     "CRONJOB_COLUMNS",
+    "JOBFLOW_COLUMNS",
+    "JOBTEMPLATE_COLUMNS",
     "JOB_COLUMNS",
     "NO_RESOURCES",
     "POD_COLUMNS",
@@ -50,6 +53,10 @@ __all__ = [
     "gang_status",
     "job_row",
     "job_table",
+    "jobflow_row",
+    "jobflow_table",
+    "jobtemplate_row",
+    "jobtemplate_table",
     "pod_row",
     "pod_status",
     "pod_table",
@@ -95,6 +102,10 @@ POD_COLUMNS: Final = ("Name", "Ready", "Status", "Restart", "Age")
 CRONJOB_COLUMNS: Final = ("NAME", "SCHEDULE", "SUSPEND", "ACTIVE", "LAST SCHEDULE", "AGE")
 CRONJOB_WIDE_COLUMNS: Final = ("TIMEZONE", "CONCURRENCY", "LAST SUCCESSFUL")
 POD_WIDE_COLUMNS: Final = ("Job", "Task", "Queue", "Node", "IP")
+JOBFLOW_COLUMNS: Final = ("Name", "Namespace", "Phase", "Age")
+JOBFLOW_WIDE_COLUMNS: Final = ("Pending", "Running", "Completed", "Failed", "Terminated", "Unknown")
+JOBTEMPLATE_COLUMNS: Final = ("Name", "Namespace")
+JOBTEMPLATE_WIDE_COLUMNS: Final = ("Jobs",)
 
 
 # --- generic ----------------------------------------------------------------------------------
@@ -718,3 +729,54 @@ def render_job_view(
         lines += ["Why:", *(f"  {line}" for line in why)]
     lines += [*_job_pods(pods, now), *_job_events(events, now)]
     return "\n".join(lines) + "\n"
+
+
+# --- jobflows and jobtemplates ----------------------------------------------------------------
+
+
+def jobflow_row(jobflow: JobFlow, *, wide: bool = False, now: dt.datetime) -> list[str]:
+    """One row of `caldera jobflow list|get`: vcctl's Name, Namespace, Phase, Age; with `wide`,
+    how many of its Jobs are in each list of its status."""
+    row = [
+        jobflow.metadata.name,
+        jobflow.metadata.namespace,
+        jobflow.status.state.phase,
+        format_age(jobflow.metadata.creation_timestamp, now),
+    ]
+    if wide:
+        status = jobflow.status
+        lists = (
+            status.pending_jobs,
+            status.running_jobs,
+            status.completed_jobs,
+            status.failed_jobs,
+            status.terminated_jobs,
+            status.un_know_jobs,
+        )
+        row += [str(len(jobs)) for jobs in lists]
+    return row
+
+
+def jobflow_table(jobflows: Sequence[JobFlow], *, wide: bool = False, now: dt.datetime) -> str:
+    """The `caldera jobflow list|get` table, or `No resources found`."""
+    headers = [*JOBFLOW_COLUMNS, *(JOBFLOW_WIDE_COLUMNS if wide else ())]
+    return _table(headers, [jobflow_row(f, wide=wide, now=now) for f in jobflows])
+
+
+def jobtemplate_row(template: JobTemplate, *, wide: bool = False) -> list[str]:
+    """One row of `caldera jobtemplate list|get`: vcctl's Name, Namespace; with `wide`, how many
+    Jobs were created from it (its status)."""
+    row = [template.metadata.name, template.metadata.namespace]
+    if wide:
+        row.append(str(len(template.status.job_depends_on_list)))
+    return row
+
+
+def jobtemplate_table(templates: Sequence[JobTemplate], *, wide: bool = False) -> str:
+    """The `caldera jobtemplate list|get` table, or `No resources found`."""
+    headers = [*JOBTEMPLATE_COLUMNS, *(JOBTEMPLATE_WIDE_COLUMNS if wide else ())]
+    return _table(headers, [jobtemplate_row(t, wide=wide) for t in templates])
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    return render_table(headers, rows) if rows else NO_RESOURCES + "\n"

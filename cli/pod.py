@@ -1,4 +1,4 @@
-"""``caldera pod list``: vcctl's pod listing.
+"""The handler of ``caldera pod list``: vcctl's pod listing (its flags are in `cli.commands`).
 
 Without filters it lists the pods of Volcano jobs (label ``volcano.sh/job-name`` present); ``-j``
 those of one job; ``-q`` those of one queue, jobs' pods (label ``volcano.sh/queue-name``) and other
@@ -19,36 +19,8 @@ from caldera.api.kinds import POD
 from caldera.api.volcano import JOB_NAME_KEY, QUEUE_NAME_KEY
 from caldera.kube.client import KubeClient
 from cli import output
-from cli.cluster import (
-    CliError,
-    add_connection_args,
-    add_output_arg,
-    list_raw,
-    one_line,
-    run,
-    usage,
-)
-
-
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``caldera pod`` and ``caldera pod list``."""
-    pod = sub.add_parser(
-        "pod",
-        help="list the pods of Volcano jobs and queues (vcctl pod)",
-        description="Pods of Volcano jobs and queues.",
-    )
-    pod.set_defaults(handler=lambda _args: usage(pod))
-    cmds = pod.add_subparsers(dest="pod_command", metavar="COMMAND")
-    p = cmds.add_parser(
-        "list", help="list pods", description="List the pods of jobs (all jobs, one job, a queue)."
-    )
-    p.add_argument("-n", "--namespace", default="default", help="the namespace of the pods")
-    p.add_argument("-j", "--job", default="", help="only the pods of this job")
-    p.add_argument("-q", "--queue", default="", help="only the pods of this queue")
-    p.add_argument("--all-namespaces", action="store_true", help="list pods in all namespaces")
-    add_output_arg(p)
-    add_connection_args(p)
-    p.set_defaults(handler=_list)
+from cli.cluster import list_raw, listed_namespace, run
+from cli.errors import CliError
 
 
 def label_selector(job: str) -> str:
@@ -67,11 +39,9 @@ def select_pods(pods: list[Pod], *, job: str, queue: str) -> list[Pod]:
     return pods
 
 
-@one_line
-def _list(args: argparse.Namespace) -> int:
-    namespace = None if args.all_namespaces else args.namespace
-
+def list_pods(args: argparse.Namespace) -> int:
     async def go(client: KubeClient) -> int:
+        namespace = listed_namespace(args)
         selector = None if args.queue and not args.job else label_selector(args.job)
         pods, raw, _version = await list_raw(
             client, POD, namespace=namespace, label_selector=selector

@@ -1,4 +1,5 @@
-"""``caldera queue create|delete|operate|list|get``: vcctl's queue commands.
+"""The handlers of ``caldera queue create|delete|operate|list|get``: vcctl's queue commands
+(their flags are in `cli.commands`).
 
 Counts (Inqueue, Pending, Running, Unknown, Completed) are computed from PodGroups, as vcctl does
 since Volcano v1.11 stopped writing them to the queue status. ``operate -a open|close`` creates an
@@ -15,92 +16,28 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
+from collections.abc import Awaitable, Callable
 
 from caldera.api.kinds import NODE, POD, PODGROUP, QUEUE
-from caldera.api.meta import OwnerReference
 from caldera.api.volcano import Action, PodGroup, Queue, QueueState
 from caldera.kube.client import KubeClient
 from caldera.kube.errors import AlreadyExists, ApiError, NotFound
 from cli import output
 from cli.cluster import (
-    CliError,
-    add_connection_args,
-    add_output_arg,
     already_exists,
+    controller_ref,
     create_command,
-    get_raw,
-    list_raw,
+    get_object,
     not_found,
-    one_line,
     run,
-    usage,
+    show_objects,
 )
+from cli.commands import need_name
+from cli.errors import CliError
 
 # Queue Commands are namespaced; vcctl puts them in "default".
 COMMAND_NAMESPACE = "default"
 OPERATE_ACTIONS = {"open": Action.OPEN_QUEUE, "close": Action.CLOSE_QUEUE}
-
-
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``caldera queue`` and its subcommands."""
-    queue = sub.add_parser(
-        "queue",
-        help="create, delete, open, close, list and get queues (vcctl queue)",
-        description="Volcano queues, with vcctl's commands, flags and columns.",
-    )
-    queue.set_defaults(handler=lambda _args: usage(queue))
-    cmds = queue.add_subparsers(dest="queue_command", metavar="COMMAND")
-
-    p = cmds.add_parser("create", help="create a queue", description="Create a queue.")
-    p.add_argument("-n", "--name", default="test", help="the name of the queue (test)")
-    p.add_argument("-w", "--weight", type=int, default=1, help="the weight of the queue (1)")
-    p.add_argument(
-        "-S", "--state", default="Open", choices=["Open", "Closed"], help="the state (Open)"
-    )
-    add_connection_args(p)
-    p.set_defaults(handler=_create)
-
-    p = cmds.add_parser("delete", help="delete a queue", description="Delete a queue.")
-    _name_arg(p)
-    add_connection_args(p)
-    p.set_defaults(handler=_delete)
-
-    p = cmds.add_parser(
-        "operate",
-        help="open, close or re-weight a queue",
-        description="open and close create an OpenQueue / CloseQueue Command; update sets the "
-        "weight.",
-    )
-    _name_arg(p)
-    p.add_argument("-a", "--action", default="", help="open, close or update")
-    p.add_argument("-w", "--weight", type=int, default=0, help="the new weight (update)")
-    add_connection_args(p)
-    p.set_defaults(handler=_operate)
-
-    p = cmds.add_parser(
-        "list", help="list queues", description="List queues with PodGroup counts per phase."
-    )
-    add_output_arg(p)
-    add_connection_args(p)
-    p.set_defaults(handler=_list)
-
-    p = cmds.add_parser("get", help="show one queue", description="Show one queue.")
-    _name_arg(p)
-    add_output_arg(p)
-    add_connection_args(p)
-    p.set_defaults(handler=_get)
-
-
-def _name_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-n", "--name", default="", help="the name of the queue")
-
-
-def _need_name(args: argparse.Namespace) -> str:
-    name: str = args.name
-    if not name:
-        raise CliError("queue name must be specified (-n NAME)")
-    return name
 
 
 def queue_body(name: str, weight: int, state: str) -> dict[str, object]:
@@ -114,9 +51,10 @@ def queue_body(name: str, weight: int, state: str) -> dict[str, object]:
     }
 
 
-@one_line
-def _create(args: argparse.Namespace) -> int:
-    name = _need_name(args)
+def create_queue(args: argparse.Namespace) -> int:
+    name: str = args.name
+    if not name:
+        raise CliError("queue name must be specified (-n NAME)")
     if args.weight <= 0:
         raise CliError("--weight must be greater than 0")
 
@@ -134,9 +72,8 @@ def _create(args: argparse.Namespace) -> int:
     return run(args, go)
 
 
-@one_line
-def _delete(args: argparse.Namespace) -> int:
-    name = _need_name(args)
+def delete_queue(args: argparse.Namespace) -> int:
+    name = need_name(args, "queue", "-n")
 
     async def go(client: KubeClient) -> int:
         try:
@@ -149,9 +86,8 @@ def _delete(args: argparse.Namespace) -> int:
     return run(args, go)
 
 
-@one_line
-def _operate(args: argparse.Namespace) -> int:
-    name = _need_name(args)
+def operate_queue(args: argparse.Namespace) -> int:
+    name = need_name(args, "queue", "-n")
     action: str = args.action
     if not action:
         raise CliError("action can not be null (-a open|close|update)")
@@ -163,21 +99,15 @@ def _operate(args: argparse.Namespace) -> int:
         )
 
     async def go(client: KubeClient) -> int:
-        try:
-            if action == "update":
+        if action == "update":
+            try:
                 await client.patch(QUEUE, name, {"spec": {"weight": args.weight}})
-                print(f"update queue {name} weight to {args.weight}")
-                return 0
-            queue = await client.get(QUEUE, name)
-        except NotFound as exc:
-            raise not_found(f"queue {name}", exc) from None
-        target = OwnerReference(
-            api_version=QUEUE.api_version,
-            kind=QUEUE.kind,
-            name=queue.metadata.name,
-            uid=queue.metadata.uid,
-            controller=True,
-        )
+            except NotFound as exc:
+                raise not_found(f"queue {name}", exc) from None
+            print(f"update queue {name} weight to {args.weight}")
+            return 0
+        queue = await get_object(client, QUEUE, name)
+        target = controller_ref(QUEUE, queue.metadata.name, queue.metadata.uid)
         command = await create_command(client, COMMAND_NAMESPACE, OPERATE_ACTIONS[action], target)
         print(f"{action} queue {name}: command {command} ({OPERATE_ACTIONS[action]}) created")
         return 0
@@ -216,42 +146,29 @@ async def queue_shares(
     }
 
 
-async def _show(client: KubeClient, args: argparse.Namespace, name: str | None) -> int:
-    if name is None:
-        queues, raw, _version = await list_raw(client, QUEUE)
-    else:
-        try:
-            queue, one = await get_raw(client, QUEUE, name)
-        except NotFound as exc:
-            raise not_found(f"queue {name}", exc) from None
-        queues, raw = [queue], {queue.metadata.uid: one}
-    queues.sort(key=lambda q: q.metadata.name)
-    if args.output in ("json", "yaml"):
-        if name is not None:
-            sys.stdout.write(output.dump(raw[queues[0].metadata.uid], args.output))
-        else:
-            sys.stdout.write(
-                output.dump(output.as_list([raw[q.metadata.uid] for q in queues]), args.output)
+def _shower(args: argparse.Namespace, name: str | None) -> Callable[[KubeClient], Awaitable[int]]:
+    async def show(client: KubeClient) -> int:
+        async def table(queues: list[Queue]) -> str:
+            podgroups = list((await client.list(PODGROUP)).items)
+            wide = args.output == "wide"
+            shares = None
+            if wide:
+                every_queue = queues if name is None else list((await client.list(QUEUE)).items)
+                shares = await queue_shares(client, every_queue, podgroups)
+            return output.queue_table(
+                queues, output.queue_counts(podgroups), shares=shares, wide=wide
             )
-        return 0
-    podgroups = list((await client.list(PODGROUP)).items)
-    wide = args.output == "wide"
-    shares = None
-    if wide:
-        every_queue = queues if name is None else list((await client.list(QUEUE)).items)
-        shares = await queue_shares(client, every_queue, podgroups)
-    sys.stdout.write(
-        output.queue_table(queues, output.queue_counts(podgroups), shares=shares, wide=wide)
-    )
-    return 0
+
+        return await show_objects(
+            client, QUEUE, args.output, name=name, namespace=None, table=table
+        )
+
+    return show
 
 
-@one_line
-def _list(args: argparse.Namespace) -> int:
-    return run(args, lambda client: _show(client, args, None))
+def list_queues(args: argparse.Namespace) -> int:
+    return run(args, _shower(args, None))
 
 
-@one_line
-def _get(args: argparse.Namespace) -> int:
-    name = _need_name(args)
-    return run(args, lambda client: _show(client, args, name))
+def get_queue(args: argparse.Namespace) -> int:
+    return run(args, _shower(args, need_name(args, "queue", "-n")))

@@ -19,17 +19,26 @@ import asyncio
 import structlog
 from prometheus_client import CollectorRegistry
 
+from caldera.api.crdgen import CRDS
 from caldera.kube.client import KubeClient
 from caldera.kube.events import EventRecorder
 from caldera.kube.leader import LeadershipLostError
 from caldera.obs.metrics import ControllerMetrics, new_registry
 from caldera.obs.server import HealthServer
-from caldera.process import StartupError, connect, lead_when_elected, stop_on_signals
+from caldera.process import (
+    StartupError,
+    check_crds,
+    connect,
+    lead_when_elected,
+    stop_on_signals,
+)
 from caldera.settings import ControllersSettings
 from controllers.command.controller import CommandController
 from controllers.cronjob.controller import CronJobController
 from controllers.gc.controller import GarbageCollector
 from controllers.job.controller import JobController
+from controllers.jobflow.controller import JobFlowController
+from controllers.jobtemplate.controller import JobTemplateController
 from controllers.podgroup.controller import PodGroupController
 from controllers.queue.controller import QueueController
 from controllers.runtime import Controller, ControllerContext
@@ -45,6 +54,8 @@ AVAILABLE: dict[str, type[Controller]] = {
     CommandController.name: CommandController,
     GarbageCollector.name: GarbageCollector,
     CronJobController.name: CronJobController,
+    JobFlowController.name: JobFlowController,
+    JobTemplateController.name: JobTemplateController,
 }
 
 log = structlog.get_logger("manager")
@@ -65,10 +76,13 @@ def choose_controllers(requested: tuple[str, ...]) -> list[type[Controller]]:
 
 async def run(settings: ControllersSettings) -> int:
     """Run until SIGTERM/SIGINT; returns the process exit code."""
-    classes = choose_controllers(settings.controllers)
+    classes = choose_controllers(settings.chosen_controllers)
     registry = new_registry()
     client = await connect(settings, registry)
     try:
+        # Every CRD of Caldera's: the controllers write Jobs, CronJobs, PodGroups and Queues and
+        # read Commands.
+        await check_crds(client, tuple(c.info.resource for c in CRDS), strict=settings.check_crds)
         return await _run_connected(settings, classes, registry, client)
     finally:
         await client.close()
@@ -80,7 +94,12 @@ async def _run_connected(
     registry: CollectorRegistry,
     client: KubeClient,
 ) -> int:
-    health = HealthServer(registry, host=settings.listen_address, port=settings.metrics_port)
+    health = HealthServer(
+        registry,
+        host=settings.listen_address,
+        port=settings.metrics_port,
+        volcano_names=settings.volcano_metrics,
+    )
     stopping = stop_on_signals()
 
     factory = SharedInformerFactory(client, registry=registry, resync_period=settings.resync_period)

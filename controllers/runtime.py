@@ -23,19 +23,25 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import structlog
 from prometheus_client import CollectorRegistry
 
+from caldera.api.kinds import KindInfo
+from caldera.api.meta import ObjectMeta, controller_of
 from caldera.kube.client import KubeClient
+from caldera.kube.errors import Conflict, NotFound
 from caldera.kube.events import EventRecorder
+from caldera.kube.requests import PropagationPolicy
 from caldera.obs.metrics import ControllerMetrics
 from caldera.settings import ControllersSettings
 from informers.factory import SharedInformerFactory
 from informers.metrics import WorkQueueMetrics
-from informers.store import KubeObject, meta_namespace_key
+from informers.store import HandlerFuncs, KubeObject, meta_namespace_key
 from informers.workqueue import ShutDown, WorkQueue
+
+T = TypeVar("T", bound=KubeObject)
 
 
 @dataclass(frozen=True)
@@ -68,6 +74,50 @@ class ControllerContext:
     # The one wall clock every time-dependent decision reads (cron schedules, TTLs), so tests
     # drive it instead of sleeping. Delays the work queue waits stay in real loop time.
     clock: Callable[[], dt.datetime] = field(default=utc_now)
+
+
+def controller_key(meta: ObjectMeta, kind: str, api_version: str) -> str | None:
+    """``namespace/name`` of the object's controller (its owner reference with ``controller:
+    true``) when that is a ``kind`` of ``api_version``, else None."""
+    ref = controller_of(meta)
+    if ref is None or ref.kind != kind or ref.api_version != api_version:
+        return None
+    return f"{meta.namespace}/{ref.name}"
+
+
+def enqueue_keys(queue: WorkQueue, key_of: Callable[[T], str | None]) -> HandlerFuncs[T]:
+    """Informer handlers that put ``key_of(obj)`` on ``queue`` (when it is not None) for every
+    add, update and delete; an update whose key changed queues the old key too, so the object
+    it left is looked at as well."""
+
+    def changed(obj: T) -> None:
+        key = key_of(obj)
+        if key is not None:
+            queue.add(key)
+
+    def updated(old: T, new: T) -> None:
+        changed(new)
+        if key_of(old) != key_of(new):
+            changed(old)
+
+    return HandlerFuncs(add=changed, update=updated, delete=changed)
+
+
+async def delete_child(client: KubeClient, kind: KindInfo[Any], meta: ObjectMeta) -> bool:
+    """Delete the object ``meta`` describes and no other: its UID is a precondition, so a new
+    object under the same name is left alone; propagation is Background (the garbage collector
+    removes what it owns). False when it was gone or replaced already; other API errors raise."""
+    try:
+        await client.delete(
+            kind,
+            meta.name,
+            namespace=meta.namespace or None,
+            uid=meta.uid,
+            propagation_policy=PropagationPolicy.BACKGROUND,
+        )
+    except (NotFound, Conflict):
+        return False
+    return True
 
 
 class Controller(abc.ABC):

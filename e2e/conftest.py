@@ -1,9 +1,9 @@
 """Fixtures for tests against a real kube-apiserver.
 
-One control plane per test session, started by ``e2e/cluster`` in a temporary directory and
-stopped at the end; or, when ``CALDERA_E2E_KUBECONFIG`` names a kubeconfig, that existing cluster
-(for example kind, set up by ``e2e/kind/up.sh``). Each test gets its own namespace, deleted
-after it.
+One control plane per test session (per pytest-xdist worker under ``make test``), started by
+``e2e/cluster`` in a temporary directory and stopped at the end; or, when
+``CALDERA_E2E_KUBECONFIG`` names a kubeconfig, that existing cluster (for example kind, set up
+by ``e2e/kind/up.sh``). Each test gets its own namespace, deleted after it.
 """
 
 from __future__ import annotations

@@ -24,18 +24,23 @@ from e2e.kwok_tasks import task as task
 from e2e.standin_scheduler import standin_scheduler
 
 
-@pytest.fixture
-def job_controller(cluster: Cluster, crds: Path, tmp_path: Path) -> Iterator[CalderaProcess]:
-    """``caldera controllers --controllers=job`` for one test; it must exit cleanly."""
+def controllers_process(cluster: Cluster, tmp_path: Path, *names: str) -> Iterator[CalderaProcess]:
+    """``caldera controllers --controllers=<names>`` for one test; it must exit cleanly."""
     proc = CalderaProcess(
         "controllers",
-        ["--controllers=job", "--leader-elect=false", "--log-level=debug"],
+        [f"--controllers={','.join(names)}", "--leader-elect=false", "--log-level=debug"],
         kubeconfig=cluster.kubeconfig,
         log_dir=tmp_path,
     )
     yield proc
     code = proc.stop()
     assert code == 0, proc.log()[-3000:]
+
+
+@pytest.fixture
+def job_controller(cluster: Cluster, crds: Path, tmp_path: Path) -> Iterator[CalderaProcess]:
+    """``caldera controllers --controllers=job`` for one test."""
+    yield from controllers_process(cluster, tmp_path, "job")
 
 
 @pytest.fixture

@@ -30,6 +30,7 @@ SHORT = ChaosConfig(
         evictions_per_burst=5,
     ),
     settle_timeout=240.0,
+    cleanup_timeout=150.0,
 )
 
 

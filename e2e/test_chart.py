@@ -12,10 +12,13 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+import os
 import re
 import secrets
+import shutil
 import ssl
 import subprocess
+import sys
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +28,8 @@ import pytest
 import yaml
 from cryptography import x509
 
+from caldera.api.crdgen import CRDS
+from caldera.api.kinds import PODGROUP, QUEUE
 from caldera.api.meta import format_time
 from caldera.settings import (
     ControllersSettings,
@@ -36,7 +41,13 @@ from caldera.settings import (
 from cli.main import build_parser
 from e2e.caldera_process import CalderaProcess
 from e2e.cluster.control_plane import free_port, kubectl, run_kubectl
-from e2e.cluster.identities import CHART, helm_binary, render_chart, write_token_kubeconfig
+from e2e.cluster.identities import (
+    CHART,
+    TEMPLATE_KUBE_VERSION,
+    helm_binary,
+    render_chart,
+    write_token_kubeconfig,
+)
 from e2e.conftest import Cluster
 from e2e.waiting import eventually
 from scheduler.conf import parse_conf
@@ -209,7 +220,8 @@ def test_default_values_render(helm: str, tmp_path: Path) -> None:
     validating = find(objects, "ValidatingWebhookConfiguration", f"{FULLNAME}-validate")
     hooks = mutating["webhooks"] + validating["webhooks"]
     paths = sorted(h["clientConfig"]["service"]["path"] for h in hooks)
-    assert paths == sorted(ws.enabled_admission)
+    # The pod webhook is off by default (webhook.admission.pods), as in Volcano's chart.
+    assert paths == sorted(set(ws.enabled_admission) - {"/pods/validate"})
     for hook in hooks:
         assert hook["failurePolicy"] == "Fail"
         assert hook["timeoutSeconds"] == 10
@@ -372,7 +384,15 @@ def test_bad_values_are_refused(
 ) -> None:
     """Values a process could not run with stop helm with a message naming them."""
     result = _run(
-        [helm, "template", RELEASE, str(CHART), "-f", str(_values_file(tmp_path, values))],
+        [
+            helm,
+            "template",
+            RELEASE,
+            str(CHART),
+            f"--kube-version={TEMPLATE_KUBE_VERSION}",
+            "-f",
+            str(_values_file(tmp_path, values)),
+        ],
         check=False,
     )
     assert result.returncode != 0
@@ -387,6 +407,223 @@ def test_one_replica_may_run_without_leader_election(helm: str, tmp_path: Path) 
     assert scheduler.leader_elect is False
     roles = [o["metadata"]["name"] for o in of_kind(objects, "Role")]
     assert roles == [f"{FULLNAME}-controllers-leader-election"]
+
+
+def test_pod_webhook_is_scoped_to_calderas_scheduler_names(helm: str, tmp_path: Path) -> None:
+    """webhook.admission.pods registers /pods/validate with a CEL matchCondition on the pod's
+    schedulerName (the webhook's scheduler names); below Kubernetes 1.30, which lacks
+    matchConditions, the webhook is registered without it."""
+    values = {"webhook": {"admission": {"pods": True}, "settings": {"scheduler_name": "a, b"}}}
+    objects = render(helm, tmp_path, values)
+    validating = find(objects, "ValidatingWebhookConfiguration", f"{FULLNAME}-validate")
+    pods = next(h for h in validating["webhooks"] if h["name"] == "validatepod.volcano.sh")
+    assert pods["matchConditions"] == [
+        {"name": "caldera-scheduler-names", "expression": 'object.spec.schedulerName in ["a","b"]'}
+    ]
+    others = [h for h in validating["webhooks"] if h is not pods]
+    assert others
+    assert all("matchConditions" not in h for h in others)
+    old = render_chart(
+        helm,
+        _values_file(tmp_path, values),
+        release=RELEASE,
+        namespace=NAMESPACE,
+        kube_version="1.29.0",
+    )
+    validating = find(old, "ValidatingWebhookConfiguration", f"{FULLNAME}-validate")
+    pods = next(h for h in validating["webhooks"] if h["name"] == "validatepod.volcano.sh")
+    assert "matchConditions" not in pods
+
+
+def test_priority_class_and_crd_check_rules(helm: str, tmp_path: Path) -> None:
+    """Every process runs as system-cluster-critical by default (empty: none); the controllers
+    may read exactly Caldera's CRDs and the scheduler the PodGroup and Queue CRDs (the start-up
+    CRD check), nothing else of apiextensions."""
+    objects = render(helm, tmp_path)
+    for process in SETTINGS:
+        pod = find(objects, "Deployment", f"{FULLNAME}-{process}")["spec"]["template"]["spec"]
+        assert pod["priorityClassName"] == "system-cluster-critical"
+    wanted = {
+        "controllers": {c.info.resource for c in CRDS},
+        "scheduler": {PODGROUP.resource, QUEUE.resource},
+        "webhook": set(),
+    }
+    for process, names in wanted.items():
+        rules = find(objects, "ClusterRole", f"{FULLNAME}-{process}")["rules"]
+        crd_rules = [r for r in rules if "apiextensions.k8s.io" in r["apiGroups"]]
+        granted = {n for r in crd_rules for n in r["resourceNames"]}
+        assert granted == names, process
+        assert all(r["verbs"] == ["get"] for r in crd_rules)
+    none = render(helm, tmp_path, {"scheduler": {"priorityClassName": ""}})
+    pod = find(none, "Deployment", f"{FULLNAME}-scheduler")["spec"]["template"]["spec"]
+    assert "priorityClassName" not in pod
+
+
+def test_user_roles_aggregate_into_the_built_in_roles(helm: str, tmp_path: Path) -> None:
+    """The editor and viewer ClusterRoles carry the aggregation labels of edit/admin/view (and
+    Kubeflow's, unless turned off); rbac.userRoles.create=false leaves them out."""
+    objects = render(helm, tmp_path)
+    editor = find(objects, "ClusterRole", f"{FULLNAME}-vcjob-editor")
+    viewer = find(objects, "ClusterRole", f"{FULLNAME}-vcjob-viewer")
+    for role, wanted in (
+        (editor, ("edit", "admin", "kubeflow-edit", "kubeflow-admin")),
+        (viewer, ("view", "kubeflow-view")),
+    ):
+        labels = role["metadata"]["labels"]
+        for name in wanted:
+            domain = "kubeflow.org" if name.startswith("kubeflow") else "k8s.io"
+            assert labels[f"rbac.authorization.{domain}/aggregate-to-{name}"] == "true"
+    commands = next(r for r in editor["rules"] if r["apiGroups"] == ["bus.volcano.sh"])
+    assert "create" in commands["verbs"]
+    assert all(set(r["verbs"]) == {"get", "list", "watch"} for r in viewer["rules"])
+    no_kubeflow = render(helm, tmp_path, {"rbac": {"userRoles": {"kubeflow": False}}})
+    labels = find(no_kubeflow, "ClusterRole", f"{FULLNAME}-vcjob-editor")["metadata"]["labels"]
+    assert not [k for k in labels if "kubeflow" in k]
+    off = render(helm, tmp_path, {"rbac": {"userRoles": {"create": False}}})
+    assert not [o for o in of_kind(off, "ClusterRole") if "vcjob" in o["metadata"]["name"]]
+
+
+def test_prometheus_rule_is_the_alerts_file(helm: str, tmp_path: Path) -> None:
+    """prometheusRule.enabled renders files/alerts.yaml as a PrometheusRule, with the extra
+    labels on every alert beside its severity."""
+    values = {
+        "prometheusRule": {
+            "enabled": True,
+            "labels": {"release": "p"},
+            "extraLabels": {"team": "ml"},
+        }
+    }
+    objects = render(helm, tmp_path, values)
+    rule = find(objects, "PrometheusRule", FULLNAME)
+    assert rule["metadata"]["labels"]["release"] == "p"
+    shipped = yaml.safe_load((CHART / "files" / "alerts.yaml").read_text())
+    rendered = rule["spec"]["groups"][0]["rules"]
+    assert [r["alert"] for r in rendered] == [r["alert"] for r in shipped["groups"][0]["rules"]]
+    for got, want in zip(rendered, shipped["groups"][0]["rules"], strict=True):
+        assert got["expr"] == want["expr"]
+        assert got["labels"] == {**want["labels"], "team": "ml"}
+    assert not of_kind(render(helm, tmp_path), "PrometheusRule")
+
+
+def test_works_as_a_subchart_and_checks_kube_version(helm: str, tmp_path: Path) -> None:
+    """A parent chart depending on Caldera's renders it with its values and a `global` map (the
+    schema allows it); Kubernetes older than the chart's kubeVersion is refused."""
+    parent = tmp_path / "platform"
+    (parent / "charts").mkdir(parents=True)
+    shutil.copytree(CHART, parent / "charts" / "caldera")
+    (parent / "Chart.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v2",
+                "name": "platform",
+                "version": "1.0.0",
+                "dependencies": [{"name": "caldera", "version": "0.1.0"}],
+            }
+        )
+    )
+    values = {
+        "global": {"imageRegistry": "registry.example"},
+        "caldera": {"scheduler": {"replicas": 1}},
+    }
+    (parent / "values.yaml").write_text(yaml.safe_dump(values))
+    result = _run(
+        [helm, "template", "plat", str(parent), f"--kube-version={TEMPLATE_KUBE_VERSION}"]
+    )
+    objects = [d for d in yaml.safe_load_all(result.stdout) if d]
+    scheduler = find(objects, "Deployment", "plat-caldera-scheduler")
+    assert scheduler["spec"]["replicas"] == 1
+    old = _run([helm, "template", RELEASE, str(CHART), "--kube-version=1.26.0"], check=False)
+    assert old.returncode != 0
+    assert "kubeVersion" in old.stderr
+
+
+def test_helm_test_pod_checks_every_process(helm: str, tmp_path: Path) -> None:
+    """The `helm test` hook pod reads /readyz of each enabled process through its metrics
+    Service and sends the webhook Service a review, trusting the CA of the certificate Secret;
+    it runs files/helm_test.py with no API credentials."""
+    objects = render(helm, tmp_path, {"scheduler": {"enabled": False}})
+    pod = find(objects, "Pod", f"{FULLNAME}-test-answers")
+    assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    assert pod["spec"]["automountServiceAccountToken"] is False
+    (test,) = pod["spec"]["containers"]
+    assert test["command"][:2] == ["python", "-c"]
+    assert test["command"][2] == (CHART / "files" / "helm_test.py").read_text()
+    env = {e["name"]: e["value"] for e in test["env"]}
+    assert env["CALDERA_READYZ_URLS"].split() == [
+        f"http://{FULLNAME}-{p}-metrics.{NAMESPACE}.svc:8080/readyz"
+        for p in ("controllers", "webhook")
+    ]
+    assert (
+        env["CALDERA_WEBHOOK_URL"]
+        == f"https://{FULLNAME}-webhook.{NAMESPACE}.svc:443/queues/mutate"
+    )
+    volume = pod["spec"]["volumes"][0]["secret"]
+    assert volume["secretName"] == f"{FULLNAME}-webhook-cert"
+    assert env["CALDERA_WEBHOOK_CA"].endswith("/ca.crt")
+
+
+def test_certificate_sources(helm: str, tmp_path: Path) -> None:
+    """generator=webhook renders no certificate material (two renders are identical, as ArgoCD
+    needs) and the webhook's flags and rights to keep its own; existingSecret registers the
+    given CA and mounts that Secret, and without a CA `helm template` stops with what to set."""
+    webhook_made = {"certificates": {"generator": "webhook"}}
+    objects = render(helm, tmp_path, webhook_made)
+    assert objects == render(helm, tmp_path, webhook_made)
+    assert not of_kind(objects, "Secret")
+    hooks = [
+        h
+        for kind in ("Mutating", "Validating")
+        for h in find(objects, f"{kind}WebhookConfiguration", f"{FULLNAME}-{kind.lower()[:-3]}e")[
+            "webhooks"
+        ]
+    ]
+    assert hooks
+    assert all("caBundle" not in h["clientConfig"] for h in hooks)
+    webhook = find(objects, "Deployment", f"{FULLNAME}-webhook")
+    ws = parsed_settings(webhook)
+    assert isinstance(ws, WebhookSettings)
+    assert ws.cert_secret == f"{NAMESPACE}/{FULLNAME}-webhook-cert"
+    assert f"{FULLNAME}-webhook.{NAMESPACE}.svc" in ws.cert_dns_names
+    assert ws.webhook_configurations == (f"{FULLNAME}-mutate", f"{FULLNAME}-validate")
+    assert ws.tls_cert_file.startswith("/tmp/")
+    assert "volumes" not in webhook["spec"]["template"]["spec"] or all(
+        "secret" not in v for v in webhook["spec"]["template"]["spec"]["volumes"]
+    )
+    role = find(objects, "Role", f"{FULLNAME}-webhook-cert")
+    assert role["rules"][1]["resourceNames"] == [f"{FULLNAME}-webhook-cert"]
+    cluster_role = find(objects, "ClusterRole", f"{FULLNAME}-webhook-cert")
+    assert cluster_role["rules"][0]["resourceNames"] == list(ws.webhook_configurations)
+    assert not [
+        o
+        for o in of_kind(render(helm, tmp_path), "Role")
+        if o["metadata"]["name"].endswith("webhook-cert")
+    ]
+
+    ca = base64.b64encode(b"-----BEGIN CERTIFICATE-----\n").decode()
+    mine = {"certificates": {"existingSecret": "corp-tls", "caBundle": ca}}
+    objects = render(helm, tmp_path, mine)
+    assert not of_kind(objects, "Secret")
+    validating = find(objects, "ValidatingWebhookConfiguration", f"{FULLNAME}-validate")
+    assert {h["clientConfig"]["caBundle"] for h in validating["webhooks"]} == {ca}
+    webhook = find(objects, "Deployment", f"{FULLNAME}-webhook")
+    volumes = {v["name"]: v for v in webhook["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["cert"]["secret"]["secretName"] == "corp-tls"
+    test_pod = find(objects, "Pod", f"{FULLNAME}-test-answers")
+    assert test_pod["spec"]["volumes"][0]["secret"]["secretName"] == "corp-tls"
+    failed = _run(
+        [
+            helm,
+            "template",
+            RELEASE,
+            str(CHART),
+            f"--kube-version={TEMPLATE_KUBE_VERSION}",
+            "--set",
+            "certificates.existingSecret=corp-tls",
+        ],
+        check=False,
+    )
+    assert failed.returncode != 0
+    assert "set certificates.caBundle" in failed.stderr
 
 
 # ---- install into the cluster and RBAC through a job lifecycle --------------------------------
@@ -499,7 +736,8 @@ async def test_install_and_rbac_through_a_job_lifecycle(
     """helm install is accepted object by object; an upgrade keeps the webhook certificate; and
     the controllers, the scheduler and the webhook, each with only its chart ServiceAccount's
     token, take their Leases, sync their caches and carry a Job with plugins from creation to
-    Completed and TTL deletion, and start a CronJob's owed Job, without a single 403."""
+    Completed and TTL deletion, start a CronJob's owed Job, and run a two-step JobFlow to
+    Succeed and the deletion of its Jobs, without a single 403."""
     inst = installed
     manifest = _run(inst.helm_cmd("get", "manifest", inst.release)).stdout
     rendered = [d for d in yaml.safe_load_all(manifest) if d]
@@ -593,6 +831,25 @@ async def test_install_and_rbac_through_a_job_lifecycle(
         assert review["response"]["allowed"] is True, review
         assert review["response"]["patchType"] == "JSONPatch", review
 
+        # The `helm test` pod's script, run here against the three processes: it passes, and
+        # fails once one of them does not answer.
+        ca_file = cert_dir / "ca.crt"
+        ca_file.write_bytes(ca_pem)
+        readyz = " ".join(f"http://127.0.0.1:{p.port}/readyz" for p in procs.values())
+        checked = _helm_test_script(
+            readyz, f"https://{service_dns}:443/queues/mutate", f"127.0.0.1:{webhook_port}", ca_file
+        )
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+        assert checked.stdout.count(": 200") == 3
+        assert "allowed=True" in checked.stdout
+        dead = _helm_test_script(
+            f"{readyz} http://127.0.0.1:{free_port()}/readyz",
+            f"https://{service_dns}:443/queues/mutate",
+            f"127.0.0.1:{webhook_port}",
+            ca_file,
+        )
+        assert dead.returncode == 1, dead.stdout
+
         inst.kubectl("-n", namespace, "create", "-f", "-", input=json.dumps(_job("rbac")))
         # A yearly CronJob whose last run was two years ago owes one Job now: the cronjob
         # controller creates it and writes the CronJob's status with its ServiceAccount.
@@ -610,6 +867,12 @@ async def test_install_and_rbac_through_a_job_lifecycle(
             json.dumps({"status": {"lastScheduleTime": two_years_ago}}),
         )
 
+        # A two-step JobFlow (delete policy): the jobflow controller creates both Jobs in
+        # order, writes the flow's status and deletes the Jobs; the jobtemplate controller
+        # writes the templates' status.
+        for doc in _flow("flow"):
+            inst.kubectl("-n", namespace, "create", "-f", "-", input=json.dumps(doc))
+
         async def cron_started() -> bool | None:
             _no_refusals(procs)
             active = inst.kubectl(
@@ -624,6 +887,14 @@ async def test_install_and_rbac_through_a_job_lifecycle(
             return _ok(active.startswith("cron-"))
 
         await eventually(cron_started, timeout=60, what="the CronJob's Job and status")
+
+        async def template_listed() -> bool | None:
+            # While the flow's first Job exists (until the flow succeeded and deleted it).
+            _no_refusals(procs)
+            made = _jsonpath(inst, namespace, "jobtemplates.flow.volcano.sh", "flow-a", MADE)
+            return _ok("flow-flow-a" in made)
+
+        await eventually(template_listed, timeout=60, what="the JobTemplate's status")
 
         async def plugin_objects() -> bool | None:
             _no_refusals(procs)
@@ -662,6 +933,14 @@ async def test_install_and_rbac_through_a_job_lifecycle(
             return _ok(left.strip() == "")
 
         await eventually(collected, timeout=60, what="the gc controller to delete the Job")
+
+        async def flow_done() -> bool | None:
+            _no_refusals(procs)
+            phase = _jsonpath(inst, namespace, "jobflows.flow.volcano.sh", "flow", PHASE)
+            left = inst.kubectl("-n", namespace, "get", "jobs.batch.volcano.sh", "-o", "name")
+            return _ok(phase == "Succeed" and not left.split())
+
+        await eventually(flow_done, timeout=120, interval=0.5, what="the JobFlow run and cleaned")
         for name, proc in procs.items():
             refused = proc.metric(
                 "caldera_rest_client_requests_total", {"verb": "GET", "code": "403"}
@@ -674,6 +953,237 @@ async def test_install_and_rbac_through_a_job_lifecycle(
     assert codes == {"controllers": 0, "scheduler": 0, "webhook": 0}, logs
 
 
+def _helm_test_script(
+    readyz: str, webhook_url: str, connect: str, ca_file: Path
+) -> subprocess.CompletedProcess[str]:
+    """files/helm_test.py, as the `helm test` pod runs it, with local addresses."""
+    env = {
+        **os.environ,
+        "CALDERA_READYZ_URLS": readyz,
+        "CALDERA_WEBHOOK_URL": webhook_url,
+        "CALDERA_WEBHOOK_CONNECT": connect,
+        "CALDERA_WEBHOOK_CA": str(ca_file),
+    }
+    script = CHART / "files" / "helm_test.py"
+    return subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, check=False
+    )
+
+
+async def test_people_bound_to_edit_run_jobs_and_commands(
+    installed: Installed, namespace: str, tmp_path: Path
+) -> None:
+    """The chart's user roles aggregate into the built-in ones: a ServiceAccount bound to `edit`
+    in a namespace creates a Volcano Job and a Command there with its own token, one bound to
+    `view` reads them and is refused a create; and the chart's pods run at the critical
+    priority."""
+    inst = installed
+    kubeconfigs: dict[str, Path] = {}
+    for account, role in (("editor", "edit"), ("viewer", "view")):
+        inst.kubectl("-n", namespace, "create", "serviceaccount", account)
+        inst.kubectl(
+            "-n",
+            namespace,
+            "create",
+            "rolebinding",
+            account,
+            f"--clusterrole={role}",
+            f"--serviceaccount={namespace}:{account}",
+        )
+        token = inst.kubectl("-n", namespace, "create", "token", account).strip()
+        kubeconfigs[account] = write_token_kubeconfig(
+            inst.cluster.kubeconfig, tmp_path / f"{account}.kubeconfig", user=account, token=token
+        )
+
+    def as_user(
+        account: str, *args: str, input: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [kubectl(), f"--kubeconfig={kubeconfigs[account]}", "-n", namespace, *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+
+    async def aggregated() -> bool | None:
+        # The aggregation controller adds the rules to edit and view shortly after install.
+        can = as_user("editor", "auth", "can-i", "create", "commands.bus.volcano.sh")
+        sees = as_user("viewer", "auth", "can-i", "list", "jobs.batch.volcano.sh")
+        return _ok(can.stdout.strip() == "yes" and sees.stdout.strip() == "yes")
+
+    await eventually(aggregated, timeout=30, what="edit and view to aggregate the user roles")
+    created = as_user("editor", "create", "-f", "-", input=json.dumps(_job("by-editor")))
+    assert created.returncode == 0, created.stderr
+    command = {
+        "apiVersion": "bus.volcano.sh/v1alpha1",
+        "kind": "Command",
+        "metadata": {"generateName": "by-editor-abortjob-"},
+        "action": "AbortJob",
+        "target": {
+            "apiVersion": "batch.volcano.sh/v1alpha1",
+            "kind": "Job",
+            "name": "by-editor",
+            "uid": "x",
+        },
+    }
+    issued = as_user("editor", "create", "-f", "-", input=json.dumps(command))
+    assert issued.returncode == 0, issued.stderr
+    listed = as_user("viewer", "get", "jobs.batch.volcano.sh,commands.bus.volcano.sh", "-o", "name")
+    assert listed.returncode == 0, listed.stderr
+    assert "job.batch.volcano.sh/by-editor" in listed.stdout
+    refused = as_user("viewer", "create", "-f", "-", input=json.dumps(_job("by-viewer")))
+    assert refused.returncode != 0
+    assert "forbidden" in refused.stderr
+
+    async def critical() -> list[str] | None:
+        priorities = inst.kubectl(
+            "-n",
+            inst.namespace,
+            "get",
+            "pods",
+            f"-l=app.kubernetes.io/instance={inst.release}",
+            "-o",
+            "jsonpath={.items[*].spec.priority}",
+        ).split()
+        return priorities if len(priorities) == 6 else None
+
+    priorities = await eventually(critical, timeout=60, what="the chart's six pods")
+    assert set(priorities) == {"2000000000"}  # system-cluster-critical
+
+
+async def test_pod_webhook_sees_only_pods_of_calderas_schedulers(
+    helm: str, cluster: Cluster, crds: Path, namespace: str, tmp_path: Path
+) -> None:
+    """With webhook.admission.pods on, the API server calls /pods/validate only for pods of
+    Caldera's schedulers: with no webhook pod running (and failurePolicy Fail) such a pod is
+    refused while a pod of the default scheduler is admitted without the webhook."""
+    release = f"pw{secrets.token_hex(3)}"
+    inst = Installed(helm, cluster, release, f"{release}-system")
+    values = {
+        "controllers": {"enabled": False},
+        "scheduler": {"enabled": False},
+        "webhook": {
+            "replicas": 1,
+            "settings": {"enabled_admission": ["/pods/validate"]},
+            "admission": {"pods": True},
+        },
+    }
+    file = _values_file(tmp_path, values)
+    _run(inst.helm_cmd("install", release, str(CHART), "--create-namespace", "-f", str(file)))
+    try:
+
+        def pod(scheduler: str) -> str:
+            return json.dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {"name": f"p-{scheduler}"},
+                    "spec": {
+                        "schedulerName": scheduler,
+                        "containers": [{"name": "c", "image": "busybox"}],
+                    },
+                }
+            )
+
+        def dry_run(scheduler: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [
+                    kubectl(),
+                    f"--kubeconfig={cluster.kubeconfig}",
+                    "-n",
+                    namespace,
+                    "create",
+                    "--dry-run=server",
+                    "-f",
+                    "-",
+                ],
+                input=pod(scheduler),
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+
+        plain = dry_run("default-scheduler")
+        assert plain.returncode == 0, plain.stderr
+        ours = dry_run("volcano")
+        assert ours.returncode != 0
+        assert 'failed calling webhook "validatepod.volcano.sh"' in ours.stderr
+    finally:
+        _run(inst.helm_cmd("uninstall", release, "--wait", "--timeout=60s"), check=False)
+        inst.kubectl("delete", "namespace", inst.namespace, "--ignore-not-found", "--wait=false")
+
+
+async def test_webhook_made_certificate_with_the_charts_rights(
+    helm: str, cluster: Cluster, crds: Path, tmp_path: Path
+) -> None:
+    """Installed with certificates.generator=webhook, the webhook, with its ServiceAccount's
+    token and the flags the chart gives it, writes its pair into the Secret and its CA into both
+    webhook configurations without a 403; a `helm upgrade` keeps both."""
+    release = f"wc{secrets.token_hex(3)}"
+    inst = Installed(helm, cluster, release, f"{release}-system")
+    values = _values_file(tmp_path, {**NO_ADMISSION, "certificates": {"generator": "webhook"}})
+    _run(inst.helm_cmd("install", release, str(CHART), "--create-namespace", "-f", str(values)))
+    proc: CalderaProcess | None = None
+    try:
+        manifest = _run(inst.helm_cmd("get", "manifest", release)).stdout
+        rendered = [d for d in yaml.safe_load_all(manifest) if d]
+        deployment = find(rendered, "Deployment", f"{release}-caldera-webhook")
+        # The flags the chart gives for the certificate (the rest are the pod's ports, which
+        # the local process replaces with free ones).
+        chart_flags = [
+            a
+            for a in container(deployment)["args"]
+            if a.startswith(("--cert-", "--webhook-configurations="))
+        ]
+        assert len(chart_flags) == 5, chart_flags  # with --cert-reload-interval
+        proc = CalderaProcess(
+            "webhook",
+            [
+                *chart_flags,
+                f"--port={free_port()}",
+                f"--tls-cert-file={tmp_path / 'own' / 'tls.crt'}",
+                f"--tls-key-file={tmp_path / 'own' / 'tls.key'}",
+            ],
+            kubeconfig=inst.token_kubeconfig("webhook", tmp_path / "webhook.kubeconfig"),
+            log_dir=tmp_path,
+        )
+        try:
+            await eventually(_ready(proc), timeout=60, what="the webhook ready")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{proc.log()[-3000:]}") from None
+        secret_name = f"{release}-caldera-webhook-cert"
+
+        def state() -> tuple[dict[str, str], set[str]]:
+            secret = json.loads(
+                inst.kubectl("-n", inst.namespace, "get", "secret", secret_name, "-o", "json")
+            )
+            bundles = set()
+            for kind, suffix in (("mutating", "mutate"), ("validating", "validate")):
+                config = json.loads(
+                    inst.kubectl(
+                        "get",
+                        f"{kind}webhookconfiguration",
+                        f"{release}-caldera-{suffix}",
+                        "-o",
+                        "json",
+                    )
+                )
+                bundles |= {h["clientConfig"].get("caBundle", "") for h in config["webhooks"]}
+            return secret["data"], bundles
+
+        data, bundles = state()
+        assert bundles == {data["ca.crt"]}
+        _run(inst.helm_cmd("upgrade", release, str(CHART), "-f", str(values)))
+        assert state() == (data, bundles)
+        _no_refusals({"webhook": proc})
+    finally:
+        code = proc.stop() if proc is not None else 0
+        _run(inst.helm_cmd("uninstall", release, "--wait", "--timeout=60s"), check=False)
+        inst.kubectl("delete", "namespace", inst.namespace, "--ignore-not-found", "--wait=false")
+    assert code == 0
+
+
 def _cronjob(name: str) -> dict[str, Any]:
     """A yearly CronJob of `_job`'s Job (which finishes and has a TTL)."""
     return {
@@ -682,6 +1192,42 @@ def _cronjob(name: str) -> dict[str, Any]:
         "metadata": {"name": name},
         "spec": {"schedule": "0 0 1 1 *", "jobTemplate": {"spec": _job(name)["spec"]}},
     }
+
+
+PHASE = ".status.state.phase"
+MADE = ".status.jobDependsOnList"
+
+
+def _jsonpath(inst: Installed, namespace: str, kind: str, name: str, path: str) -> str:
+    return inst.kubectl("-n", namespace, "get", kind, name, "-o", f"jsonpath={{{path}}}").strip()
+
+
+def _flow(name: str) -> list[dict[str, Any]]:
+    """Two JobTemplates of `_job`'s spec (without its TTL) and a JobFlow running them one after
+    the other, deleting its Jobs once it succeeded."""
+    spec = {k: v for k, v in _job(name)["spec"].items() if k != "ttlSecondsAfterFinished"}
+    templates = [
+        {
+            "apiVersion": "flow.volcano.sh/v1alpha1",
+            "kind": "JobTemplate",
+            "metadata": {"name": f"{name}-{step}"},
+            "spec": spec,
+        }
+        for step in ("a", "b")
+    ]
+    flow = {
+        "apiVersion": "flow.volcano.sh/v1alpha1",
+        "kind": "JobFlow",
+        "metadata": {"name": name},
+        "spec": {
+            "jobRetainPolicy": "delete",
+            "flows": [
+                {"name": f"{name}-a"},
+                {"name": f"{name}-b", "dependsOn": {"targets": [f"{name}-a"]}},
+            ],
+        },
+    }
+    return [*templates, flow]
 
 
 def _no_refusals(procs: dict[str, CalderaProcess]) -> None:

@@ -22,7 +22,17 @@ import pytest
 import yaml
 from kubernetes_asyncio import client
 
-from caldera.api.kinds import COMMAND, CRONJOB, EVENT, JOB, POD, PODGROUP, QUEUE
+from caldera.api.kinds import (
+    COMMAND,
+    CRONJOB,
+    EVENT,
+    JOB,
+    JOBFLOW,
+    JOBTEMPLATE,
+    POD,
+    PODGROUP,
+    QUEUE,
+)
 from caldera.api.volcano import Command, Job
 from caldera.kube.client import KubeClient
 from caldera.kube.errors import NotFound
@@ -33,9 +43,9 @@ from e2e.standin_scheduler import standin_scheduler
 from e2e.waiting import eventually
 
 pytestmark = pytest.mark.e2e
-NIGHTLY: dict[str, Any] = yaml.safe_load(
-    (Path(__file__).resolve().parents[1] / "examples" / "cronjob-nightly.yaml").read_text()
-)
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+NIGHTLY: dict[str, Any] = yaml.safe_load((EXAMPLES / "cronjob-nightly.yaml").read_text())
+PIPELINE = EXAMPLES / "jobflow-pipeline.yaml"
 
 CALDERA = str(Path(sys.prefix) / "bin" / "caldera")
 
@@ -89,16 +99,32 @@ def rows_by_name(text: str, column: int = 0) -> dict[str, list[str]]:
     ("command", "expected"),
     [
         ([], ["job", "queue", "pod", "completion", "controllers"]),
-        (["job"], ["run", "list", "view", "why", "suspend", "resume", "delete"]),
+        (
+            ["job"],
+            ["run", "list", "view", "why", "wait", "suspend", "resume", "restart", "delete"],
+        ),
         (
             ["job", "run"],
             ["-i", "--image", "-n", "-N", "-m", "-r", "-R", "-L", "-S", "-f", "--kubeconfig"],
         ),
         (
             ["job", "list"],
-            ["-n", "-q", "-S", "--all-namespaces", "--selector", "--watch", "-o", "--context"],
+            [
+                "-n",
+                "-A",
+                "-q",
+                "-S",
+                "--all-namespaces",
+                "--selector",
+                "--watch",
+                "-o",
+                "--context",
+            ],
         ),
-        (["job", "view"], ["-n", "-N", "-o"]),
+        (["job", "view"], ["NAME", "-n", "-N", "-o"]),
+        (["job", "wait"], ["NAME", "-n", "-N", "--for", "--timeout"]),
+        (["job", "restart"], ["NAME", "-n", "-N", "RestartJob"]),
+        (["version"], ["--client", "-o", "--kubeconfig"]),
         (["job", "why"], ["NAME", "-n", "-N", "-o"]),
         (["job", "suspend"], ["-n", "-N", "AbortJob"]),
         (["job", "resume"], ["-n", "-N", "ResumeJob"]),
@@ -109,10 +135,19 @@ def rows_by_name(text: str, column: int = 0) -> dict[str, list[str]]:
         (["queue", "list"], ["-o", "--master", "--context"]),
         (["queue", "get"], ["-n", "-o"]),
         (["pod", "list"], ["-n", "-j", "--job", "-q", "--all-namespaces", "-o"]),
-        (["completion"], ["bash", "zsh"]),
+        (["completion"], ["bash", "zsh", "names"]),
         (["cronjob"], ["list", "get", "suspend", "resume"]),
         (["cronjob", "list"], ["-n", "--all-namespaces", "-o"]),
         (["cronjob", "suspend"], ["NAME", "-n", "-N"]),
+        (["jobflow"], ["create", "list", "get", "describe", "delete"]),
+        (["jobflow", "create"], ["-f", "--file", "-n", "--kubeconfig", "--master"]),
+        (["jobflow", "list"], ["-n", "--all-namespaces", "-o"]),
+        (["jobflow", "get"], ["NAME", "-N", "-n", "-o"]),
+        (["jobflow", "describe"], ["-N", "-n", "-o", "--format"]),
+        (["jobflow", "delete"], ["-N", "-n", "-f"]),
+        (["jobtemplate"], ["create", "list", "get", "describe", "delete"]),
+        (["jobtemplate", "describe"], ["-N", "-n", "-o", "--format"]),
+        (["jobtemplate", "delete"], ["-N", "-n", "-f"]),
     ],
 )
 def test_help_shows_vcctls_commands_and_flags(command: list[str], expected: list[str]) -> None:
@@ -555,6 +590,76 @@ async def test_cronjob_list_get_suspend_resume(
     one_error(caldera(cluster, "cronjob", "suspend", "-n", namespace), "must be specified")
 
 
+@pytest.mark.usefixtures("crds")
+async def test_jobtemplate_and_jobflow_commands(
+    cluster: Cluster, namespace: str, kube: KubeClient
+) -> None:
+    """vcctl's jobtemplate and jobflow commands on examples/jobflow-pipeline.yaml: create from
+    the file (each command takes its kind), list, get, describe and delete, with vcctl's lines,
+    columns and errors."""
+    made = caldera(cluster, "jobtemplate", "create", "-f", str(PIPELINE), "-n", namespace)
+    assert made.returncode == 0, made.stderr
+    assert made.stdout == "".join(
+        f"Created JobTemplate: {namespace}/{n}\n" for n in ("preprocess", "train", "evaluate")
+    )
+    assert made.stderr == "skipped JobFlow pipeline: not a JobTemplate\n"
+    made = caldera(cluster, "jobflow", "create", "-f", str(PIPELINE), "-n", namespace)
+    assert made.returncode == 0, made.stderr
+    assert made.stdout == f"Created JobFlow: {namespace}/pipeline\n"
+    assert made.stderr.count("skipped JobTemplate") == 3
+    # The phase the jobflow controller would write (none runs here).
+    status = {"status": {"state": {"phase": "Running"}, "runningJobs": ["pipeline-preprocess"]}}
+    await kube.patch_status(JOBFLOW, "pipeline", status, namespace=namespace)
+
+    rows = table(ok(caldera(cluster, "jobflow", "list", "-n", namespace)))
+    assert rows[0] == ["Name", "Namespace", "Phase", "Age"]
+    assert rows[1][:3] == ["pipeline", namespace, "Running"]
+    wide = table(ok(caldera(cluster, "jobflow", "get", "pipeline", "-n", namespace, "-o", "wide")))
+    assert wide[0][4:] == ["Pending", "Running", "Completed", "Failed", "Terminated", "Unknown"]
+    assert wide[1][4:] == ["0", "1", "0", "0", "0", "0"]
+    everywhere = rows_by_name(ok(caldera(cluster, "jobflow", "list", "--all-namespaces")))
+    assert everywhere["pipeline"][1] == namespace
+    templates = rows_by_name(ok(caldera(cluster, "jobtemplate", "list", "-n", namespace)))
+    assert sorted(templates) == ["evaluate", "preprocess", "train"]
+    got = json.loads(
+        ok(caldera(cluster, "jobtemplate", "get", "-N", "train", "-n", namespace, "-o", "json"))
+    )
+    assert (got["kind"], got["spec"]["minAvailable"]) == ("JobTemplate", 3)
+
+    described = yaml.safe_load(
+        ok(caldera(cluster, "jobflow", "describe", "-N", "pipeline", "-n", namespace))
+    )
+    assert (described["kind"], described["apiVersion"]) == ("JobFlow", JOBFLOW.api_version)
+    assert [f["name"] for f in described["spec"]["flows"]] == ["preprocess", "train", "evaluate"]
+    assert "managedFields" not in described["metadata"]
+    every = ok(caldera(cluster, "jobtemplate", "describe", "-n", namespace, "-o", "json"))
+    assert every.count('"kind": "JobTemplate"') == 3
+
+    again = caldera(cluster, "jobflow", "create", "-f", str(PIPELINE), "-n", namespace)
+    assert again.returncode == 1
+    assert 'Failed to create JobFlow: jobflows.flow.volcano.sh "pipeline" already exists' in (
+        again.stderr
+    )
+    one_error(caldera(cluster, "jobflow", "get", "-n", namespace), "name is mandatory")
+    one_error(caldera(cluster, "jobflow", "delete", "-n", namespace), "jobflow name must be")
+    one_error(caldera(cluster, "jobtemplate", "get", "ghost", "-n", namespace), "ghost not found")
+    one_error(caldera(cluster, "jobflow", "create", "-f", str(EXAMPLES / "queue.yaml")), "holds no")
+
+    deleted = ok(caldera(cluster, "jobflow", "delete", "-N", "pipeline", "-n", namespace))
+    assert deleted == f"Deleted JobFlow: {namespace}/pipeline\n"
+    removed = caldera(cluster, "jobtemplate", "delete", "-f", str(PIPELINE), "-n", namespace)
+    assert removed.returncode == 0, removed.stderr
+    assert removed.stdout.count("Deleted JobTemplate: ") == 3
+
+    async def all_gone() -> bool:
+        flows = (await kube.list(JOBFLOW, namespace=namespace)).items
+        left = (await kube.list(JOBTEMPLATE, namespace=namespace)).items
+        return not flows and not left
+
+    await eventually(all_gone, what="the flow and the templates deleted")
+    assert ok(caldera(cluster, "jobflow", "list", "-n", namespace)) == "No resources found\n"
+
+
 async def test_queue_create_get_list_operate_delete(
     cluster: Cluster, namespace: str, kube: KubeClient, queue_names: list[str]
 ) -> None:
@@ -849,21 +954,23 @@ def _complete(words: list[str]) -> list[str]:
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 def test_bash_completion_completes_commands_flags_and_values() -> None:
-    assert _complete(["caldera", "jo"]) == ["job"]
+    assert _complete(["caldera", "jo"]) == ["job", "jobflow", "jobtemplate"]
     assert _complete(["caldera", "job", ""]) == [
         "delete",
         "list",
+        "restart",
         "resume",
         "run",
         "suspend",
         "view",
+        "wait",
         "why",
     ]
     assert _complete(["caldera", "queue", "op"]) == ["operate"]
     assert "--all-namespaces" in _complete(["caldera", "job", "list", "--a"])
     assert _complete(["caldera", "job", "list", "-n", "ns", "-o", ""]) == ["json", "wide", "yaml"]
     assert _complete(["caldera", "queue", "create", "--state", ""]) == ["Closed", "Open"]
-    assert _complete(["caldera", "completion", ""]) == ["bash", "zsh"]
+    assert _complete(["caldera", "completion", ""]) == ["bash", "names", "zsh"]
     zsh = ok(caldera(None, "completion", "zsh"))
     assert "bashcompinit" in zsh
     assert "complete -o default -F _caldera_complete caldera" in zsh

@@ -64,9 +64,13 @@ def test_bad_settings_give_one_line(args: list[str], code: int, message: str) ->
 
 
 def test_unreachable_api_server_gives_one_error_line(tmp_path: Path) -> None:
-    """An API server that does not answer ends the process with exit 1 and a line naming it."""
+    """An API server that does not answer ends the process with exit 1 and a line naming it,
+    once ``--startup-timeout`` has passed."""
     result = _run(
-        "controllers", f"--kubeconfig={_unreachable_kubeconfig(tmp_path)}", "--log-level=error"
+        "controllers",
+        f"--kubeconfig={_unreachable_kubeconfig(tmp_path)}",
+        "--log-level=error",
+        "--startup-timeout=3",
     )
     assert result.returncode == 1
     assert "Traceback" not in result.stderr

@@ -33,6 +33,8 @@ from caldera.api.kinds import (
     CONFIGMAP,
     CRONJOB,
     JOB,
+    JOBFLOW,
+    JOBTEMPLATE,
     NAMESPACE,
     PODGROUP,
     QUEUE,
@@ -204,7 +206,7 @@ async def plain_update(kube: KubeClient, created: Any, sent: Any) -> object:
 
 
 KINDS: dict[type[Any], KindInfo[Any]] = {
-    info.type: info for info in (JOB, CRONJOB, QUEUE, PODGROUP, COMMAND)
+    info.type: info for info in (JOB, CRONJOB, QUEUE, PODGROUP, COMMAND, JOBFLOW, JOBTEMPLATE)
 }
 
 
@@ -247,8 +249,10 @@ async def round_trip(
         (QUEUE, update_status),
         (PODGROUP, plain_update),
         (COMMAND, None),
+        (JOBFLOW, update_status),
+        (JOBTEMPLATE, update_status),
     ],
-    ids=["Job", "CronJob", "Queue", "PodGroup", "Command"],
+    ids=["Job", "CronJob", "Queue", "PodGroup", "Command", "JobFlow", "JobTemplate"],
 )
 async def test_full_object_round_trips_without_loss(
     kube: KubeClient,
@@ -271,7 +275,7 @@ async def test_full_object_round_trips_without_loss(
 
 def test_full_samples_set_every_status_field() -> None:
     """The samples exercise status too (so the round trip of status is not vacuous)."""
-    for kind in (JOB, CRONJOB, QUEUE, PODGROUP):
+    for kind in (JOB, CRONJOB, QUEUE, PODGROUP, JOBFLOW, JOBTEMPLATE):
         sample = SAMPLES[kind.type]
         model = msgspec.convert(sample, kind.type)
         assert json.loads(encode(model))["status"] == sample["status"], kind.kind
@@ -401,6 +405,20 @@ DEFAULT_CASES = [
         },
         absent=("spec.startingDeadlineSeconds", "spec.timeZone"),
     ),
+    DefaultCase(
+        "jobtemplate",
+        JOBTEMPLATE,
+        {"spec": {"tasks": [_task()]}},
+        {"spec.queue": "default", "spec.maxRetry": 3},
+        absent=("spec.schedulerName", "spec.minAvailable", "status"),
+    ),
+    DefaultCase(
+        "jobflow",
+        JOBFLOW,
+        {"spec": {"flows": [{"name": "a"}, {"name": "b", "dependsOn": {"targets": ["a"]}}]}},
+        {"spec.flows[1].dependsOn.targets[0]": "a"},
+        absent=("spec.jobRetainPolicy", "spec.flows[0].patch", "status"),
+    ),
 ]
 
 
@@ -463,7 +481,8 @@ async def test_printer_columns(
     cluster: Cluster, kube: KubeClient, namespace: str, cleanup: Cleanup
 ) -> None:
     """kubectl get shows Volcano's columns: Job STATUS, minAvailable, RUNNINGS, AGE (+QUEUE
-    with -o wide), PodGroup STATUS, minMember, RUNNINGS, AGE (+QUEUE), Queue PARENT."""
+    with -o wide), PodGroup STATUS, minMember, RUNNINGS, AGE (+QUEUE), Queue PARENT, JobFlow
+    Status, Age."""
     job = await round_trip(kube, cleanup, namespace, JOB, patch_status)
     pg = await round_trip(kube, cleanup, namespace, PODGROUP, plain_update)
     queue = await round_trip(kube, cleanup, namespace, QUEUE, update_status)
@@ -493,6 +512,12 @@ async def test_printer_columns(
     columns = table(await run_kubectl(cluster, "get", "q", queue.sent.metadata.name))
     assert columns == {"NAME": queue.sent.metadata.name, "PARENT": "root"}
 
+    flow = await round_trip(kube, cleanup, namespace, JOBFLOW, update_status)
+    flow_name = flow.sent.metadata.name
+    columns = table(await run_kubectl(cluster, "get", "jf", flow_name, "-n", namespace))
+    assert list(columns) == ["NAME", "STATUS", "AGE"]
+    assert columns["STATUS"] == "Running"
+
 
 @pytest.mark.parametrize(
     ("kind", "short_names"),
@@ -501,8 +526,10 @@ async def test_printer_columns(
         (CRONJOB, ("cronvcjob", "cronvj")),
         (PODGROUP, ("pg", "podgroup-v1beta1")),
         (QUEUE, ("q", "queue-v1beta1")),
+        (JOBFLOW, ("jf",)),
+        (JOBTEMPLATE, ("jt",)),
     ],
-    ids=["Job", "CronJob", "PodGroup", "Queue"],
+    ids=["Job", "CronJob", "PodGroup", "Queue", "JobFlow", "JobTemplate"],
 )
 async def test_short_names(
     cluster: Cluster,

@@ -116,3 +116,28 @@ async def test_deleted_pod_comes_back_with_its_name_and_index(
     await eventually(replaced, timeout=60, what="a new worker-3")
     new = await kube.get(POD, old.metadata.name, namespace=namespace)
     assert new.metadata.annotations["volcano.sh/task-index"] == "3"
+
+
+async def test_deleted_podgroup_comes_back(kube: KubeClient, namespace: str) -> None:
+    """Deleting a running job's PodGroup (as a restart does, or a user) has the job controller
+    create it again at once, not at the next resync (found by the chaos run: a restarted job
+    whose sync still saw the old PodGroup waited with Pending pods and no group)."""
+    job = _tf_job(run_for="600s")
+    await kube.create(JOB, job, namespace=namespace)
+    running = await eventually(
+        lambda: _phase(kube, namespace, "tensorflow-dist-mnist", "Running"),
+        timeout=60,
+        what="Running",
+    )
+    name = f"tensorflow-dist-mnist-{running.metadata.uid}"
+    old = await kube.get(PODGROUP, name, namespace=namespace)
+    await kube.delete(PODGROUP, name, namespace=namespace)
+
+    async def recreated() -> bool:
+        try:
+            group = await kube.get(PODGROUP, name, namespace=namespace)
+        except NotFound:
+            return False
+        return group.metadata.uid != old.metadata.uid
+
+    await eventually(recreated, timeout=20, what="the PodGroup created again")

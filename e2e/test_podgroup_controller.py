@@ -122,10 +122,14 @@ async def test_deployment_pods_get_one_podgroup_that_follows_the_replicaset(
         sets = (await kube.list(REPLICASET, namespace=namespace)).items
         return sets[0] if sets else None
 
-    rs = await eventually(replicaset, what="the Deployment's ReplicaSet")
+    # kube-controller-manager makes the ReplicaSet and its pods at 20 requests/s for all its
+    # controllers: behind another test's namespace deletions on a busy worker, that can take
+    # more than the usual 30 s.
+    rs = await eventually(replicaset, timeout=120, what="the Deployment's ReplicaSet")
     group = f"podgroup-{rs.metadata.uid}"
     pods = await eventually(
         lambda: _all_annotated(kube, namespace, "app=web", 3, group),
+        timeout=120,
         what="3 pods annotated with their group",
     )
     assert len(pods) == 3

@@ -4,7 +4,8 @@ that every right they used is granted by their roles, none was refused, and no p
 token or certificate reached their logs or the Events.
 
 The workload touches every controller and the scheduler's writes: a Job with the svc, ssh and
-env plugins that completes and is collected by its TTL; a running Job aborted and resumed by
+env plugins that completes and is collected by its TTL; the same Job as the one step of a JobFlow
+(from a JobTemplate) deleted once the flow succeeded; a running Job aborted and resumed by
 Commands; a Queue closed and opened by Commands; a standalone PodGroup. Everything is created
 by the admin through the API server, so the webhook admits it as in production (its
 configurations match only this test's namespace and queue).
@@ -24,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from caldera.api.kinds import COMMAND, JOB, PODGROUP, QUEUE
+from caldera.api.kinds import COMMAND, JOB, JOBFLOW, JOBTEMPLATE, PODGROUP, QUEUE
 from caldera.kube.client import KubeClient
 from caldera.kube.errors import NotFound
 from e2e.audit.rbac import Comparison, compare_processes
@@ -174,6 +175,17 @@ async def _workload(kube: KubeClient, namespace: str, cluster: Cluster, run: Run
     held = job("held", [task("worker", 1)])
     await kube.create(JOB, done, namespace=namespace)
     await kube.create(JOB, held, namespace=namespace)
+    # A one-step JobFlow of the same Job: its Job is created by the jobflow controller, admitted
+    # by the webhook, deleted once the flow succeeded; the templates' status is written.
+    template = {**done, "apiVersion": JOBTEMPLATE.api_version, "kind": "JobTemplate"}
+    await kube.create(JOBTEMPLATE, template, namespace=namespace)
+    flow = {
+        "apiVersion": JOBFLOW.api_version,
+        "kind": "JobFlow",
+        "metadata": {"name": "flow"},
+        "spec": {"jobRetainPolicy": "delete", "flows": [{"name": "done"}]},
+    }
+    await kube.create(JOBFLOW, flow, namespace=namespace)
 
     queue_name = f"q-{namespace}"
     queue = {
@@ -242,6 +254,17 @@ async def _workload(kube: KubeClient, namespace: str, cluster: Cluster, run: Run
             timeout=40,
             what="the completed Job collected by its TTL",
         )
+
+        async def flow_succeeded() -> bool:
+            got = await kube.get(JOBFLOW, "flow", namespace=namespace)
+            return got.status.state.phase == "Succeed"
+
+        await eventually(flow_succeeded, timeout=60, what="the JobFlow Succeed")
+        await eventually(
+            lambda: _gone(lambda: kube.get(JOB, "flow-done", namespace=namespace)),
+            timeout=30,
+            what="the JobFlow's Job deleted",
+        )
     finally:
         await kube.delete(JOB, "held", namespace=namespace)
         await kube.delete(QUEUE, queue_name)
@@ -257,7 +280,12 @@ async def test_each_process_uses_only_what_its_role_grants(
         "caldera_webhook_admission_requests_total",
         {"path": "/jobs/validate", "operation": "CREATE", "result": "allowed"},
     )
-    assert validated == 2, "the webhook did not admit the two Jobs"
+    assert validated == 3, "the webhook did not admit the three Jobs (two, and the flow's)"
+    flows = run.procs["webhook"].metric(
+        "caldera_webhook_admission_requests_total",
+        {"path": "/jobflows/validate", "operation": "CREATE", "result": "allowed"},
+    )
+    assert flows == 1, "the webhook did not admit the JobFlow"
     # Stopped first, so that their watches end and are logged complete.
     for proc in run.procs.values():
         proc.stop()

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 import yaml
 
-from caldera.api.kinds import CRONJOB, JOB, POD, PODGROUP, QUEUE, resource_path
+from caldera.api.kinds import CRONJOB, JOB, JOBFLOW, POD, PODGROUP, QUEUE, resource_path
 from caldera.kube.client import KubeClient
 from caldera.kube.errors import ApiError
 from caldera.kube.requests import PatchType
@@ -40,6 +40,8 @@ from e2e.conftest import Cluster
 from e2e.waiting import eventually, until
 from unit.test_webhook_cronjobs import CRONJOB_RULES
 from unit.test_webhook_cronjobs import cronjob as cronjob_dict
+from unit.test_webhook_jobflows import JOBFLOW_RULES
+from unit.test_webhook_jobflows import jobflow as jobflow_dict
 from unit.test_webhook_jobs import CREATE_RULES, UPDATE_RULES
 from unit.webhook_fixtures import job_dict, task
 
@@ -47,9 +49,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("crds")]
 
 TOKEN = secrets.token_hex(3)
 LABEL = "caldera.io/e2e-webhook"
-NIGHTLY: dict[str, Any] = yaml.safe_load(
-    (Path(__file__).resolve().parents[1] / "examples" / "cronjob-nightly.yaml").read_text()
-)
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+NIGHTLY: dict[str, Any] = yaml.safe_load((EXAMPLES / "cronjob-nightly.yaml").read_text())
 
 
 @dataclass(frozen=True)
@@ -437,17 +438,19 @@ QUEUE_RULES: list[tuple[str, dict[str, Any], str]] = [
     (
         "capability above ancestor",
         {"parent": "TEAM", "capability": {"cpu": "60"}},
-        "spec.capability.cpu: 60 exceeds the capability 50 of ancestor queue TEAM",
+        "spec.capability.cpu: queue SELF capability[cpu]=60 exceeds its ancestor's capability=50",
     ),
     (
         "sibling guarantee sum",
         {"parent": "TEAM", "guarantee": {"resource": {"cpu": "11"}}, "deserved": {"cpu": "11"}},
-        "spec.guarantee.resource.cpu: the sum over queue SELF and its siblings exceeds",
+        "spec.guarantee.resource: parent queue TEAM validation failed: sum of children's "
+        "guarantee (cpu 11) exceeds parent's guarantee limit (cpu 10)",
     ),
     (
         "sibling deserved sum",
         {"parent": "TEAM", "deserved": {"cpu": "21"}},
-        "spec.deserved.cpu: the sum over queue SELF and its siblings exceeds the deserved 20",
+        "spec.deserved: parent queue TEAM validation failed: sum of children's deserved "
+        "(cpu 21) exceeds parent's deserved limit (cpu 20)",
     ),
 ]
 
@@ -589,7 +592,8 @@ async def test_parent_capability_cannot_drop_below_child(
             {"spec": {"capability": {"cpu": "4"}}},
             patch_type=PatchType.MERGE,
         )
-    assert "spec.capability.cpu: 4 is less than the capability 8 of descendant queue" in (
+    assert "spec.capability.cpu: queue " in refused.value.message
+    assert "capability[cpu]=4 is smaller than its descendants' max capability=8" in (
         refused.value.message
     )
 
@@ -651,6 +655,7 @@ async def test_podgroup_queue_from_namespace(webhook: Webhook, kube: KubeClient)
             'spec.queue: unable to find queue: queue.scheduling.volcano.sh "ghost"',
         ),
         ({"queue": "CLOSED"}, "can only submit PodGroup to queue with state `Open`"),
+        ({"queue": "PARENT"}, "can only submit PodGroup to leaf queue, queue `"),
         (
             {"networkTopology": {"highestTierAllowed": 1, "highestTierName": "x"}},
             "spec.networkTopology: must not specify 'highestTierAllowed' and 'highestTierName'",
@@ -674,6 +679,8 @@ async def test_podgroup_rule(
     """Each bad PodGroup is refused with its message."""
     if spec.get("queue") == "CLOSED":
         spec = {"queue": webhook.closed}
+    if spec.get("queue") == "PARENT":
+        spec = {"queue": webhook.parent}
     refusal = await _refusal(kube, PODGROUP, _pg(webhook, f"pg-{secrets.token_hex(3)}", **spec))
     assert message in refusal
 
@@ -768,6 +775,74 @@ async def test_cronjob_name_and_update(webhook: Webhook, kube: KubeClient) -> No
             CRONJOB, "ok", {"spec": {"schedule": "0 25 * * *"}}, namespace=webhook.namespace
         )
     assert "spec.schedule: schedule is not a valid cron expression" in refused.value.message
+
+
+# --- jobflows -----------------------------------------------------------------------------------
+
+# Rows whose bad values the CRD schema refuses (enum, minLength) before the webhook.
+JOBFLOW_CRD_FIRST = ("spec.jobRetainPolicy", "spec.flows[0].name: Required value")
+
+
+def _jobflow(wh: Webhook, spec: dict[str, Any], name: str = "pipe") -> dict[str, Any]:
+    body = jobflow_dict(name)
+    body["metadata"]["namespace"] = wh.namespace
+    body["spec"] = copy.deepcopy(spec)
+    return body
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"), [pytest.param(c, m, id=m[:60]) for c, m in JOBFLOW_RULES]
+)
+async def test_jobflow_rule(
+    webhook: Webhook, kube: KubeClient, spec: dict[str, Any], message: str
+) -> None:
+    """Each bad JobFlow (an undefined target, a cycle, a name its Jobs cannot carry) is refused
+    with its message."""
+    refusal = await _refusal(kube, JOBFLOW, _jobflow(webhook, spec))
+    if message.startswith(JOBFLOW_CRD_FIRST):
+        assert message.split(":")[0].replace("[0]", "") in refusal.replace("[0]", "")
+        return
+    assert "denied the request" in refusal
+    # The rows hold the whole message or its start (a name check quotes Kubernetes' long one).
+    assert message in refusal
+
+
+def _kubectl_apply(cluster: Cluster, namespace: str, docs: list[dict[str, Any]]) -> tuple[int, str]:
+    """kubectl apply of ``docs``: its exit code and everything it printed."""
+    result = subprocess.run(
+        [kubectl(), f"--kubeconfig={cluster.kubeconfig}", "-n", namespace, "apply", "-f", "-"],
+        input=yaml.safe_dump_all(docs),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return result.returncode, result.stdout + result.stderr
+
+
+async def test_example_jobflow_is_admitted_and_a_cycle_is_refused_on_update(
+    webhook: Webhook, cluster: Cluster, kube: KubeClient
+) -> None:
+    """examples/jobflow-pipeline.yaml applies as it is (its templates and its flow); an update
+    that makes evaluate a target of preprocess is refused naming the cycle; a probe is admitted
+    with kubectl's "Warning:" line."""
+    docs = [d for d in yaml.safe_load_all((EXAMPLES / "jobflow-pipeline.yaml").read_text()) if d]
+    code, out = _kubectl_apply(cluster, webhook.namespace, docs)
+    assert code == 0, out
+    assert "jobflow.flow.volcano.sh/pipeline created" in out
+    assert "jobtemplate.flow.volcano.sh/train created" in out
+    cycle = {"spec": {"flows": [*docs[-1]["spec"]["flows"]]}}
+    cycle["spec"]["flows"][0] = {"name": "preprocess", "dependsOn": {"targets": ["evaluate"]}}
+    with pytest.raises(ApiError) as refused:
+        await kube.patch(JOBFLOW, "pipeline", cycle, namespace=webhook.namespace)
+    assert (
+        "jobflow Flow is not DAG: the dependencies form a cycle: "
+        "preprocess -> evaluate -> train -> preprocess"
+    ) in refused.value.message
+    probe = {"probe": {"tcpSocketList": [{"port": 22}]}}
+    probed = _jobflow(webhook, {"flows": [{"name": "a"}, {"name": "b", "dependsOn": probe}]}, "x")
+    code, out = _kubectl_apply(cluster, webhook.namespace, [probed])
+    assert code == 0, out
+    assert "Warning: spec.flows[1].dependsOn.probe: not acted on (nor by Volcano)" in out
 
 
 # --- the process --------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ error naming the line and the key, so a typo never silently changes scheduling.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -125,7 +125,21 @@ def parse_conf(text: str, *, actions: Collection[str], plugins: Collection[str])
             )
     if not found_actions:
         raise ConfError("the configuration names no actions")
+    _check_exclusive(tiers)
     return SchedulerConf(found_actions, tuple(tiers), action_args)
+
+
+# Plugins that divide the cluster between queues in incompatible ways: one at most.
+EXCLUSIVE = ("proportion", "capacity")
+
+
+def _check_exclusive(tiers: Sequence[Sequence[PluginOption]]) -> None:
+    named = [option.name for tier in tiers for option in tier if option.name in EXCLUSIVE]
+    if len(set(named)) > 1:
+        raise ConfError(
+            "plugins proportion and capacity both share the cluster between queues (by weight, "
+            "and by each queue's deserved resources); configure one of them"
+        )
 
 
 def _tier(node: yaml.Node, plugins: Collection[str]) -> tuple[PluginOption, ...]:

@@ -7,7 +7,8 @@ what changed since the last session (kube-scheduler's ``UpdateSnapshot`` copies 
 NodeInfos whose generation moved; Volcano clones its whole cache every session):
 
 - the informer handlers only note keys (``pod_changed``, ``node_changed``, ``podgroup_changed``,
-  ``queue_changed``, ``priority_class_changed``): cheap, in the event loop;
+  ``queue_changed``, ``priority_class_changed``, ``resource_quota_changed``,
+  ``disruption_budget_changed``): cheap, in the event loop;
 - ``update`` (before a session, in the event loop) derives the noted pods, PodGroups and nodes
   again with the very functions ``build_cluster`` uses (``task_placement``, ``job_info``,
   ``node_info``), plus the pods whose assumed bind appeared or went; a changed PodGroup takes
@@ -32,10 +33,10 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
-from caldera.api.core import Node, Pod, PriorityClass
+from caldera.api.core import Node, Pod, PodDisruptionBudget, PriorityClass, ResourceQuota
 from caldera.api.volcano import PodGroup, Queue
 from scheduler.api.types import ClusterInfo, QueueInfo, TaskInfo
 from scheduler.framework.session import Session
@@ -43,6 +44,7 @@ from scheduler.snapshot import (
     Derivation,
     RequestsFn,
     SnapshotReport,
+    by_namespace,
     group_key,
     job_info,
     node_info,
@@ -87,6 +89,9 @@ class CachedObjects:
     podgroups: Objects[PodGroup]
     queues: Objects[Queue]
     priority_classes: Objects[PriorityClass]
+    # Read only by the resourcequota and pdb plugins; callers without them pass none.
+    resource_quotas: Objects[ResourceQuota] = field(default_factory=KeyedObjects)
+    disruption_budgets: Objects[PodDisruptionBudget] = field(default_factory=KeyedObjects)
 
 
 def _key(pod: Pod) -> str:
@@ -125,6 +130,8 @@ class LiveSnapshot:
         self._groups: set[str] = set()
         self._queues_changed = False
         self._classes_changed = False
+        self._quotas_changed = False
+        self._budgets_changed = False
         self._news = False  # a handler noted something since the last update
         # What the snapshot knows, by pod key.
         self._tasks: dict[str, TaskInfo] = {}  # the pod's task, when the snapshot has one
@@ -158,6 +165,14 @@ class LiveSnapshot:
         self._classes_changed = True
         self._news = True
 
+    def resource_quota_changed(self, _quota: ResourceQuota) -> None:
+        self._quotas_changed = True
+        self._news = True
+
+    def disruption_budget_changed(self, _budget: PodDisruptionBudget) -> None:
+        self._budgets_changed = True
+        self._news = True
+
     def has_news(self, assumed: Mapping[str, str]) -> bool:
         """Whether the next update would see anything new: a noted change, or an assumed
         bind that came or went (what sessions planned and ``after_session`` undoes is not
@@ -188,6 +203,7 @@ class LiveSnapshot:
             for q in objects.queues.list():
                 cluster.queues[q.metadata.name] = queue_info(q)
             self._queues_changed = False
+        self._derive_namespaced(objects, cluster)
         self._note_assumed(assumed)
         stale_nodes = self._nodes
         for group in self._groups:
@@ -242,6 +258,8 @@ class LiveSnapshot:
             priority_classes=classes,
             how=self._how,
             now=now,
+            resource_quotas=objects.resource_quotas.list(),
+            disruption_budgets=objects.disruption_budgets.list(),
         )
         self.cluster = cluster
         self.rebuilds += 1
@@ -252,7 +270,18 @@ class LiveSnapshot:
             self._add_pod(_key(pod), pod, cluster, set())
         self._pods, self._nodes, self._groups = set(), set(), set()
         self._queues_changed = self._classes_changed = False
+        self._quotas_changed = self._budgets_changed = False
         return cluster, self.report
+
+    def _derive_namespaced(self, objects: CachedObjects, cluster: ClusterInfo) -> None:
+        """ResourceQuotas and PodDisruptionBudgets again, when one of them changed (few
+        objects: all of them are grouped again)."""
+        if self._quotas_changed:
+            cluster.resource_quotas = by_namespace(objects.resource_quotas.list())
+            self._quotas_changed = False
+        if self._budgets_changed:
+            cluster.disruption_budgets = by_namespace(objects.disruption_budgets.list())
+            self._budgets_changed = False
 
     def _index_pod(self, key: str, pod: Pod | None) -> None:
         old_group = self._pod_group.pop(key, None)

@@ -6,11 +6,18 @@ import asyncio
 
 import structlog
 
+from caldera.api.kinds import PODGROUP, QUEUE
 from caldera.kube.events import EventRecorder
 from caldera.kube.leader import LeadershipLostError
 from caldera.obs.metrics import new_registry
 from caldera.obs.server import HealthServer
-from caldera.process import StartupError, connect, lead_when_elected, stop_on_signals
+from caldera.process import (
+    StartupError,
+    check_crds,
+    connect,
+    lead_when_elected,
+    stop_on_signals,
+)
 from caldera.settings import SchedulerSettings
 from informers.factory import SharedInformerFactory
 from scheduler.conf import ConfError
@@ -19,6 +26,8 @@ from scheduler.process import ConfSource, SchedulerLoop, scheduler_conf_path
 from scheduler.registry import REGISTRY
 
 log = structlog.get_logger("scheduler")
+# The CRDs whose objects the scheduler writes (PodGroup status, Queue status).
+CHECKED_CRDS = (PODGROUP.resource, QUEUE.resource)
 
 
 async def run(settings: SchedulerSettings) -> int:
@@ -32,6 +41,7 @@ async def run(settings: SchedulerSettings) -> int:
     metrics_registry = new_registry()
     client = await connect(settings, metrics_registry)
     try:
+        await check_crds(client, CHECKED_CRDS, strict=settings.check_crds)
         stopping = stop_on_signals()
         factory = SharedInformerFactory(client, registry=metrics_registry)
         recorder = EventRecorder(client, "caldera-scheduler", registry=metrics_registry)
@@ -45,7 +55,10 @@ async def run(settings: SchedulerSettings) -> int:
             metrics=SchedulerMetrics(metrics_registry),
         )
         health = HealthServer(
-            metrics_registry, host=settings.listen_address, port=settings.metrics_port
+            metrics_registry,
+            host=settings.listen_address,
+            port=settings.metrics_port,
+            volcano_names=settings.volcano_metrics,
         )
         health.add_readiness_check("not-stopping", lambda: not stopping.is_set())
         health.add_readiness_check("informers-synced", factory.has_synced)
@@ -59,7 +72,6 @@ async def run(settings: SchedulerSettings) -> int:
         log.info("started", metrics_port=port, conf=settings.scheduler_conf or "(default)")
 
         async def lead() -> None:
-            await loop.ensure_default_queues()
             await loop.run(stopping)
 
         code = 0

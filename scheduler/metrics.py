@@ -1,13 +1,34 @@
 """The scheduler's Prometheus metrics: Volcano's names under the ``caldera_`` prefix
-(docs/operations.md lists them)."""
+(docs/operations.md lists them; ``caldera.obs.volcano`` also exports them as ``volcano_*``)."""
 
 from __future__ import annotations
 
+import contextlib
+import datetime as dt
+import time
+from typing import Final
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from caldera.api.resources import Resources
 from scheduler.framework.session import SessionResult
 
 LATENCY_BUCKETS_MS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)
+# From a second to ten minutes: jobs wait for room far longer than a session takes.
+JOB_LATENCY_BUCKETS_MS = (
+    100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 120000, 300000, 600000
+)  # fmt: skip
+# Per-queue figures, Volcano's names (queue_<figure>_milli_cpu, ...), and what each holds.
+QUEUE_FIGURES: Final = {
+    "allocated": "held by a queue's pods",
+    "deserved": "a queue deserves (proportion or capacity)",
+    "request": "a queue's jobs hold and ask for (proportion)",
+    "inqueue": "reserved by a queue's admitted jobs not yet running (proportion)",
+    "capacity": "of a queue's capability (proportion or capacity; unlimited: no series)",
+    "real_capacity": "a queue may ever hold: capability within what guarantees leave",
+}
+# Not scalar resources: cpu and memory have their own series; the rest Volcano does not track.
+NOT_SCALAR: Final = frozenset({"cpu", "memory", "pods", "ephemeral-storage", "storage"})
 
 
 class SchedulerMetrics:
@@ -74,33 +95,25 @@ class SchedulerMetrics:
             registry=registry,
         )
         queue = ["queue_name"]
-        self.queue_allocated_cpu = Gauge(
-            "caldera_queue_allocated_milli_cpu",
-            "CPU held by a queue's pods",
-            queue,
-            registry=registry,
-        )
-        self.queue_allocated_memory = Gauge(
-            "caldera_queue_allocated_memory_bytes",
-            "Memory held by a queue's pods",
-            queue,
-            registry=registry,
-        )
-        self.queue_deserved_cpu = Gauge(
-            "caldera_queue_deserved_milli_cpu",
-            "CPU a queue deserves (proportion)",
-            queue,
-            registry=registry,
-        )
-        self.queue_deserved_memory = Gauge(
-            "caldera_queue_deserved_memory_bytes",
-            "Memory a queue deserves (proportion)",
-            queue,
-            registry=registry,
-        )
+        # Per queue, Volcano's families: <figure>_milli_cpu, <figure>_memory_bytes and
+        # <figure>_scalar_resources{resource} (every other resource, GPUs included, in
+        # milli-units as Volcano counts them).
+        self.queue_resources = {
+            figure: _QueueResourceGauges(registry, figure, help_text)
+            for figure, help_text in QUEUE_FIGURES.items()
+        }
         self.queue_share = Gauge(
             "caldera_queue_share",
             "Largest allocated/deserved ratio of a queue",
+            queue,
+            registry=registry,
+        )
+        self.queue_weight = Gauge(
+            "caldera_queue_weight", "Weight of a queue (proportion)", queue, registry=registry
+        )
+        self.queue_overused = Gauge(
+            "caldera_queue_overused",
+            "1 when a queue holds at least its deserved share of every resource (proportion)",
             queue,
             registry=registry,
         )
@@ -110,31 +123,165 @@ class SchedulerMetrics:
             ["job_ns", "job_id"],
             registry=registry,
         )
+        self.namespace_share = Gauge(
+            "caldera_namespace_share",
+            "Dominant resource share of a namespace's jobs (drf)",
+            ["namespace_name"],
+            registry=registry,
+        )
+        self.job_retries = Counter(
+            "caldera_job_retry_counts",
+            "Sessions that ended with a job's gang not ready (Volcano's job_retry_counts)",
+            ["job_ns", "job_id"],
+            registry=registry,
+        )
+        job = ["job_name", "queue", "job_namespace"]
+        self.job_latency = Histogram(
+            "caldera_e2e_job_scheduling_latency_milliseconds",
+            "Time from a job's PodGroup creation to the session that bound its tasks, once per "
+            "session that bound some",
+            buckets=JOB_LATENCY_BUCKETS_MS,
+            registry=registry,
+        )
+        self.job_duration = Gauge(
+            "caldera_e2e_job_scheduling_duration",
+            "Milliseconds from a job's PodGroup creation to the last session that bound its tasks",
+            job,
+            registry=registry,
+        )
+        self.job_start_time = Gauge(
+            "caldera_e2e_job_scheduling_start_time",
+            "Creation of a job's PodGroup (Unix seconds)",
+            job,
+            registry=registry,
+        )
+        self.job_last_time = Gauge(
+            "caldera_e2e_job_scheduling_last_time",
+            "Last session that bound tasks of a job (Unix seconds)",
+            job,
+            registry=registry,
+        )
+        self._job_labels: dict[str, tuple[str, str, str]] = {}  # job key -> its labels
 
-    def observe(self, result: SessionResult) -> None:
-        """Export a session's timings and its queue and job shares; the share gauges are rebuilt
-        each session, so queues and jobs that are gone lose their series."""
+    def observe(self, result: SessionResult, *, now: float | None = None) -> None:
+        """Export a session's timings, queue figures, shares and per-job scheduling figures
+        (``now``: the Unix time the session's binds count from). The share and queue gauges
+        are rebuilt each session, so queues and jobs that are gone lose their series."""
         for action, seconds in result.action_seconds.items():
             self.action_latency.labels(action=action).observe(seconds * 1000)
         for (plugin, phase), seconds in result.plugin_seconds.items():
             self.plugin_latency.labels(plugin=plugin, OnSession=phase).observe(seconds * 1000)
+        self.unschedulable_jobs.set(len(result.unready_jobs))
         for gauge in (
-            self.queue_allocated_cpu,
-            self.queue_allocated_memory,
-            self.queue_deserved_cpu,
-            self.queue_deserved_memory,
             self.queue_share,
+            self.queue_weight,
+            self.queue_overused,
             self.job_share,
+            self.namespace_share,
         ):
             gauge.clear()
+        for gauges in self.queue_resources.values():
+            gauges.clear()
         for name, allocated in result.queue_allocated.items():
-            self.queue_allocated_cpu.labels(queue_name=name).set(allocated.get("cpu"))
-            self.queue_allocated_memory.labels(queue_name=name).set(allocated.get("memory") // 1000)
+            self.queue_resources["allocated"].set(name, allocated)
         for name, deserved in result.queue_deserved.items():
-            self.queue_deserved_cpu.labels(queue_name=name).set(deserved.get("cpu"))
-            self.queue_deserved_memory.labels(queue_name=name).set(deserved.get("memory") // 1000)
+            self.queue_resources["deserved"].set(name, deserved)
+        for name, figures in result.queue_figures.items():
+            self.queue_resources["request"].set(name, figures.request)
+            self.queue_resources["inqueue"].set(name, figures.inqueue)
+            self.queue_resources["real_capacity"].set(name, figures.real_capability)
+            if figures.capability is not None:
+                self.queue_resources["capacity"].set(name, figures.capability)
+            self.queue_weight.labels(queue_name=name).set(figures.weight)
+            self.queue_overused.labels(queue_name=name).set(1 if figures.overused else 0)
+        # The capacity plugin's limits list only the limited resources: no series for the rest.
+        for name, capability in result.queue_capability.items():
+            self.queue_resources["capacity"].set(name, capability, listed_only=True)
+        for name, real in result.queue_real_capability.items():
+            self.queue_resources["real_capacity"].set(name, real, listed_only=True)
         for name, share in result.queue_share.items():
             self.queue_share.labels(queue_name=name).set(share)
         for key, share in result.job_share.items():
             namespace, _, name = key.partition("/")
             self.job_share.labels(job_ns=namespace, job_id=name).set(share)
+        for namespace, share in result.namespace_share.items():
+            self.namespace_share.labels(namespace_name=namespace).set(share)
+        for key in result.unready_jobs:
+            namespace, _, name = key.partition("/")
+            self.job_retries.labels(job_ns=namespace, job_id=name).inc()
+        placed_at = time.time() if now is None else now
+        for key, job in result.placed_jobs.items():
+            labels = (job.name, job.queue, job.namespace)
+            self._forget_labels(key, keep=labels)
+            self._job_labels[key] = labels
+            created = job.created.timestamp()
+            milliseconds = max(placed_at - created, 0.0) * 1000
+            self.job_latency.observe(milliseconds)
+            self.job_duration.labels(*labels).set(milliseconds)
+            self.job_start_time.labels(*labels).set(created)
+            self.job_last_time.labels(*labels).set(placed_at)
+
+    def job_seen(self, key: str, *, queue: str, created: dt.datetime) -> None:
+        """A PodGroup entered the cache: its scheduling start time (Volcano sets it then)."""
+        namespace, _, name = key.partition("/")
+        labels = (name, queue, namespace)
+        self._forget_labels(key, keep=labels)
+        self._job_labels[key] = labels
+        self.job_start_time.labels(*labels).set(created.timestamp())
+
+    def forget_job(self, key: str) -> None:
+        """A PodGroup is gone: drop its per-job series."""
+        self._forget_labels(key)
+        self._job_labels.pop(key, None)
+        namespace, _, name = key.partition("/")
+        with contextlib.suppress(KeyError):
+            self.job_retries.remove(namespace, name)
+
+    def _forget_labels(self, key: str, keep: tuple[str, str, str] | None = None) -> None:
+        """Remove the series of a job's old labels (its queue may have changed)."""
+        old = self._job_labels.get(key)
+        if old is None or old == keep:
+            return
+        for gauge in (self.job_duration, self.job_start_time, self.job_last_time):
+            with contextlib.suppress(KeyError):
+                gauge.remove(*old)
+
+
+class _QueueResourceGauges:
+    """One Volcano figure of every queue: milli-cpu, memory bytes and the other resources."""
+
+    def __init__(self, registry: CollectorRegistry, figure: str, help_text: str) -> None:
+        self.cpu = Gauge(
+            f"caldera_queue_{figure}_milli_cpu",
+            f"CPU {help_text} (milli-cores)",
+            ["queue_name"],
+            registry=registry,
+        )
+        self.memory = Gauge(
+            f"caldera_queue_{figure}_memory_bytes",
+            f"Memory {help_text} (bytes)",
+            ["queue_name"],
+            registry=registry,
+        )
+        self.scalar = Gauge(
+            f"caldera_queue_{figure}_scalar_resources",
+            f"Other resources {help_text} (GPUs and the rest, in milli-units)",
+            ["queue_name", "resource"],
+            registry=registry,
+        )
+
+    def clear(self) -> None:
+        for gauge in (self.cpu, self.memory, self.scalar):
+            gauge.clear()
+
+    def set(self, queue: str, amounts: Resources, *, listed_only: bool = False) -> None:
+        """The queue's series; cpu and memory even when not listed (as 0) unless
+        ``listed_only``."""
+        if not listed_only or "cpu" in amounts:
+            self.cpu.labels(queue_name=queue).set(amounts.get("cpu"))
+        if not listed_only or "memory" in amounts:
+            # Resources hold milli-units: memory in milli-bytes.
+            self.memory.labels(queue_name=queue).set(amounts.get("memory") // 1000)
+        for resource, amount in amounts.items():
+            if resource not in NOT_SCALAR:
+                self.scalar.labels(queue_name=queue, resource=resource).set(amount)

@@ -1,9 +1,9 @@
 """``caldera scheduler``: the session loop around the pure scheduling core, and its I/O.
 
-Every ``--schedule-period`` (or early, when pods, PodGroups, nodes or queues change): bring the
-snapshot up to date with what changed in the informer cache (``scheduler.live_snapshot``), run
-one session (actions and plugins, in a worker thread so the
-event loop keeps serving watches and probes), then carry out its decisions:
+Every ``--schedule-period`` (or early, when pods, PodGroups, nodes, queues, ResourceQuotas or
+PodDisruptionBudgets change): bring the snapshot up to date with what changed in the informer
+cache (``scheduler.live_snapshot``), run one session (actions and plugins, in a worker thread so
+the event loop keeps serving watches and probes), then carry out its decisions:
 
 - binds through the pods/binding subresource, ``--bind-workers`` at a time, in the background: a
   pod is *assumed* on its node from the moment the session decides until the cache sees it
@@ -24,7 +24,8 @@ A session that would only repeat the last one, which changed nothing, is skipped
 (``scheduler.quiet``): a backlog that cannot fit costs nothing until the cluster changes.
 
 The configuration file is re-read when it changes; a bad edit is logged and the last good
-configuration stays. At start the ``root`` and ``default`` queues are created if missing.
+configuration stays. At start the ``root`` and ``default`` queues are created if missing (again
+at each cycle while the API server refuses, as it does until the queue webhook answers).
 """
 
 from __future__ import annotations
@@ -40,8 +41,16 @@ from typing import TypeVar
 import structlog
 
 from caldera.api.core import Pod
-from caldera.api.kinds import NODE, POD, PODGROUP, PRIORITY_CLASS, QUEUE
-from caldera.api.meta import ObjectMeta, ObjectReference, find_condition
+from caldera.api.kinds import (
+    NODE,
+    POD,
+    POD_DISRUPTION_BUDGET,
+    PODGROUP,
+    PRIORITY_CLASS,
+    QUEUE,
+    RESOURCE_QUOTA,
+)
+from caldera.api.meta import ObjectMeta, ObjectReference, find_condition, object_key, parse_time
 from caldera.api.resources import Resources
 from caldera.api.volcano import (
     SCHEDULING_API_VERSION,
@@ -148,6 +157,10 @@ class SchedulerLoop:
         self.podgroups = factory.informer(PODGROUP)
         self.queues = factory.informer(QUEUE)
         self.priority_classes = factory.informer(PRIORITY_CLASS)
+        # Few and small objects, watched whatever the configuration (a reloaded configuration
+        # may name resourcequota or pdb at any time).
+        self.resource_quotas = factory.informer(RESOURCE_QUOTA)
+        self.disruption_budgets = factory.informer(POD_DISRUPTION_BUDGET)
         self.factory = factory
         self._wake = asyncio.Event()
 
@@ -158,6 +171,8 @@ class SchedulerLoop:
         _note(self.nodes, wake)
         _note(self.podgroups, wake)
         _note(self.queues, wake)
+        _note(self.resource_quotas, wake)
+        _note(self.disruption_budgets, wake)
         self.assumed: dict[str, str] = {}  # pod uid -> node, until the cache sees the bind
         self._requests = CachedRequests()
         # The snapshot, kept up to date: the handlers only note what changed.
@@ -172,14 +187,25 @@ class SchedulerLoop:
         _note(self.pods, live.pod_changed, gone=pod_gone)
         _note(self.nodes, live.node_changed)
         _note(self.podgroups, live.podgroup_changed)
+        self.podgroups.add_handler(
+            HandlerFuncs(
+                add=self._podgroup_seen,
+                update=self._podgroup_moved,
+                delete=lambda pg: metrics.forget_job(object_key(pg)),
+            )
+        )
         _note(self.queues, live.queue_changed)
         _note(self.priority_classes, live.priority_class_changed)
+        _note(self.resource_quotas, live.resource_quota_changed)
+        _note(self.disruption_budgets, live.disruption_budget_changed)
         self.cached = CachedObjects(
             pods=self.pods.store,
             nodes=self.nodes.store,
             podgroups=self.podgroups.store,
             queues=self.queues.store,
             priority_classes=self.priority_classes.store,
+            resource_quotas=self.resource_quotas.store,
+            disruption_budgets=self.disruption_budgets.store,
         )
         self._bind_gate = asyncio.Semaphore(settings.bind_workers)
         self._binding: set[asyncio.Task[None]] = set()  # binds in flight
@@ -187,20 +213,45 @@ class SchedulerLoop:
         self._unschedulable_seen: dict[str, str] = {}  # pod uid -> last message written
         self.quiet = QuietSessions()
 
-    async def ensure_default_queues(self) -> None:
-        """Volcano's scheduler creates ``root`` and ``default`` when they are missing."""
+    def _podgroup_seen(self, pg: PodGroup) -> None:
+        """Volcano's per-job scheduling start time, set when a PodGroup enters the cache."""
+        stamp = pg.metadata.creation_timestamp
+        with contextlib.suppress(ValueError):  # a timestamp the API server never writes
+            created = parse_time(stamp) if stamp else None
+            if created is not None:
+                queue = pg.spec.queue or self.settings.default_queue
+                self.metrics.job_seen(object_key(pg), queue=queue, created=created)
+
+    def _podgroup_moved(self, old: PodGroup, new: PodGroup) -> None:
+        if old.spec.queue != new.spec.queue:
+            self._podgroup_seen(new)
+
+    async def ensure_default_queues(self) -> bool:
+        """Volcano's scheduler creates ``root`` and ``default`` when they are missing. True once
+        both exist; a create the API server refuses for now (the queue webhook not answering
+        yet, as when the chart's pods start together) is logged and tried again next cycle,
+        never a crash."""
         for name, reclaimable in (("root", False), (self.settings.default_queue, True)):
             queue = Queue(
                 metadata=ObjectMeta(name=name), spec=QueueSpec(weight=1, reclaimable=reclaimable)
             )
-            with contextlib.suppress(AlreadyExists):
+            try:
                 await self.client.create(QUEUE, queue)
+            except AlreadyExists:
+                pass
+            except (ApiError, ApiConnectionError, TimeoutError) as exc:
+                log.warning("cannot create a default queue yet", queue=name, error=str(exc))
+                return False
+        return True
 
     async def run(self, stopping: asyncio.Event) -> None:
+        queues_made = await self.ensure_default_queues()
         await self.factory.wait_for_sync()
         log.info("caches synced; scheduling", period=self.settings.schedule_period)
         while not stopping.is_set():
             self._wake.clear()
+            if not queues_made:
+                queues_made = await self.ensure_default_queues()
             try:
                 await self.cycle()
             except (ApiError, ApiConnectionError, TimeoutError) as exc:
@@ -330,7 +381,6 @@ class SchedulerLoop:
         """Write the changed PodGroup statuses, ``STATUS_WRITES_IN_FLIGHT`` at a time: one at a
         time, a session that enqueues hundreds of jobs would hold the next session (and the
         job controller, which waits for Inqueue) back for seconds."""
-        not_ready = 0
         gate = asyncio.Semaphore(STATUS_WRITES_IN_FLIGHT)
 
         async def write(key: str, updated: PodGroup) -> None:
@@ -343,9 +393,6 @@ class SchedulerLoop:
                     log.warning("podgroup status write failed", podgroup=key, error=str(exc))
 
         writes = []
-        for status in result.podgroup_status.values():
-            if status.phase in ("Pending", "Inqueue", "Unknown"):
-                not_ready += 1
         for key in result.podgroup_status.keys() | result.podgroup_why.keys():
             current: PodGroup | None = self.podgroups.store.get(key)
             if current is not None:
@@ -354,7 +401,6 @@ class SchedulerLoop:
                 )
                 writes.append(write(key, updated))
         await asyncio.gather(*writes)
-        self.metrics.unschedulable_jobs.set(not_ready)
         return len(writes)
 
     async def _write_queues(self, result: SessionResult) -> int:

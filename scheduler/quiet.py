@@ -14,7 +14,9 @@ proportion's deserved shares couple every queue's requests, so a gang arriving i
 can let a gang in another reclaim.
 
 A real session still runs at least every ``MAX_QUIET_SECONDS`` (kube-scheduler flushes its
-unschedulable pods on a timer too): insurance against an event that was never noted.
+unschedulable pods on a timer too): insurance against an event that was never noted. A plugin
+whose answer changes at a known moment (sla: a job's waiting time runs out) asks for a session
+then (``SessionResult.revisit_after``), so skipping stays exact without running every period.
 """
 
 from __future__ import annotations
@@ -57,14 +59,16 @@ class QuietSessions:
     _conf: SchedulerConf | None = None
     _since: float | None = None  # when the last session that changed nothing ran
     _result: SessionResult | None = None  # and what it decided
+    _until: float | None = None  # when a plugin asked for a session again (see revisit_after)
     skipped: int = 0  # sessions skipped, for tests and logs
 
     def record(self, conf: SchedulerConf, result: SessionResult, writes: int, now: float) -> None:
         """Note a session that ran, with the writes made for it; ``now`` in seconds."""
         if changed_nothing(result, writes) and not reads_clock(conf):
             self._conf, self._since, self._result = conf, now, result
+            self._until = None if result.revisit_after is None else now + result.revisit_after
         else:
-            self._conf = self._since = self._result = None
+            self._conf = self._since = self._result = self._until = None
 
     def repeat(self, conf: SchedulerConf, *, news: bool, now: float) -> SessionResult | None:
         """The last session's result when the next session may be skipped, else None."""
@@ -77,6 +81,7 @@ class QuietSessions:
             and self._since is not None
             and conf is self._conf
             and now - self._since < self.max_quiet
+            and (self._until is None or now < self._until)
         )
         if quiet:
             self.skipped += 1

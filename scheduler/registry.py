@@ -12,15 +12,19 @@ from scheduler.actions.preempt import PreemptAction
 from scheduler.actions.reclaim import ReclaimAction
 from scheduler.framework.runner import ActionFactory, PluginFactory, Registry
 from scheduler.plugins.binpack import BinpackPlugin
+from scheduler.plugins.capacity import CapacityPlugin
 from scheduler.plugins.conformance import ConformancePlugin
 from scheduler.plugins.drf import DrfPlugin
 from scheduler.plugins.gang import GangPlugin
 from scheduler.plugins.nodeorder import NodeOrderPlugin
 from scheduler.plugins.overcommit import OvercommitPlugin
+from scheduler.plugins.pdb import PdbPlugin
 from scheduler.plugins.predicates import PredicatesPlugin
 from scheduler.plugins.preemption_toleration import PreemptionTolerationPlugin
 from scheduler.plugins.priority import PriorityPlugin
 from scheduler.plugins.proportion import ProportionPlugin
+from scheduler.plugins.resourcequota import ResourceQuotaPlugin
+from scheduler.plugins.sla import SlaPlugin
 from scheduler.plugins.task_topology import TaskTopologyPlugin
 
 PLUGINS: dict[str, PluginFactory] = {
@@ -37,6 +41,10 @@ PLUGINS: dict[str, PluginFactory] = {
         ConformancePlugin,
         OvercommitPlugin,
         PreemptionTolerationPlugin,
+        CapacityPlugin,
+        ResourceQuotaPlugin,
+        SlaPlugin,
+        PdbPlugin,
     )
 }
 

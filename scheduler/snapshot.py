@@ -6,6 +6,8 @@ What the snapshot holds (Volcano's rules):
   controller; PodGroups of missing queues are left out and reported;
 - every node, with the resources of ALL pods bound to it (any scheduler's), so Caldera never
   overcommits a node another scheduler also uses;
+- the ResourceQuotas and PodDisruptionBudgets, by namespace (the resourcequota and pdb plugins
+  read them);
 - pods this process has bound but the cache has not seen bound yet ("assumed") count as Binding
   on their node, so a slow watch never lets a node be given out twice.
 """
@@ -15,10 +17,11 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import msgspec
 
-from caldera.api.core import Node, Pod, PriorityClass
+from caldera.api.core import Node, Pod, PodDisruptionBudget, PriorityClass, ResourceQuota
 from caldera.api.meta import condition_is_true, find_condition, parse_time
 from caldera.api.resources import Resources, pod_requests
 from caldera.api.volcano import KUBE_GROUP_NAME_KEY, TASK_SPEC_KEY, PodGroup, Queue
@@ -26,6 +29,7 @@ from scheduler.api.types import ClusterInfo, JobInfo, NodeInfo, QueueInfo, TaskI
 
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 RequestsFn = Callable[[Pod], tuple[Resources, Resources]]
+Namespaced = TypeVar("Namespaced", ResourceQuota, PodDisruptionBudget)
 
 
 def pod_resources(pod: Pod) -> tuple[Resources, Resources]:
@@ -130,6 +134,7 @@ def queue_info(q: Queue) -> QueueInfo:
         weight=max(q.spec.weight or 1, 1),
         capability=capability,
         guarantee=_resources(q.spec.guarantee.resource),
+        deserved=_resources(q.spec.deserved),
         reclaimable=q.spec.reclaimable is not False,
         state=q.status.state or "Open",
         parent=q.spec.parent,
@@ -221,6 +226,15 @@ def task_placement(
     )
 
 
+def by_namespace(objects: Iterable[Namespaced]) -> dict[str, tuple[Namespaced, ...]]:
+    """Namespaced objects (ResourceQuotas, PodDisruptionBudgets) grouped by namespace, in the
+    order given."""
+    grouped: dict[str, list[Namespaced]] = {}
+    for obj in objects:
+        grouped.setdefault(obj.metadata.namespace, []).append(obj)
+    return {namespace: tuple(items) for namespace, items in grouped.items()}
+
+
 def skeleton(
     *,
     nodes: Iterable[Node],
@@ -229,11 +243,15 @@ def skeleton(
     priority_classes: Sequence[PriorityClass],
     how: Derivation,
     now: dt.datetime,
+    resource_quotas: Iterable[ResourceQuota] = (),
+    disruption_budgets: Iterable[PodDisruptionBudget] = (),
 ) -> tuple[ClusterInfo, SnapshotReport]:
-    """The snapshot without its tasks: queues, nodes, and a job for every PodGroup whose queue
-    exists (the others are reported)."""
+    """The snapshot without its tasks: queues, nodes, ResourceQuotas and PodDisruptionBudgets,
+    and a job for every PodGroup whose queue exists (the others are reported)."""
     cluster = ClusterInfo(now=now)
     cluster.priority_classes = {pc.metadata.name: pc for pc in priority_classes}
+    cluster.resource_quotas = by_namespace(resource_quotas)
+    cluster.disruption_budgets = by_namespace(disruption_budgets)
     report = SnapshotReport()
     for q in queues:
         cluster.queues[q.metadata.name] = queue_info(q)
@@ -255,6 +273,8 @@ def build_cluster(
     podgroups: Iterable[PodGroup],
     queues: Iterable[Queue],
     priority_classes: Iterable[PriorityClass] = (),
+    resource_quotas: Iterable[ResourceQuota] = (),
+    disruption_budgets: Iterable[PodDisruptionBudget] = (),
     scheduler_names: Iterable[str] = ("volcano",),
     assumed: Mapping[str, str] | None = None,  # pod uid -> node, binds not yet seen
     requests: RequestsFn = pod_resources,
@@ -270,6 +290,8 @@ def build_cluster(
         priority_classes=classes,
         how=how,
         now=now or dt.datetime.now(dt.UTC),
+        resource_quotas=resource_quotas,
+        disruption_budgets=disruption_budgets,
     )
     assumed = assumed or {}
     for pod in pods:

@@ -13,6 +13,9 @@ dwarfs). A reconcile takes its batch in ``events_first`` order and, per request:
                                        created (controllers.job.pods.build_pod) and deleted)
     apply_plan -> the new status, written when status_changed
 
+A SyncJob waits while a request that may carry a policy waits (``waits_for_events``: later in
+the batch, or posted while the batch ran), and runs after them, as in the controller.
+
 A finished Job with ``ttlSecondsAfterFinished`` is deleted when ``controllers.gc.ttl`` says so.
 
 Left out, as they do not change where or when pods run: the job plugins' pod edits and objects
@@ -29,7 +32,7 @@ from caldera.api.core import Pod
 from caldera.api.volcano import Action, Job, PodGroup
 from controllers.gc.ttl import seconds_until_expiry
 from controllers.job import events
-from controllers.job.events import Request, events_first
+from controllers.job.events import Request, events_first, plain_sync
 from controllers.job.pods import (
     build_pod,
     build_podgroup,
@@ -37,7 +40,7 @@ from controllers.job.pods import (
     podgroup_name,
     priority_lookup,
 )
-from controllers.job.policy import Decision, DelayedActions
+from controllers.job.policy import Decision, DelayedActions, waits_for_events
 from controllers.job.state import Plan, Step, apply_plan, kill_victims, plan
 from controllers.job.status import PodCounts, count_pods, pod_task, status_changed
 from controllers.job.sync import plan_sync
@@ -138,7 +141,10 @@ class JobController:
             return
         if not items:
             items = [Request(job.metadata.namespace, job.metadata.name)]
-        for item in items:
+        index = 0
+        while index < len(items):
+            item = items[index]
+            index += 1
             decision: Decision
             if isinstance(item, _Timer):
                 entry = self.delayed.take(item.token)
@@ -152,6 +158,13 @@ class JobController:
                 if now is None:
                     continue
                 decision = now
+            if waits_for_events(decision, items[index:]):
+                if not plain_sync(items[-1]):
+                    items.append(Request(job.metadata.namespace, job.metadata.name))
+                continue  # the batch's last item syncs, after the events before it
+            if waits_for_events(decision, self._inbox.get(key, ())):
+                self._post(key, Request(job.metadata.namespace, job.metadata.name))
+                continue  # the waiting requests come next; the sync follows them
             job = self._execute(job, decision)
             if decision.action != Action.SYNC_JOB:
                 self.delayed.on_action_ran(key, decision)

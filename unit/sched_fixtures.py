@@ -2,7 +2,8 @@
 readable defaults (``make_*``; ``cpu_cluster`` and ``add_job`` for tests that grow a snapshot of
 cpu-only nodes job by job), ``open_session`` for tests that drive plugins by hand, and ``run``,
 one full session over the basic plugins (priority, gang, conformance, overcommit, predicates,
-nodeorder, binpack) and actions (enqueue, allocate, backfill).
+nodeorder, binpack) and actions (enqueue, allocate, backfill); ``run_conf``, one session of a
+configuration file with everything the scheduler provides.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from scheduler.actions.allocate import AllocateAction
 from scheduler.actions.backfill import BackfillAction
 from scheduler.actions.enqueue import EnqueueAction
 from scheduler.api.types import ClusterInfo, JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus
-from scheduler.conf import SchedulerConf
+from scheduler.conf import SchedulerConf, parse_conf
 from scheduler.framework.plugin import Plugin, PluginOption
 from scheduler.framework.runner import Registry, run_session
 from scheduler.framework.session import Session
@@ -46,6 +47,7 @@ from scheduler.plugins.nodeorder import NodeOrderPlugin
 from scheduler.plugins.overcommit import OvercommitPlugin
 from scheduler.plugins.predicates import PredicatesPlugin
 from scheduler.plugins.priority import PriorityPlugin
+from scheduler.registry import REGISTRY as FULL
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
@@ -401,6 +403,15 @@ def run(
     )
     ssn = Session(cluster, conf.tiers)
     run_session(ssn, conf, REGISTRY)
+    return ssn
+
+
+def run_conf(cluster: ClusterInfo, text: str) -> Session:
+    """One full session of configuration ``text`` (Volcano's format) with every plugin and
+    action the scheduler provides."""
+    conf = parse_conf(text, actions=FULL.actions.keys(), plugins=FULL.plugins.keys())
+    ssn = Session(cluster, conf.tiers)
+    run_session(ssn, conf, FULL)
     return ssn
 
 

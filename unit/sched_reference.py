@@ -222,7 +222,7 @@ class ReferenceReclaimAction:
         for task in pending_in_order(ssn, job):
             if ssn.overused(queue):
                 break
-            if not ssn.allocatable(queue, task) or not ssn.preemptive(queue, [task]):
+            if not ssn.preemptive(queue, [task]):
                 continue
             stmt = make_room(
                 ssn,

@@ -27,6 +27,7 @@ from caldera.settings import (
     SchedulerSettings,
     WebhookSettings,
 )
+from controllers.jobflow.metrics import JobFlowMetrics
 from controllers.queue.metrics import QueueMetrics
 from informers.metrics import InformerMetrics, WorkQueueMetrics
 from scheduler.metrics import SchedulerMetrics
@@ -45,6 +46,10 @@ PROCESSES: dict[str, type[ProcessSettings]] = {
 _IN_CLUSTER = "the chart runs the process in-cluster: its ServiceAccount token, no kubeconfig"
 _CERT_MOUNT = "the chart mounts the serving certificate's Secret and points the flag at it"
 _WEBHOOK_NO_LEASE = "unused by the webhook: replicas are active-active, no leader election"
+_CERT_SOURCE = (
+    "set by certificates.generator=webhook (the Secret, the Service's names, "
+    "the chart's configurations)"
+)
 
 # Settings that are not values, and why. docs/configuration.md repeats each reason.
 CHART_MANAGED: dict[str, dict[str, str]] = {
@@ -65,6 +70,10 @@ CHART_MANAGED: dict[str, dict[str, str]] = {
         "lease_duration": _WEBHOOK_NO_LEASE,
         "renew_deadline": _WEBHOOK_NO_LEASE,
         "retry_period": _WEBHOOK_NO_LEASE,
+        "cert_secret": _CERT_SOURCE,
+        "cert_dns_names": _CERT_SOURCE,
+        "cert_validity_days": _CERT_SOURCE,
+        "webhook_configurations": _CERT_SOURCE,
     },
 }
 
@@ -157,6 +166,7 @@ def _exported_series() -> set[str]:
     WorkQueueMetrics(registry)
     InformerMetrics(registry)
     QueueMetrics(registry)
+    JobFlowMetrics(registry)
     SchedulerMetrics(registry)
     WebhookMetrics(registry)
     names: set[str] = set()
@@ -200,8 +210,35 @@ def test_dashboard_covers_the_issue_panels() -> None:
         "job phases",
         "work queue depth",
         "webhook latency",
+        "jobflows finished",
+        "workflow controllers",
+        "deserved vs allocated (gpu)",
+        "deserved vs allocated (memory)",
+        "job wait time",
     ):
         assert any(wanted in t for t in titles), wanted
+    heatmaps = [p for p in dashboard["panels"] if p["type"] == "heatmap"]
+    assert [p["title"] for p in heatmaps] == ["Job wait time (PodGroup creation to binds)"]
+    assert heatmaps[0]["targets"][0]["format"] == "heatmap"
+
+
+def test_dashboard_variables_filter_every_query() -> None:
+    """The namespace, instance and queue variables exist, and every caldera_* selector of every
+    panel is filtered by namespace and instance (and the per-queue series by queue)."""
+    dashboard = json.loads((CHART / "files" / "dashboard.json").read_text())
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert {"datasource", "namespace", "instance", "queue"} <= set(variables)
+    for name in ("namespace", "instance", "queue"):
+        assert variables[name]["includeAll"] is True
+        assert variables[name]["allValue"] == ".*"  # matches series without the label too
+    for panel in dashboard["panels"]:
+        for target in panel["targets"]:
+            for name, matchers in re.findall(r"\b(caldera_[a-z0-9_]+)(\{[^}]*\})?", target["expr"]):
+                where = (panel["title"], name)
+                assert 'namespace=~"$namespace"' in matchers, where
+                assert 'instance=~"$instance"' in matchers, where
+                if name.startswith("caldera_queue_"):
+                    assert 'queue_name=~"$queue"' in matchers, where
 
 
 def test_scheduler_conf_default_is_the_scheduler_default() -> None:
@@ -209,3 +246,34 @@ def test_scheduler_conf_default_is_the_scheduler_default() -> None:
     from scheduler.conf import DEFAULT_CONF
 
     assert _values()["scheduler"]["conf"] == DEFAULT_CONF
+
+
+def _alert_rules() -> list[dict[str, Any]]:
+    data = yaml.safe_load((CHART / "files" / "alerts.yaml").read_text())
+    (group,) = data["groups"]
+    rules: list[dict[str, Any]] = group["rules"]
+    return rules
+
+
+def test_alerts_query_only_exported_metrics() -> None:
+    """Every caldera_* series an alert reads is one the code exports, and each alert has a
+    severity, a summary and a description."""
+    exported = _exported_series()
+    for rule in _alert_rules():
+        used = set(re.findall(r"\bcaldera_[a-z0-9_]+", rule["expr"]))
+        assert used, rule["alert"]
+        assert used <= exported, (rule["alert"], used - exported)
+        assert rule["labels"]["severity"] in ("warning", "critical")
+        assert rule["annotations"]["summary"]
+        assert rule["annotations"]["description"]
+
+
+def test_operations_doc_lists_the_shipped_alerts() -> None:
+    """docs/operations.md's alert table is the chart's rules: same names, expressions, waits
+    and severities, in the same order."""
+    doc = (REPO / "docs" / "operations.md").read_text()
+    rows = re.findall(r"^\| `(Caldera\w+)` \| `(.+?)` \| (\S+) \| (\w+) \|", doc, re.MULTILINE)
+    shipped = [
+        (r["alert"], r["expr"], r.get("for", "-"), r["labels"]["severity"]) for r in _alert_rules()
+    ]
+    assert rows == shipped

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,6 +25,7 @@ from caldera.api.core import (
     PodSpec,
     PodStatus,
 )
+from caldera.api.flow import FlowState, JobFlow, JobFlowStatus, JobTemplate, JobTemplateStatus
 from caldera.api.meta import ObjectMeta, ObjectReference, OwnerReference, format_time
 from caldera.api.volcano import (
     CronJob,
@@ -45,7 +47,7 @@ from caldera.api.volcano import (
 )
 from caldera.kube.config import ConfigError
 from caldera.kube.errors import ApiConnectionError, Forbidden, Invalid, NotFound, Unauthorized
-from cli import output
+from cli import flow, output
 from cli.cluster import CliError, command_body, describe_error
 from cli.completion import bash_script, completion_tree
 from cli.job import (
@@ -189,6 +191,61 @@ def test_cronjob_rows_have_kubectls_columns() -> None:
     header = [h.strip() for h in text.splitlines()[0].split("   ") if h.strip()]
     assert header == ["NAME", "SCHEDULE", "SUSPEND", "ACTIVE", "LAST SCHEDULE", "AGE"]
     assert output.cronjob_table([], now=NOW) == "No resources found\n"
+
+
+def test_jobflow_and_jobtemplate_tables_have_vcctls_columns() -> None:
+    """Name Namespace Phase Age for flows, Name Namespace for templates, byte for byte; wide
+    counts each list of the flow's status and the Jobs a template made."""
+    created = format_time(NOW - dt.timedelta(minutes=3))
+    jf = JobFlow(
+        metadata=ObjectMeta(name="pipeline", namespace="ml", creation_timestamp=created),
+        status=JobFlowStatus(
+            completed_jobs=("pipeline-a", "pipeline-b"),
+            running_jobs=("pipeline-c",),
+            state=FlowState(phase="Running"),
+        ),
+    )
+    assert output.jobflow_table([jf], now=NOW) == (
+        "Name       Namespace   Phase     Age\npipeline   ml          Running   3m\n"
+    )
+    assert output.jobflow_row(jf, wide=True, now=NOW)[4:] == ["0", "1", "2", "0", "0", "0"]
+    assert output.jobflow_table([], now=NOW) == "No resources found\n"
+    jt = JobTemplate(
+        metadata=ObjectMeta(name="train", namespace="ml"),
+        status=JobTemplateStatus(job_depends_on_list=("pipeline-train",)),
+    )
+    assert output.jobtemplate_table([jt]) == "Name    Namespace\ntrain   ml\n"
+    assert output.jobtemplate_row(jt, wide=True) == ["train", "ml", "1"]
+    assert output.jobtemplate_table([]) == "No resources found\n"
+
+
+def test_flow_documents_keep_their_kind_and_fill_the_namespace(tmp_path: Path) -> None:
+    """From a file holding templates and a flow, each command takes its kind (a document without
+    a kind counts), fills a missing namespace, and notes what it skipped; a file without any
+    is an error naming it."""
+    path = tmp_path / "flow.yaml"
+    path.write_text(
+        "kind: JobTemplate\nmetadata: {name: a}\n---\n"
+        "apiVersion: flow.volcano.sh/v1alpha1\nkind: JobFlow\nmetadata: {name: f, namespace: x}\n"
+        "---\nmetadata: {name: g}\n"
+    )
+    jobflow, jobtemplate = flow.NOUNS
+    flows, skipped = flow.documents(str(path), jobflow, None)
+    # g names no namespace and no -n is given: the context's, filled in once connected.
+    assert [(d["metadata"]["name"], d["metadata"].get("namespace"), d["kind"]) for d in flows] == [
+        ("f", "x", "JobFlow"),
+        ("g", None, "JobFlow"),
+    ]
+    assert skipped == ["skipped JobTemplate a: not a JobFlow"]
+    templates, _ = flow.documents(str(path), jobtemplate, "ml")
+    assert [(d["metadata"]["name"], d["metadata"]["namespace"]) for d in templates] == [
+        ("a", "ml"),
+        ("g", "ml"),
+    ]
+    only = tmp_path / "only.yaml"
+    only.write_text("kind: Queue\nmetadata: {name: q}\n")
+    with pytest.raises(CliError, match=r"only.yaml holds no JobFlow"):
+        flow.documents(str(only), jobflow, None)
 
 
 # --- queues -----------------------------------------------------------------------------------
@@ -454,7 +511,9 @@ def run_args(**overrides: Any) -> argparse.Namespace:
 
 def test_job_run_builds_vcctls_job() -> None:
     body = job_from_flags(run_args(replicas=3, min=2, image="busybox:1.36"))
-    assert body["metadata"] == {"name": "demo", "namespace": "default"}
+    # Without -n the namespace is the kubeconfig context's, filled in once connected.
+    assert body["metadata"] == {"name": "demo"}
+    assert job_from_flags(run_args(namespace="team"))["metadata"]["namespace"] == "team"
     spec = body["spec"]
     assert (spec["minAvailable"], spec["schedulerName"]) == (2, "volcano")
     [task] = spec["tasks"]
@@ -504,12 +563,27 @@ def test_command_body_is_vcctls() -> None:
 
 def test_completion_tree_covers_every_command_and_choice() -> None:
     tree = completion_tree(build_parser())
-    assert {"job", "queue", "cronjob", "pod", "completion"} <= set(tree[""].commands)
+    assert {"job", "queue", "cronjob", "jobflow", "jobtemplate", "pod", "completion"} <= set(
+        tree[""].commands
+    )
     assert tree["cronjob"].commands == ["list", "get", "suspend", "resume"]
-    assert tree["job"].commands == ["run", "list", "view", "why", "suspend", "resume", "delete"]
-    assert {"-n", "-q", "-S", "--all-namespaces", "--selector", "-w", "-o", "--context"} <= set(
+    for noun in ("jobflow", "jobtemplate"):
+        assert tree[noun].commands == ["create", "list", "get", "describe", "delete"]
+    assert tree["job"].commands == [
+        "run",
+        "list",
+        "view",
+        "why",
+        "wait",
+        "suspend",
+        "resume",
+        "restart",
+        "delete",
+    ]
+    assert {"-n", "-q", "-S", "-A", "--all-namespaces", "--selector", "-w", "-o"} <= set(
         tree["job list"].options
     )
+    assert "--context" in tree["job list"].options
     assert tree["job list"].choices["-o"] == ["json", "yaml", "wide"]
     assert tree["queue create"].choices["--state"] == ["Open", "Closed"]
     script = bash_script(build_parser())

@@ -17,12 +17,21 @@ import pytest
 import structlog
 from prometheus_client import CollectorRegistry
 
-from caldera.api.meta import ObjectMeta
+from caldera.api.meta import ObjectMeta, OwnerReference
 from caldera.api.volcano import Job, Queue
 from caldera.obs.metrics import ControllerMetrics
 from caldera.settings import ControllersSettings
-from controllers.runtime import Controller, ControllerContext, Result, TerminalError
+from controllers.runtime import (
+    Controller,
+    ControllerContext,
+    Result,
+    TerminalError,
+    controller_key,
+    enqueue_keys,
+)
 from informers.metrics import WorkQueueMetrics
+from informers.store import HandlerFuncs
+from informers.workqueue import WorkQueue
 
 NAME = "scripted"
 # asyncio may fire a timer up to its clock resolution early; allow a little slack.
@@ -476,3 +485,49 @@ async def test_reconcile_metrics_count_each_outcome(
     assert registry.get_sample_value("caldera_controller_active_workers", labels) == 0
     adds = registry.get_sample_value("caldera_workqueue_adds_total", {"name": NAME})
     assert adds == 6
+
+
+def _owned(name: str, kind: str, api_version: str, *, controller: bool = True) -> Job:
+    ref = OwnerReference(
+        api_version=api_version, kind=kind, name=name, uid="u", controller=controller
+    )
+    return Job(metadata=ObjectMeta(name="j", namespace="ns", owner_references=(ref,)))
+
+
+def test_controller_key_names_the_controller_of_the_asked_kind() -> None:
+    """Only an owner with controller: true, of that kind and apiVersion, gives a key."""
+    flow = "flow.volcano.sh/v1alpha1"
+    assert controller_key(_owned("pipe", "JobFlow", flow).metadata, "JobFlow", flow) == "ns/pipe"
+    assert controller_key(_owned("pipe", "CronJob", flow).metadata, "JobFlow", flow) is None
+    assert controller_key(_owned("pipe", "JobFlow", "v1").metadata, "JobFlow", flow) is None
+    plain = _owned("pipe", "JobFlow", flow, controller=False)
+    assert controller_key(plain.metadata, "JobFlow", flow) is None
+
+
+async def test_enqueue_keys_queues_old_and_new_keys() -> None:
+    """Adds and deletes queue the object's key; an update queues the new key, and the old one
+    when it changed; an object without a key queues nothing."""
+    queue = WorkQueue("keys")
+    keys = {"a": "ns/one", "b": "ns/two", "c": None}
+    handlers: HandlerFuncs[Job] = enqueue_keys(queue, lambda job: keys[job.metadata.name])
+
+    def job(name: str) -> Job:
+        return Job(metadata=ObjectMeta(name=name, namespace="ns"))
+
+    async def drain() -> list[str]:
+        got = []
+        while len(queue):
+            key = await queue.get()
+            queue.done(key)
+            got.append(key)
+        return sorted(got)
+
+    handlers.on_add(job("a"))
+    handlers.on_delete(job("c"))
+    assert await drain() == ["ns/one"]
+    handlers.on_update(job("a"), job("a"))
+    assert await drain() == ["ns/one"]
+    handlers.on_update(job("a"), job("b"))
+    assert await drain() == ["ns/one", "ns/two"]
+    handlers.on_update(job("c"), job("c"))
+    assert await drain() == []

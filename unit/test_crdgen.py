@@ -15,7 +15,7 @@ import yaml
 from caldera.api import crdgen, volcano
 from unit.examples import EXAMPLES
 
-OWN_KINDS = {"Job", "Queue", "PodGroup", "Command", "CronJob"}
+OWN_KINDS = {"Job", "Queue", "PodGroup", "Command", "CronJob", "JobFlow", "JobTemplate"}
 
 DOCUMENTS = {crd.info.kind: crdgen.crd_document(crd) for crd in crdgen.CRDS}
 
@@ -130,6 +130,21 @@ def test_examples_validate_against_generated_schema(name: str, doc: dict[str, An
     assert validate(_schema(doc["kind"]), doc) == []
 
 
+REPOSITORY_EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def test_repository_examples_validate_against_generated_schema() -> None:
+    """Caldera's own examples (the JobFlow pipeline and its JobTemplates, the nightly CronJob,
+    the jobs and the queue) pass the schemas and lose no field to pruning."""
+    checked = []
+    for path in sorted(REPOSITORY_EXAMPLES.glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")):
+            if doc and doc.get("kind") in OWN_KINDS:
+                assert validate(_schema(doc["kind"]), doc) == [], path.name
+                checked.append(doc["kind"])
+    assert {"JobFlow", "JobTemplate", "CronJob", "Job", "Queue"} <= set(checked)
+
+
 def _mutated(doc_name: str, path: list[str | int], value: Any) -> dict[str, Any]:
     doc = copy.deepcopy(dict(EXAMPLE_DOCS)[doc_name])
     node: Any = doc
@@ -207,7 +222,7 @@ def test_check_reports_missing_stale_and_unknown_files(tmp_path: Path) -> None:
     (tmp_path / "bus.volcano.sh_commands.yaml").unlink()
     jobs = tmp_path / "batch.volcano.sh_jobs.yaml"
     jobs.write_text(jobs.read_text(encoding="utf-8").replace("default: 3", "default: 4"))
-    (tmp_path / "flow.volcano.sh_jobflows.yaml").write_text("{}")
+    (tmp_path / "topology.volcano.sh_hypernodes.yaml").write_text("{}")
     (tmp_path / "batch.volcano.sh_old.yaml").write_text("{}")
     problems = crdgen.check(tmp_path)
     assert len(problems) == 3
@@ -302,6 +317,8 @@ CRD_FACTS: list[tuple[str, str, str, list[str] | None, dict[str, Any] | None]] =
     ("Command", "commands.bus.volcano.sh", "Namespaced", None, None),
     ("PodGroup", "podgroups.scheduling.volcano.sh", "Namespaced", ["pg", "podgroup-v1beta1"], {}),
     ("Queue", "queues.scheduling.volcano.sh", "Cluster", ["q", "queue-v1beta1"], {"status": {}}),
+    ("JobFlow", "jobflows.flow.volcano.sh", "Namespaced", ["jf"], {"status": {}}),
+    ("JobTemplate", "jobtemplates.flow.volcano.sh", "Namespaced", ["jt"], {"status": {}}),
 ]
 
 
@@ -340,6 +357,11 @@ PRINTER_COLUMNS = {
     "Queue": [("PARENT", "string", ".spec.parent", 0)],
     "Command": [],
     "CronJob": [],
+    "JobFlow": [
+        ("Status", "string", ".status.state.phase", 0),
+        ("Age", "date", ".metadata.creationTimestamp", 0),
+    ],
+    "JobTemplate": [],
 }
 
 
@@ -405,6 +427,32 @@ MARKERS = [
     ("CronJob", "spec.startingDeadlineSeconds", {"minimum": 0, "format": "int64"}),
     ("CronJob", "spec.jobTemplate.spec.queue", {"default": "default"}),
     ("Command", "target", {"required": ["apiVersion", "kind", "name", "uid"]}),
+    ("JobFlow", "spec.flows.[]", {"required": ["name"]}),
+    ("JobFlow", "spec.flows.[].name", {"minLength": 1, "type": "string"}),
+    ("JobFlow", "spec.jobRetainPolicy", {"enum": ["retain", "delete"]}),
+    ("JobFlow", "spec.flows.[].dependsOn.targets", {"type": "array", "items": {"type": "string"}}),
+    (
+        "JobFlow",
+        "spec.flows.[].dependsOn.probe.httpGetList.[].port",
+        {"minimum": 0, "maximum": 65535},
+    ),
+    (
+        "JobFlow",
+        "spec.flows.[].dependsOn.probe.httpGetList.[].httpHeader",
+        {"required": ["name", "value"]},
+    ),
+    ("JobFlow", "spec.flows.[].dependsOn.probe.tcpSocketList.[]", {"required": ["port"]}),
+    ("JobFlow", "spec.flows.[].dependsOn.probe.taskStatusList.[].phase", {"type": "string"}),
+    ("JobFlow", "spec.flows.[].patch", {"x-kubernetes-preserve-unknown-fields": True}),
+    ("JobFlow", "status.state.phase", {"type": "string", "enum": None}),
+    ("JobFlow", "status.unKnowJobs", {"type": "array"}),
+    ("JobFlow", "status.conditions.{}.createTime", {"format": "date-time"}),
+    ("JobFlow", "status.conditions.{}.taskStatusCount.{}.phase.{}", {"format": "int32"}),
+    ("JobFlow", "status.jobStatusList.[].runningHistories.[].state", {"type": "string"}),
+    ("JobFlow", "status.jobStatusList.[].restartCount", {"format": "int32"}),
+    ("JobTemplate", "spec.maxRetry", {"default": 3, "minimum": 0}),
+    ("JobTemplate", "spec.tasks", {"minItems": 1}),
+    ("JobTemplate", "status.jobDependsOnList", {"type": "array", "items": {"type": "string"}}),
     ("PodGroup", "spec.queue", {"default": "default"}),
     ("PodGroup", "spec.minMember", {"minimum": 0}),
     ("PodGroup", "spec.minResources.{}", {"x-kubernetes-int-or-string": True}),
@@ -447,6 +495,13 @@ ALL_DEFAULTS = {
     ("CronJob", ".spec.jobTemplate.spec.networkTopology.mode", "hard"),
     ("CronJob", ".spec.jobTemplate.spec.tasks[].partitionPolicy.minPartitions", 0),
     ("CronJob", ".spec.jobTemplate.spec.tasks[].partitionPolicy.networkTopology.mode", "hard"),
+    # A JobTemplate's spec is a Job's, with the Job CRD's defaults (Volcano's JobTemplate CRD has
+    # no queue default; a Job made from the template gets the same "default" either way).
+    ("JobTemplate", ".spec.maxRetry", 3),
+    ("JobTemplate", ".spec.queue", "default"),
+    ("JobTemplate", ".spec.networkTopology.mode", "hard"),
+    ("JobTemplate", ".spec.tasks[].partitionPolicy.minPartitions", 0),
+    ("JobTemplate", ".spec.tasks[].partitionPolicy.networkTopology.mode", "hard"),
     ("PodGroup", ".spec.queue", "default"),
     ("PodGroup", ".spec.networkTopology.mode", "hard"),
     ("PodGroup", ".spec.subGroupPolicy[].subGroupSize", 1),

@@ -43,6 +43,7 @@ from controllers.job.events import (
     on_pod_add,
     on_pod_delete,
     on_pod_update,
+    on_podgroup_delete,
     on_podgroup_update,
     on_pvc_add,
     task_failed,
@@ -465,3 +466,25 @@ def test_pvc_add_syncs_the_jobs_waiting_for_it() -> None:
         Request(namespace="ns", job_name="w", job_uid="w-uid")
     ]
     assert on_pvc_add("other-ns", "data", [waiting]) == []
+
+
+@pytest.mark.parametrize("phase", ["", "Pending", "Running", "Restarting"])
+def test_a_deleted_podgroup_syncs_a_job_that_needs_one(phase: str) -> None:
+    """The chaos smoke run's find: a restarted Job whose sync still saw its old PodGroup in the
+    cache had Pending pods and no group until a resync; the deletion now asks for a sync."""
+    assert on_podgroup_delete(podgroup("Running"), job(phase=phase)) == Request(
+        namespace="ns", job_name="j", job_uid="job-uid"
+    )
+
+
+@pytest.mark.parametrize(
+    "phase", ["Aborting", "Aborted", "Completing", "Completed", "Failed", "Terminating"]
+)
+def test_a_deleted_podgroup_of_a_finishing_job_asks_nothing(phase: str) -> None:
+    """A Job that only kills (finishing, finished, aborted) deletes its PodGroup itself."""
+    assert on_podgroup_delete(podgroup("Running"), job(phase=phase)) is None
+
+
+def test_a_deleted_podgroup_without_a_job_asks_nothing() -> None:
+    assert on_podgroup_delete(podgroup("Running", owner=None), job()) is None
+    assert on_podgroup_delete(podgroup("Running"), None) is None

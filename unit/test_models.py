@@ -1,4 +1,4 @@
-"""Tests for the wire models in caldera.api (meta, volcano, core) and the kinds registry."""
+"""Tests for the wire models in caldera.api (meta, volcano, flow, core) and the kinds registry."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from caldera.api import core, kinds, volcano
+from caldera.api import core, flow, kinds, volcano
 from caldera.api.codec import WatchEventDecoder, encode
 from caldera.api.duration import (
     DurationError,
@@ -393,6 +393,81 @@ FULL_OBJECTS: list[tuple[type[msgspec.Struct], dict[str, Any]]] = [
             },
         },
     ),
+    (
+        flow.JobTemplate,
+        {
+            "apiVersion": "flow.volcano.sh/v1alpha1",
+            "kind": "JobTemplate",
+            "metadata": {"name": "train"},
+            "spec": {"minAvailable": 1, "queue": "q1"},
+            "status": {"jobDependsOnList": ["pipe-train", "other-train"]},
+        },
+    ),
+    (
+        flow.JobFlow,
+        {
+            "apiVersion": "flow.volcano.sh/v1alpha1",
+            "kind": "JobFlow",
+            "metadata": {"name": "pipe"},
+            "spec": {
+                "flows": [
+                    {
+                        "name": "train",
+                        "dependsOn": {
+                            "targets": ["prep"],
+                            "probe": {
+                                "httpGetList": [
+                                    {
+                                        "taskName": "master",
+                                        "path": "/ready",
+                                        "port": 8080,
+                                        "httpHeader": {"name": "X-A", "value": "b"},
+                                    }
+                                ],
+                                "tcpSocketList": [{"taskName": "master", "port": 22}],
+                                "taskStatusList": [{"taskName": "worker", "phase": "Running"}],
+                            },
+                        },
+                        "patch": {"jobSpec": {"queue": "q2", "anything": {"kept": [1]}}},
+                    }
+                ],
+                "jobRetainPolicy": "delete",
+            },
+            "status": {
+                "pendingJobs": ["pipe-a"],
+                "runningJobs": ["pipe-b"],
+                "failedJobs": ["pipe-c"],
+                "completedJobs": ["pipe-prep"],
+                "terminatedJobs": ["pipe-d"],
+                "unKnowJobs": ["pipe-e"],
+                "jobStatusList": [
+                    {
+                        "name": "pipe-prep",
+                        "state": "Completed",
+                        "startTimestamp": "2024-05-01T10:00:00Z",
+                        "endTimestamp": "2024-05-01T10:05:00Z",
+                        "restartCount": 1,
+                        "runningHistories": [
+                            {
+                                "startTimestamp": "2024-05-01T10:00:00Z",
+                                "endTimestamp": "2024-05-01T10:05:00Z",
+                                "state": "Running",
+                            }
+                        ],
+                    }
+                ],
+                "conditions": {
+                    "pipe-prep": {
+                        "phase": "Completed",
+                        "createTime": "2024-05-01T10:00:00Z",
+                        "runningDuration": "5m0s",
+                        "taskStatusCount": {"shard": {"phase": {"Succeeded": 1}}},
+                    }
+                },
+                "state": {"phase": "Running"},
+            },
+        },
+    ),
 ]
 
 
@@ -431,6 +506,8 @@ ALLOWED_DEFAULT: dict[type[msgspec.Struct], tuple[str, ...]] = {
         ".spec.subGroupPolicy[0].networkTopology.highestTierAllowed",
     ),
     volcano.Queue: (".metadata.",),
+    flow.JobTemplate: (".metadata.", ".spec."),
+    flow.JobFlow: (".metadata.",),
 }
 
 
@@ -498,6 +575,13 @@ JSON_NAMES = [
         "requiredDuringSchedulingIgnoredDuringExecution",
     ),
     (ObjectMeta, "owner_references", "ownerReferences"),
+    (flow.JobFlowStatus, "un_know_jobs", "unKnowJobs"),
+    (flow.FlowCondition, "create_time", "createTime"),
+    (flow.Probe, "http_get_list", "httpGetList"),
+    (flow.Probe, "tcp_socket_list", "tcpSocketList"),
+    (flow.HttpGet, "http_header", "httpHeader"),
+    (flow.JobTemplateStatus, "job_depends_on_list", "jobDependsOnList"),
+    (flow.JobFlowSpec, "job_retain_policy", "jobRetainPolicy"),
     (ListMeta, "continue_", "continue"),
     (core.PodStatus, "pod_ip", "podIP"),
     (core.ContainerPort, "host_ip", "hostIP"),
@@ -537,6 +621,8 @@ ENUMS = [
     (volcano.ConcurrencyPolicy, "Allow Forbid Replace"),
     (volcano.DequeueStrategy, "fifo traverse"),
     (volcano.NetworkTopologyMode, "hard soft"),
+    (flow.RetainPolicy, "retain delete"),
+    (flow.FlowPhase, "Succeed Terminating Failed Running Pending"),
 ]
 
 

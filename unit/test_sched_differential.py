@@ -8,7 +8,9 @@ The clusters mix what the shortcuts depend on: priorities (job and task), severa
 weights, capabilities and non-reclaimable ones, gangs above and at minAvailable, tasks running,
 bound, releasing and pending, jobs Pending and Inqueue, node selectors, taints and
 tolerations, nodes not ready, pods that must not be preempted, critical pods, PriorityClasses
-with preemption toleration, and preemptors that never preempt.
+with preemption toleration, and preemptors that never preempt. The capacity configurations add
+a queue tree with deserved and guarantee amounts, PodDisruptionBudgets over labelled pods, a
+ResourceQuota, and a clock past some jobs' sla waiting time.
 
 ``CALDERA_DIFFERENTIAL_CLUSTERS`` sets the number of clusters per configuration (CI: 1,000;
 docs/development.md has the long run).
@@ -20,6 +22,7 @@ import datetime as dt
 import os
 import random
 
+import msgspec
 import pytest
 
 from caldera.api.core import (
@@ -27,12 +30,17 @@ from caldera.api.core import (
     Node,
     NodeSpec,
     Pod,
+    PodDisruptionBudget,
+    PodDisruptionBudgetSpec,
+    PodDisruptionBudgetStatus,
     PodSpec,
     PriorityClass,
+    ResourceQuota,
+    ResourceQuotaStatus,
     Taint,
     Toleration,
 )
-from caldera.api.meta import ObjectMeta
+from caldera.api.meta import LabelSelector, ObjectMeta
 from caldera.api.resources import Resources
 from scheduler.api.types import ClusterInfo, JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus
 from scheduler.conf import SchedulerConf, parse_conf
@@ -40,6 +48,7 @@ from scheduler.framework.runner import Registry, run_session
 from scheduler.framework.session import Session, SessionResult
 from scheduler.plugins.preemption_toleration import SIGS_K8S_PREFIX, TOLERATION_SECONDS
 from scheduler.registry import ACTIONS, PLUGINS, REGISTRY
+from scheduler.snapshot import by_namespace
 from unit.sched_reference import ReferencePreemptAction, ReferenceReclaimAction
 
 CLUSTERS = int(os.environ.get("CALDERA_DIFFERENTIAL_CLUSTERS", "1000"))
@@ -83,6 +92,23 @@ actions: "enqueue, allocate, preempt, reclaim"
 tiers:
 - plugins: [{name: gang}, {name: conformance}]
 - plugins: [{name: predicates}, {name: proportion}, {name: nodeorder}]
+""",
+    # capacity over a queue tree (issue 21), PodDisruptionBudgets deciding preemption.
+    "capacity-tree": """\
+actions: "enqueue, allocate, backfill, reclaim, preempt"
+tiers:
+- plugins: [{name: priority}, {name: gang}, {name: conformance}, {name: pdb}]
+- plugins: [{name: overcommit}, {name: drf}, {name: predicates},
+            {name: capacity, enableHierarchy: true}, {name: resourcequota}, {name: nodeorder},
+            {name: binpack}]
+""",
+    # flat capacity; sla ordering jobs and admitting the overdue ones.
+    "capacity-sla": """\
+actions: "enqueue, allocate, backfill, preempt, reclaim"
+tiers:
+- plugins: [{name: priority}, {name: gang}, {name: conformance},
+            {name: sla, arguments: {sla-waiting-time: 2s}}]
+- plugins: [{name: drf}, {name: predicates}, {name: capacity}, {name: pdb}, {name: nodeorder}]
 """,
 }
 CLASSES = [
@@ -210,6 +236,51 @@ def _add_job(rng: random.Random, cluster: ClusterInfo, index: int, nodes: list[N
     cluster.jobs[key] = job
 
 
+def with_queue_limits(cluster: ClusterInfo, seed: int) -> None:
+    """What capacity, pdb and sla read on top of ``random_cluster``: a root queue and a tree
+    over the queues (q0 may become a parent), deserved and guarantee amounts, pod labels,
+    PodDisruptionBudgets over them, and a clock some jobs' waiting times have passed."""
+    rng = random.Random(seed * 7_919 + 1)  # noqa: S311 - seeded test data, not secrets
+    cluster.now = T0 + dt.timedelta(seconds=rng.randint(0, 8))
+    names = list(cluster.queues)
+    cluster.queues["root"] = QueueInfo("root", reclaimable=False)
+    for name in names:
+        queue = cluster.queues[name]
+        queue.parent = rng.choice(["", "", "q0"]) if name != "q0" else ""
+        queue.deserved = Resources.from_list({"cpu": str(rng.randint(0, 8))})
+        if rng.random() < 0.3:
+            queue.guarantee = Resources.from_list({"cpu": str(rng.randint(1, 2))})
+    for job in cluster.jobs.values():
+        for task in job.tasks.values():
+            if task.pod is not None and rng.random() < 0.6:
+                meta = msgspec.structs.replace(
+                    task.pod.metadata, labels={"app": rng.choice(["a", "b"])}
+                )
+                task.pod = msgspec.structs.replace(task.pod, metadata=meta)
+    budgets = [
+        PodDisruptionBudget(
+            metadata=ObjectMeta(name=f"pdb{i}", namespace=f"ns{i % 2}"),
+            spec=PodDisruptionBudgetSpec(
+                selector=LabelSelector(match_labels={"app": rng.choice(["a", "b"])})
+            ),
+            status=PodDisruptionBudgetStatus(disruptions_allowed=rng.randint(0, 2)),
+        )
+        for i in range(rng.randint(0, 3))
+    ]
+    cluster.disruption_budgets = by_namespace(budgets)
+    quotas = [
+        ResourceQuota(
+            metadata=ObjectMeta(name="quota", namespace="ns1"),
+            status=ResourceQuotaStatus(hard={"requests.cpu": str(rng.randint(2, 12))}),
+        )
+    ]
+    cluster.resource_quotas = by_namespace(quotas if rng.random() < 0.5 else [])
+
+
+# Extra cluster features per configuration (the others run on ``random_cluster`` as it is).
+DECORATE = {"capacity-tree": with_queue_limits, "capacity-sla": with_queue_limits}
+
+
 def decisions(cluster: ClusterInfo, result: SessionResult) -> dict[str, object]:
     """Everything a session decided, in comparable form."""
     return {
@@ -226,8 +297,11 @@ def decisions(cluster: ClusterInfo, result: SessionResult) -> dict[str, object]:
     }
 
 
-def run(conf: SchedulerConf, registry: Registry, seed: int) -> dict[str, object]:
+def run(conf: SchedulerConf, registry: Registry, seed: int, name: str) -> dict[str, object]:
     cluster = random_cluster(seed)
+    decorate = DECORATE.get(name)
+    if decorate is not None:
+        decorate(cluster, seed)
     result = run_session(Session(cluster, conf.tiers), conf, registry)
     return decisions(cluster, result)
 
@@ -239,8 +313,8 @@ def test_same_decisions_as_the_plain_walk(name: str) -> None:
     conf = parse_conf(CONFS[name], actions=ACTIONS.keys(), plugins=PLUGINS.keys())
     evicting = 0
     for seed in range(CLUSTERS):
-        fast = run(conf, REGISTRY, seed)
-        plain = run(conf, REFERENCE, seed)
+        fast = run(conf, REGISTRY, seed, name)
+        plain = run(conf, REFERENCE, seed, name)
         assert fast == plain, f"seed {seed}"
         evicting += bool(fast["evictions"])
     assert evicting >= CLUSTERS // 20, f"only {evicting} of {CLUSTERS} clusters evicted anything"

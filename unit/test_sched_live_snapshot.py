@@ -2,10 +2,11 @@
 ``LiveSnapshot.update`` gives the ClusterInfo ``build_cluster`` derives from the same objects
 (up to the order of tasks and jobs), and an idle update derives nothing.
 
-Random sequences add, change and delete nodes, queues, PodGroups, pods and PriorityClasses,
-bind pods (first assumed, then seen bound), finish and delete them, and run whole sessions
-(Volcano's configuration with preempt and reclaim) on the live ClusterInfo, which change it
-as they plan. ``CALDERA_LIVE_SNAPSHOT_RUNS`` sets the number of sequences (CI: 150).
+Random sequences add, change and delete nodes, queues, PodGroups, pods, PriorityClasses,
+ResourceQuotas and PodDisruptionBudgets, bind pods (first assumed, then seen bound), finish and
+delete them, and run whole sessions (Volcano's configuration with preempt and reclaim) on the
+live ClusterInfo, which change it as they plan. ``CALDERA_LIVE_SNAPSHOT_RUNS`` sets the number
+of sequences (CI: 150).
 """
 
 from __future__ import annotations
@@ -24,12 +25,14 @@ from caldera.api.core import (
     Node,
     NodeStatus,
     Pod,
+    PodDisruptionBudget,
     PodSpec,
     PodStatus,
     PriorityClass,
+    ResourceQuota,
     ResourceRequirements,
 )
-from caldera.api.meta import Condition, ObjectMeta, format_time
+from caldera.api.meta import Condition, ObjectMeta, ResourceList, format_time
 from caldera.api.volcano import (
     KUBE_GROUP_NAME_KEY,
     PodGroup,
@@ -131,11 +134,14 @@ def canonical(c: ClusterInfo) -> dict[str, object]:
                 q.reclaimable,
                 q.state,
                 q.parent,
+                q.deserved,
                 id(q.queue),
             )
             for name, q in c.queues.items()
         },
         "classes": {name: id(pc) for name, pc in c.priority_classes.items()},
+        "quotas": {ns: frozenset(map(id, qs)) for ns, qs in c.resource_quotas.items()},
+        "budgets": {ns: frozenset(map(id, bs)) for ns, bs in c.disruption_budgets.items()},
         "now": c.now,
     }
 
@@ -153,6 +159,8 @@ class Cache:
         self.podgroups: KeyedObjects[PodGroup] = KeyedObjects()
         self.queues: KeyedObjects[Queue] = KeyedObjects()
         self.classes: KeyedObjects[PriorityClass] = KeyedObjects()
+        self.quotas: KeyedObjects[ResourceQuota] = KeyedObjects()
+        self.budgets: KeyedObjects[PodDisruptionBudget] = KeyedObjects()
         self.assumed: dict[str, str] = {}
         self.serial = 0
         self.live = LiveSnapshot()
@@ -167,7 +175,8 @@ class Cache:
 
     # each put notes the change, as the informer handlers do
     def put_queue(self, name: str, weight: int) -> None:
-        q = Queue(metadata=ObjectMeta(name=name), spec=QueueSpec(weight=weight))
+        deserved: ResourceList = {"cpu": str(self.rng.randint(0, 4))}
+        q = Queue(metadata=ObjectMeta(name=name), spec=QueueSpec(weight=weight, deserved=deserved))
         self.queues.items[name] = q
         self.live.queue_changed(q)
 
@@ -229,8 +238,32 @@ class Cache:
 
     # ---- one random change ----------------------------------------------------------------
 
+    def change_namespaced(self) -> None:
+        """Put or delete a ResourceQuota or a PodDisruptionBudget."""
+        rng = self.rng
+        namespace, name = rng.choice(["ns", "other"]), rng.choice(["a", "b"])
+        key = f"{namespace}/{name}"
+        meta = ObjectMeta(name=name, namespace=namespace, resource_version=str(self.serial))
+        self.serial += 1
+        if rng.random() < 0.5:
+            if key in self.quotas.items and rng.random() < 0.3:
+                self.live.resource_quota_changed(self.quotas.items.pop(key))
+            else:
+                quota = ResourceQuota(metadata=meta)
+                self.quotas.items[key] = quota
+                self.live.resource_quota_changed(quota)
+        elif key in self.budgets.items and rng.random() < 0.3:
+            self.live.disruption_budget_changed(self.budgets.items.pop(key))
+        else:
+            budget = PodDisruptionBudget(metadata=meta)
+            self.budgets.items[key] = budget
+            self.live.disruption_budget_changed(budget)
+
     def change(self) -> None:
         rng = self.rng
+        if rng.random() < 0.05:
+            self.change_namespaced()
+            return
         roll = rng.random()
         pods = list(self.pods.items.values())
         if roll < 0.08:
@@ -296,7 +329,15 @@ class Cache:
     # ---- snapshots ----------------------------------------------------------------------------
 
     def live_cluster(self, now: dt.datetime) -> ClusterInfo:
-        objects = CachedObjects(self.pods, self.nodes, self.podgroups, self.queues, self.classes)
+        objects = CachedObjects(
+            self.pods,
+            self.nodes,
+            self.podgroups,
+            self.queues,
+            self.classes,
+            resource_quotas=self.quotas,
+            disruption_budgets=self.budgets,
+        )
         cluster, _ = self.live.update(objects, assumed=self.assumed, now=now)
         return cluster
 
@@ -307,6 +348,8 @@ class Cache:
             podgroups=self.podgroups.list(),
             queues=self.queues.list(),
             priority_classes=self.classes.list(),
+            resource_quotas=self.quotas.list(),
+            disruption_budgets=self.budgets.list(),
             assumed=self.assumed,
             now=now,
         )

@@ -14,7 +14,8 @@ from caldera.api.core import Pod
 from caldera.api.meta import ObjectMeta, ObjectReference
 from caldera.api.resources import Resources
 from caldera.api.volcano import PodGroup, PodGroupStatus
-from caldera.kube.errors import Conflict
+from caldera.kube.errors import AlreadyExists, Conflict, ServerError
+from caldera.settings import SchedulerSettings
 from scheduler.api.types import TaskInfo, TaskStatus
 from scheduler.framework.session import SessionResult
 from scheduler.metrics import SchedulerMetrics
@@ -198,3 +199,35 @@ async def test_binds_run_apart_from_the_cycle() -> None:
     assert loop.recorder.events == [  # type: ignore[attr-defined]
         ("a", "Normal", "Scheduled", "Successfully assigned ns/a to n1")
     ]
+
+
+class _QueueClient:
+    """Refuses queue creates as the API server does while the queue webhook is down, then
+    accepts them (or answers that they exist)."""
+
+    def __init__(self, refusals: int) -> None:
+        self.refusals = refusals
+        self.created: list[str] = []
+
+    async def create(self, kind: Any, body: Any) -> Any:
+        if self.refusals:
+            self.refusals -= 1
+            raise ServerError(500, "InternalError", 'failed calling webhook "mutatequeue"')
+        if body.metadata.name in self.created:
+            raise AlreadyExists(409, "AlreadyExists", "exists")
+        self.created.append(body.metadata.name)
+        return body
+
+
+async def test_default_queues_wait_for_a_refusing_api_server() -> None:
+    """A queue create refused at start (the webhook not up yet) is not a crash: the scheduler
+    says so and tries again at its next cycle, until root and default exist."""
+    client = _QueueClient(refusals=2)
+    loop = SchedulerLoop.__new__(SchedulerLoop)
+    loop.client = client  # type: ignore[assignment]
+    loop.settings = SchedulerSettings()
+    assert await loop.ensure_default_queues() is False
+    assert await loop.ensure_default_queues() is False
+    assert await loop.ensure_default_queues() is True
+    assert client.created == ["root", "default"]
+    assert await loop.ensure_default_queues() is True  # both exist: nothing to do

@@ -120,3 +120,17 @@ def test_a_clock_plugin_keeps_every_session() -> None:
     quiet = QuietSessions()
     quiet.record(conf, SessionResult(), 0, now=0.0)
     assert not quiet.may_skip(conf, news=False, now=0.5)
+
+
+def test_a_session_runs_again_when_a_plugin_asked_for_it() -> None:
+    """A quiet session that asked to be revisited (sla: a waiting time runs out in 30 s) is
+    skipped only until then; the earliest ask wins."""
+    quiet = QuietSessions()
+    result = SessionResult()
+    result.revisit(45.0)
+    result.revisit(30.0)
+    result.revisit(60.0)
+    assert result.revisit_after == 30.0
+    quiet.record(CONF, result, 0, now=100.0)
+    assert quiet.may_skip(CONF, news=False, now=129.0)
+    assert not quiet.may_skip(CONF, news=False, now=130.0)

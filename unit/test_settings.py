@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -14,14 +14,17 @@ from caldera.settings import (
     WEBHOOK_PATHS,
     ControllersSettings,
     ProcessSettings,
+    SchedulerSettings,
     SettingsError,
     WebhookSettings,
     add_arguments,
     from_command_line,
     parse_settings,
+    split_names,
 )
 
 NO_ENV: dict[str, str] = {}
+S = TypeVar("S", bound=ProcessSettings)
 
 
 # --- precedence ---------------------------------------------------------------------------------
@@ -209,6 +212,7 @@ def test_the_defaults_are_valid() -> None:
         ({"pvc_create_qps": "0"}, ["pvc_create_qps"], "must be a number > 0"),
         ({"resync_period": "-1"}, ["resync_period"], "0 (off) or more"),
         ({"shutdown_grace_period": "-5"}, ["shutdown_grace_period"], "0 or more"),
+        ({"startup_timeout": "-1"}, ["startup_timeout"], "0 or more"),
         ({"kube_burst": "0"}, ["kube_burst"], ">= 1"),
         ({"metrics_port": "65536"}, ["metrics_port", "65536"], "is not a TCP port"),
         ({"metrics_port": "-1"}, ["metrics_port", "-1"], "is not a TCP port"),
@@ -390,3 +394,177 @@ def test_add_arguments_leaves_unset_flags_none() -> None:
     namespace: dict[str, Any] = vars(parser.parse_args([]))
     assert set(namespace) == {f.name for f in dataclasses.fields(ControllersSettings)}
     assert all(value is None for value in namespace.values())
+
+
+# --- Volcano's flag forms -----------------------------------------------------------------------
+
+
+def _command_line(cls: type[S], argv: list[str], monkeypatch: pytest.MonkeyPatch) -> S:
+    for f in dataclasses.fields(cls):
+        monkeypatch.delenv("CALDERA_" + f.name.upper(), raising=False)
+    return from_command_line(cls, argv, "caldera")
+
+
+@pytest.mark.parametrize(
+    ("raw", "seconds"),
+    [("1", 1.0), ("0.25", 0.25), ("1s", 1.0), ("500ms", 0.5), ("1m30s", 90.0), ("1.5h", 5400.0)],
+)
+def test_schedule_period_takes_seconds_or_a_go_duration(
+    raw: str, seconds: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--schedule-period takes Caldera's seconds and Volcano's Go duration (its chart passes
+    ``--schedule-period=1s``), on the command line and in the environment."""
+    flag = _command_line(SchedulerSettings, [f"--schedule-period={raw}"], monkeypatch)
+    assert flag.schedule_period == seconds
+    env = parse_settings(SchedulerSettings, {}, {"CALDERA_SCHEDULE_PERIOD": raw})
+    assert env.schedule_period == seconds
+
+
+@pytest.mark.parametrize("cls", [ControllersSettings, SchedulerSettings, WebhookSettings])
+def test_every_seconds_setting_takes_a_go_duration(cls: type[ProcessSettings]) -> None:
+    """Every setting measured in seconds accepts a Go duration; the others do not pretend to."""
+    seconds_fields = [f.name for f in dataclasses.fields(cls) if f.metadata.get("seconds")]
+    assert {"lease_duration", "renew_deadline", "retry_period", "shutdown_grace_period"} <= set(
+        seconds_fields
+    )
+    for name in seconds_fields:
+        # 1h is large enough to keep retry_period < renew_deadline < lease_duration valid only
+        # for lease_duration; give the three together.
+        given = {"lease_duration": "1h", "renew_deadline": "50s", "retry_period": "500ms"}
+        given.setdefault(name, "3s")
+        settings = parse_settings(cls, given, NO_ENV)
+        expected = {"lease_duration": 3600.0, "renew_deadline": 50.0, "retry_period": 0.5}
+        assert getattr(settings, name) == expected.get(name, 3.0)
+
+
+@pytest.mark.parametrize("raw", ["1x", "s", "fast", "1 s", ""])
+def test_a_bad_duration_names_the_setting_and_both_forms(raw: str) -> None:
+    """A value that is neither seconds nor a Go duration is refused with the setting's name."""
+    with pytest.raises(SettingsError) as info:
+        parse_settings(SchedulerSettings, {"schedule_period": raw}, NO_ENV)
+    message = str(info.value)
+    assert "schedule_period" in message
+    assert repr(raw) in message
+    assert "Go duration" in message
+
+
+def test_volcano_flag_names_are_aliases(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The flags Volcano's chart passes set the same Caldera settings: --kube-api-qps/-burst,
+    component-base's --leader-elect-* flags and the deprecated --lock-object-namespace."""
+    settings = _command_line(
+        SchedulerSettings,
+        [
+            "--kube-api-qps=300",
+            "--kube-api-burst=400",
+            "--leader-elect-resource-namespace=volcano-system",
+            "--leader-elect-resource-name=volcano",
+            "--leader-elect-lease-duration=30s",
+            "--leader-elect-renew-deadline=20s",
+            "--leader-elect-retry-period=4s",
+            "--schedule-period=2s",
+        ],
+        monkeypatch,
+    )
+    assert (settings.kube_qps, settings.kube_burst) == (300.0, 400)
+    assert settings.leader_election_namespace == "volcano-system"
+    assert settings.leader_election_id == "volcano"
+    assert (settings.lease_duration, settings.renew_deadline, settings.retry_period) == (
+        30.0,
+        20.0,
+        4.0,
+    )
+    old = _command_line(ControllersSettings, ["--lock-object-namespace=ops"], monkeypatch)
+    assert old.leader_election_namespace == "ops"
+    webhook = _command_line(
+        WebhookSettings,
+        ["--tls-private-key-file=/k.pem", "--enable-root-queue-protection=false"],
+        monkeypatch,
+    )
+    assert webhook.tls_key_file == "/k.pem"
+    assert webhook.root_queue_protection is False
+
+
+def test_the_caldera_flag_and_its_volcano_alias_are_one_setting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Given both, the later one wins, as with one flag given twice (argparse's rule)."""
+    settings = _command_line(
+        ControllersSettings, ["--kube-qps=10", "--kube-api-qps=20"], monkeypatch
+    )
+    assert settings.kube_qps == 20.0
+
+
+@pytest.mark.parametrize("cls", [ControllersSettings, SchedulerSettings, WebhookSettings])
+def test_scheduler_name_may_be_repeated_as_in_volcano(
+    cls: type[ProcessSettings], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Volcano's --scheduler-name is a string array given once per name; repeated flags add up
+    (argparse would otherwise keep only the last), and comma lists still work."""
+    settings = _command_line(
+        cls, ["--scheduler-name=volcano", "--scheduler-name=batch,gpu"], monkeypatch
+    )
+    assert split_names(dataclasses.asdict(settings)["scheduler_name"]) == (
+        "volcano",
+        "batch",
+        "gpu",
+    )
+
+
+def test_volcano_flags_caldera_does_not_have_are_refused(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Flags without a Caldera meaning (--enable-metrics: metrics are always served) are a
+    usage error naming the flag, not silently ignored."""
+    with pytest.raises(SystemExit) as info:
+        from_command_line(SchedulerSettings, ["--enable-metrics=true"], "caldera scheduler")
+    assert info.value.code == 2
+    assert "--enable-metrics" in capsys.readouterr().err
+
+
+def test_help_names_the_volcano_aliases(capsys: pytest.CaptureFixture[str]) -> None:
+    """--help shows each alias beside the Caldera flag and says which take a Go duration."""
+    with pytest.raises(SystemExit):
+        from_command_line(SchedulerSettings, ["--help"], "caldera scheduler")
+    out = " ".join(capsys.readouterr().out.split())
+    assert "--kube-qps KUBE_QPS, --kube-api-qps KUBE_QPS" in out
+    assert "seconds or a Go duration" in out
+    assert "may be repeated" in out
+
+
+@pytest.mark.parametrize(
+    ("raw", "chosen"),
+    [
+        ("", ()),
+        ("job,gc", ("job", "gc")),
+        ("gc,job", ("job", "gc")),  # in Caldera's order
+        ("*", KNOWN_CONTROLLERS),
+        ("*,-sharding-controller", KNOWN_CONTROLLERS),  # Volcano's default
+        (
+            "*,-job-controller,-pg-controller",
+            ("queue", "command", "gc", "cronjob", "jobflow", "jobtemplate"),
+        ),
+        ("jobflow-controller,jobtemplate-controller", ("jobflow", "jobtemplate")),
+        ("job-controller,queue-controller,cronjob-controller", ("job", "queue", "cronjob")),
+        ("job,-hyperNode-controller", ("job",)),
+    ],
+)
+def test_controllers_in_volcanos_form(raw: str, chosen: tuple[str, ...]) -> None:
+    """--controllers takes Caldera's names and Volcano's form: '*', -name, and Volcano's
+    controller names; leaving out a controller only Volcano has is fine."""
+    settings = parse_settings(ControllersSettings, {"controllers": raw}, NO_ENV)
+    assert settings.chosen_controllers == chosen
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ("sharding-controller", "unknown controller sharding-controller"),
+        ("*,-nope", "unknown controller -nope"),
+        ("-job-controller", "leaves no controller to run"),
+    ],
+)
+def test_controllers_volcano_form_errors(raw: str, message: str) -> None:
+    """A controller Caldera lacks, a misspelt name, or a list that leaves nothing to run (as
+    in Volcano, -name alone starts from no controller) is refused with the reason."""
+    with pytest.raises(SettingsError, match=message):
+        parse_settings(ControllersSettings, {"controllers": raw}, NO_ENV)

@@ -18,7 +18,14 @@ from webhooks.pods import validate_pod
 from webhooks.view import StaticView
 
 CLUSTER = StaticView(
-    [queue("default"), queue("team"), queue("shut", state="Closed")],
+    [
+        queue("root"),
+        queue("default"),
+        queue("team"),
+        queue("shut", state="Closed"),
+        queue("org"),
+        queue("project", parent="org"),
+    ],
     [
         Namespace(
             metadata=ObjectMeta(
@@ -59,6 +66,12 @@ def test_queue_from_namespace_annotation() -> None:
             "spec.queue: can only submit PodGroup to queue with state `Open`, "
             "queue `shut` status is `Closed`;",
         ),
+        (pg(queue="project"), ""),
+        (
+            pg(queue="org"),
+            "spec.queue: can only submit PodGroup to leaf queue, queue `org` has 1 child queues;",
+        ),
+        (pg(queue="root"), "spec.queue: can not submit PodGroup to root queue;"),
         (
             pg(network_topology=NetworkTopologySpec(highest_tier_allowed=1, highest_tier_name="x")),
             "spec.networkTopology: must not specify 'highestTierAllowed' and 'highestTierName'",

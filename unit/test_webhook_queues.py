@@ -27,6 +27,7 @@ EXISTING = [
         "team-a", parent="team", deserved={"cpu": "15"}, guarantee=Guarantee(resource={"cpu": "8"})
     ),
     queue("busy"),
+    queue("plain"),
     queue(
         "legacy",
         annotations={
@@ -204,20 +205,29 @@ CREATE_RULES: list[tuple[str, Queue, str]] = [
     (
         "capability above ancestor",
         queue("q", parent="team-a", capability={"cpu": "60"}),
-        "spec.capability.cpu: 60 exceeds the capability 50 of ancestor queue team",
+        "spec.capability.cpu: queue q capability[cpu]=60 exceeds its ancestor's capability=50",
     ),
     (
         "sibling guarantee sum",
         queue(
             "q", parent="team", guarantee=Guarantee(resource={"cpu": "3"}), deserved={"cpu": "3"}
         ),
-        "spec.guarantee.resource.cpu: the sum over queue q and its siblings exceeds the "
-        "guarantee.resource 10 of parent queue team",
+        "spec.guarantee.resource: parent queue team validation failed: sum of children's "
+        "guarantee (cpu 11) exceeds parent's guarantee limit (cpu 10)",
     ),
     (
         "sibling deserved sum",
         queue("q", parent="team", deserved={"cpu": "6"}),
-        "spec.deserved.cpu: the sum over queue q and its siblings exceeds the deserved 20",
+        "spec.deserved: parent queue team validation failed: sum of children's deserved "
+        "(cpu 21) exceeds parent's deserved limit (cpu 20)",
+    ),
+    (
+        "guarantee under a parent without one",
+        queue(
+            "q", parent="plain", guarantee=Guarantee(resource={"cpu": "1"}), deserved={"cpu": "1"}
+        ),
+        "spec.guarantee.resource: parent queue plain validation failed: sum of children's "
+        "guarantee (cpu 1) exceeds parent's guarantee limit (none)",
     ),
 ]
 
@@ -267,7 +277,29 @@ def test_parent_capability_must_cover_subtree() -> None:
     refusal = _update(
         queue("p", capability={"cpu": "10"}), queue("p", capability={"cpu": "4"}), cluster
     )
-    assert "spec.capability.cpu: 4 is less than the capability 8 of descendant queue c" in refusal
+    assert (
+        "spec.capability.cpu: queue p capability[cpu]=4 is smaller than its descendants' max "
+        "capability=8"
+    ) in refusal
+
+
+def test_parent_guarantee_and_deserved_must_cover_children() -> None:
+    """Lowering a parent's guarantee or deserved below its children's sum is refused; root's
+    children are not held to root's (root has none)."""
+    old = CLUSTER.queue("team")
+    assert old is not None
+    lower = msgspec.structs.replace(
+        old.spec, guarantee=Guarantee(resource={"cpu": "5"}), deserved={"cpu": "14"}
+    )
+    refusal = _update(old, msgspec.structs.replace(old, spec=lower))
+    assert (
+        "spec.guarantee.resource: queue team validation failed: sum of children's guarantee "
+        "(cpu 8) exceeds parent's guarantee limit (cpu 5)"
+    ) in refusal
+    assert "spec.deserved: queue team validation failed: sum of children's deserved (cpu 15)" in (
+        refusal
+    )
+    assert create(queue("top", guarantee=Guarantee(resource={"cpu": "1"}))) == ""
 
 
 def test_parent_cycle() -> None:

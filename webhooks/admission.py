@@ -2,10 +2,11 @@
 
 The API server POSTs an `AdmissionReview` whose `request` carries the object (`object`, and
 `oldObject` for UPDATE and DELETE); the webhook answers with the same review carrying a `response`:
-`allowed`, a `status` whose `message` the user sees when refused, and for a mutating webhook a
-base64 JSON patch. Objects are kept as `msgspec.Raw` here and decoded by the handler with the
-model of the expected kind, so a review is parsed once and a malformed object becomes a refusal
-that names the field, not an exception.
+`allowed`, a `status` whose `message` the user sees when refused, for a mutating webhook a base64
+JSON patch, and `warnings` the API server hands to the client (kubectl prints them). Objects are
+kept as `msgspec.Raw` here and decoded by the handler with the model of the expected kind, so a
+review is parsed once and a malformed object becomes a refusal that names the field, not an
+exception.
 
 An import-linter contract keeps this module free of I/O (docs/architecture.md).
 """
@@ -152,11 +153,13 @@ class Verdict:
     message: str = ""
     patch: Sequence[PatchOp] = ()
     code: int = 200
+    # Shown to the user by kubectl ("Warning: ...") on an admitted request.
+    warnings: Sequence[str] = ()
 
     @classmethod
-    def allow(cls, patch: Sequence[PatchOp] = ()) -> Verdict:
-        """Admit, maybe with a patch."""
-        return cls(True, patch=patch)
+    def allow(cls, patch: Sequence[PatchOp] = (), warnings: Sequence[str] = ()) -> Verdict:
+        """Admit, maybe with a patch and warnings."""
+        return cls(True, patch=patch, warnings=warnings)
 
     @classmethod
     def deny(cls, message: str) -> Verdict:
@@ -192,6 +195,8 @@ def encode_response(uid: str, verdict: Verdict) -> bytes:
     elif verdict.patch:
         response["patchType"] = "JSONPatch"
         response["patch"] = base64.b64encode(_ENCODER.encode(list(verdict.patch))).decode()
+    if verdict.allowed and verdict.warnings:
+        response["warnings"] = list(verdict.warnings)
     return _ENCODER.encode(
         {"apiVersion": ADMISSION_API_VERSION, "kind": "AdmissionReview", "response": response}
     )

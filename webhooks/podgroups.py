@@ -1,5 +1,7 @@
 """Admission of PodGroups (Volcano's pkg/webhooks/admission/podgroups/): the queue from the
-namespace annotation, and the queue and networkTopology checks.
+namespace annotation, and the queue and networkTopology checks. Beyond Volcano, a PodGroup's
+queue must be a leaf (and not root), as a Job's must: the capacity plugin's hierarchy runs jobs
+only in leaf queues.
 
 Functions over models and a `ClusterView`. An import-linter contract keeps this module free of I/O
 (docs/architecture.md).
@@ -7,7 +9,13 @@ Functions over models and a `ClusterView`. An import-linter contract keeps this 
 
 from __future__ import annotations
 
-from caldera.api.volcano import DEFAULT_QUEUE, SCHEDULING_QUEUE_NAME_KEY, PodGroup, QueueState
+from caldera.api.volcano import (
+    DEFAULT_QUEUE,
+    ROOT_QUEUE,
+    SCHEDULING_QUEUE_NAME_KEY,
+    PodGroup,
+    QueueState,
+)
 from webhooks.admission import PatchOp, add
 from webhooks.jobs import network_topology_error
 from webhooks.view import ClusterView
@@ -46,10 +54,20 @@ def validate_podgroup(podgroup: PodGroup, cluster: ClusterView) -> str:
             )
         else:
             state = queue.status.state or QueueState.OPEN.value
+            children = cluster.child_queues(name)
             if state != QueueState.OPEN:
                 msg += (
                     " spec.queue: can only submit PodGroup to queue with state `Open`, "
                     f"queue `{name}` status is `{state}`;"
+                )
+            elif name == ROOT_QUEUE:
+                msg += " spec.queue: can not submit PodGroup to root queue;"
+            elif children:
+                # The job webhook's rule, for the PodGroups other tools create: with the
+                # capacity plugin's hierarchy, only leaf queues run jobs.
+                msg += (
+                    f" spec.queue: can only submit PodGroup to leaf queue, queue `{name}` has "
+                    f"{len(children)} child queues;"
                 )
     if podgroup.spec.min_member < 0:
         msg += " spec.minMember: 'minMember' must be >= 0;"

@@ -8,8 +8,8 @@ Every message starts with the field it is about. Deliberate differences from Vol
   at start-up, so a fresh cluster can take queues before it;
 - a parent chain that would form a cycle is refused;
 - messages follow Volcano v1.13's wording after the field path (scripts match on it); rules
-  Volcano added later (depth, self parent, hierarchical resources) use its newer wording where
-  it has one. docs/webhook.md lists what remains different.
+  Volcano added later (depth, self parent, hierarchical resources) use its newer wording, with
+  amounts written as quantities. docs/webhook.md lists what remains different.
 
 Functions over models and a `ClusterView`. An import-linter contract keeps this module free of I/O
 (docs/architecture.md).
@@ -23,7 +23,7 @@ from typing import Final
 
 from caldera.api.fielderrors import invalid, quantity_errors
 from caldera.api.meta import ResourceList
-from caldera.api.quantity import QuantityError
+from caldera.api.quantity import QuantityError, format_milli
 from caldera.api.resources import to_milli
 from caldera.api.volcano import (
     DEFAULT_QUEUE,
@@ -176,7 +176,43 @@ def _milli_safe(resources: ResourceList) -> dict[str, int]:
     return out
 
 
+def _amounts(amounts: Mapping[str, int]) -> str:
+    """``cpu 6, memory 4Gi``: amounts as quantities (Volcano prints its internal floats)."""
+    return ", ".join(f"{r} {format_milli(v, r)}" for r, v in sorted(amounts.items())) or "none"
+
+
+def _sum_errors(prefix: str, parent_q: Queue, children: Iterable[Queue]) -> list[str]:
+    """Volcano's ``validateSiblingsSum`` and ``validateChildrenConstraints``: the children's
+    guarantees and deserved amounts add up to at most the parent's, a resource the parent does
+    not set counting as 0 (a parent without a guarantee has none to share out)."""
+
+    def guarantee(q: Queue) -> ResourceList:
+        return q.spec.guarantee.resource
+
+    def deserved(q: Queue) -> ResourceList:
+        return q.spec.deserved
+
+    errors = []
+    members = list(children)
+    for field, of in (("guarantee.resource", guarantee), ("deserved", deserved)):
+        limit = _milli_safe(of(parent_q))
+        total: dict[str, int] = {}
+        for child in members:
+            for r, v in _milli_safe(of(child)).items():
+                if r != "pods":  # Volcano counts pods apart, never against a limit
+                    total[r] = total.get(r, 0) + v
+        if any(v > limit.get(r, 0) for r, v in total.items()):
+            name = field.split(".")[0]
+            errors.append(
+                f"spec.{field}: {prefix} {parent_q.metadata.name} validation failed: sum of "
+                f"children's {name} ({_amounts(total)}) exceeds parent's {name} limit "
+                f"({_amounts(limit)})"
+            )
+    return errors
+
+
 def _hierarchy_resource_errors(queue: Queue, cluster: ClusterView) -> list[str]:
+    """Volcano's ``validateHierarchicalQueueResources``, with its messages after the field."""
     name, parent = queue.metadata.name, queue_parent(queue)
     errors: list[str] = []
     capability = _milli(queue.spec.capability)
@@ -190,35 +226,22 @@ def _hierarchy_resource_errors(queue: Queue, cluster: ClusterView) -> list[str]:
             limit = _milli_safe(aq.spec.capability).get(resource)
             if limit is not None and value > limit:
                 errors.append(
-                    f"spec.capability.{resource}: {queue.spec.capability[resource]} exceeds the "
-                    f"capability {aq.spec.capability[resource]} of ancestor queue {ancestor}"
+                    f"spec.capability.{resource}: queue {name} capability[{resource}]="
+                    f"{format_milli(value, resource)} exceeds its ancestor's capability="
+                    f"{format_milli(limit, resource)}"
                 )
             break
-    # Siblings' guarantee and deserved sums <= the parent's.
-    parent_q = cluster.queue(parent) if parent else None
+    # The siblings' (this queue's included) guarantee and deserved within the parent's; root's
+    # children are not held to root's (root is the cluster).
+    parent_q = cluster.queue(parent) if parent and parent != ROOT_QUEUE else None
     if parent_q is not None:
         siblings = [q for q in cluster.child_queues(parent) if q.metadata.name != name]
-        for field, own, of_parent in (
-            ("guarantee.resource", queue.spec.guarantee.resource, parent_q.spec.guarantee.resource),
-            ("deserved", queue.spec.deserved, parent_q.spec.deserved),
-        ):
-            limits = _milli_safe(of_parent)
-            if not limits:
-                continue
-            total = dict(_milli(own))
-            for s in siblings:
-                src = (
-                    s.spec.guarantee.resource if field == "guarantee.resource" else s.spec.deserved
-                )
-                for r, v in _milli_safe(src).items():
-                    total[r] = total.get(r, 0) + v
-            for r in _exceeding(total, limits):
-                errors.append(
-                    f"spec.{field}.{r}: the sum over queue {name} and its siblings exceeds the "
-                    f"{field} {of_parent[r]} of parent queue {parent}"
-                )
-    # A parent's capability >= every capability in its subtree.
+        errors += _sum_errors("parent queue", parent_q, [*siblings, queue])
+    # As a parent: its capability covers its whole subtree, and its guarantee and deserved
+    # cover its children's.
+    children = [c for c in cluster.child_queues(name) if c.metadata.name != name]
     if capability:
+        subtree_max: dict[str, int] = {}
         stack, seen = [name], {name}
         while stack:
             for child in cluster.child_queues(stack.pop()):
@@ -227,11 +250,17 @@ def _hierarchy_resource_errors(queue: Queue, cluster: ClusterView) -> list[str]:
                     continue
                 seen.add(cname)
                 stack.append(cname)
-                for r in _exceeding(_milli_safe(child.spec.capability), capability):
-                    errors.append(
-                        f"spec.capability.{r}: {queue.spec.capability[r]} is less than the "
-                        f"capability {child.spec.capability[r]} of descendant queue {cname}"
-                    )
+                for r, v in _milli_safe(child.spec.capability).items():
+                    subtree_max[r] = max(subtree_max.get(r, v), v)
+        for r, limit in capability.items():
+            if r in subtree_max and limit < subtree_max[r]:
+                errors.append(
+                    f"spec.capability.{r}: queue {name} capability[{r}]="
+                    f"{format_milli(limit, r)} is smaller than its descendants' max capability="
+                    f"{format_milli(subtree_max[r], r)}"
+                )
+    if children:
+        errors += _sum_errors("queue", queue, children)
     return errors
 
 

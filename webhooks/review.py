@@ -2,9 +2,10 @@
 
 `Admission.review(path, content_type, body)` is the whole admission decision, synchronous and
 without I/O: it checks the content type, decodes the review and the object with the model of the
-path's kind, calls the pure mutate/validate functions of `webhooks.jobs`, `cronjobs`, `queues`,
-`podgroups` and `pods` with a `ClusterView`, and encodes the answer. The aiohttp server only
-reads the body, calls it, and writes what it returns; tests and the benchmark call it directly.
+path's kind, calls the pure mutate/validate functions of `webhooks.jobs`, `cronjobs`, `jobflows`,
+`queues`, `podgroups` and `pods` with a `ClusterView`, and encodes the answer. The aiohttp server
+only reads the body, calls it, and writes what it returns; tests and the benchmark call it
+directly.
 
 Failure modes, none of which raises:
 - not JSON, a wrong content type, an empty body, no `request`: HTTP 400 with an errored
@@ -27,7 +28,15 @@ import msgspec
 import structlog
 
 from caldera.api.core import POD_DECODER
-from caldera.api.volcano import CRONJOB_DECODER, JOB_DECODER, PODGROUP_DECODER, QUEUE_DECODER
+from caldera.api.flow import JOBFLOW_DECODER, JobFlow
+from caldera.api.volcano import (
+    CRONJOB_DECODER,
+    JOB_DECODER,
+    PODGROUP_DECODER,
+    QUEUE_DECODER,
+    CronJob,
+    PodGroup,
+)
 from webhooks.admission import (
     PRESENCE_DECODER,
     REVIEW_DECODER,
@@ -37,6 +46,7 @@ from webhooks.admission import (
     encode_response,
 )
 from webhooks.cronjobs import validate_cronjob
+from webhooks.jobflows import review_jobflow
 from webhooks.jobs import mutate_job, validate_job_create, validate_job_update
 from webhooks.podgroups import mutate_podgroup, validate_podgroup
 from webhooks.pods import validate_pod
@@ -101,6 +111,18 @@ def _has_spec(raw: msgspec.Raw | None) -> bool:
         return False
 
 
+N = TypeVar("N", CronJob, PodGroup, JobFlow)
+
+
+def _with_namespace(obj: N, req: AdmissionRequest) -> N:
+    """``obj`` with the request's namespace when its own metadata has none (a create through a
+    namespaced URL whose body names no namespace)."""
+    if obj.metadata.namespace or not req.namespace:
+        return obj
+    meta = msgspec.structs.replace(obj.metadata, namespace=req.namespace)
+    return msgspec.structs.replace(obj, metadata=meta)
+
+
 def _verdict(message: str) -> Verdict:
     return Verdict.deny(message) if message else Verdict.allow()
 
@@ -136,6 +158,7 @@ class Admission:
             "/podgroups/validate": _Route("scheduling.volcano.sh", "PodGroup", self._validate_pg),
             "/pods/validate": _Route("", "Pod", self._validate_pod),
             "/cronjobs/validate": _Route("batch.volcano.sh", "CronJob", self._validate_cronjob),
+            "/jobflows/validate": _Route("flow.volcano.sh", "JobFlow", self._validate_jobflow),
         }
         self.routes = {p: r for p, r in routes.items() if paths is None or p in paths}
 
@@ -180,11 +203,7 @@ class Admission:
     def _mutate_pg(self, req: AdmissionRequest) -> Verdict:
         if req.operation != Operation.CREATE:
             return Verdict.allow()
-        pg = _decode(PODGROUP_DECODER, req.raw_object, "object")
-        if not pg.metadata.namespace and req.namespace:
-            pg = msgspec.structs.replace(
-                pg, metadata=msgspec.structs.replace(pg.metadata, namespace=req.namespace)
-            )
+        pg = _with_namespace(_decode(PODGROUP_DECODER, req.raw_object, "object"), req)
         return Verdict.allow(mutate_podgroup(pg, self.cluster, has_spec=_has_spec(req.raw_object)))
 
     def _validate_pg(self, req: AdmissionRequest) -> Verdict:
@@ -203,12 +222,17 @@ class Admission:
     def _validate_cronjob(self, req: AdmissionRequest) -> Verdict:
         if req.operation not in (Operation.CREATE, Operation.UPDATE):
             return Verdict.allow()
-        cronjob = _decode(CRONJOB_DECODER, req.raw_object, "object")
-        if not cronjob.metadata.namespace and req.namespace:
-            cronjob = msgspec.structs.replace(
-                cronjob, metadata=msgspec.structs.replace(cronjob.metadata, namespace=req.namespace)
-            )
+        cronjob = _with_namespace(_decode(CRONJOB_DECODER, req.raw_object, "object"), req)
         return _verdict(validate_cronjob(cronjob, scheduler_name=self.options.scheduler_names[0]))
+
+    def _validate_jobflow(self, req: AdmissionRequest) -> Verdict:
+        if req.operation not in (Operation.CREATE, Operation.UPDATE):
+            return Verdict.allow()
+        jobflow = _with_namespace(_decode(JOBFLOW_DECODER, req.raw_object, "object"), req)
+        review = review_jobflow(jobflow)
+        if review.message:
+            return Verdict.deny(review.message)
+        return Verdict.allow(warnings=review.warnings)
 
     # --- the protocol ---------------------------------------------------------------------------
 

@@ -41,6 +41,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from caldera.api.kinds import NAMESPACE, QUEUE
 from caldera.api.volcano import Queue
 from caldera.kube.client import KubeClient
+from caldera.kube.errors import ApiError
 from caldera.obs.metrics import new_registry
 from caldera.obs.server import HealthServer
 from caldera.process import StartupError, connect, stop_on_signals
@@ -50,6 +51,7 @@ from webhooks.admission import Verdict, encode_response
 from webhooks.lookups import InformerView
 from webhooks.queues import QueueRules
 from webhooks.review import Admission, AdmissionOptions
+from webhooks.selfcert import ensure_pair, keep_ca_registered, register_ca, write_files
 from webhooks.view import QUEUE_PARENT_INDEX, queue_parent
 
 __all__ = [
@@ -260,19 +262,60 @@ def admission_options(settings: WebhookSettings) -> AdmissionOptions:
     )
 
 
-async def run(settings: WebhookSettings) -> int:
-    """Run until SIGTERM/SIGINT; returns the process exit code."""
+def _load_certificate(settings: WebhookSettings) -> CertificateReloader:
     try:
-        certs = CertificateReloader(settings.tls_cert_file, settings.tls_key_file)
+        return CertificateReloader(settings.tls_cert_file, settings.tls_key_file)
     except (OSError, ssl.SSLError) as exc:
         raise StartupError(
             f"cannot load the serving certificate {settings.tls_cert_file} and key "
             f"{settings.tls_key_file}: {exc}"
         ) from None
+
+
+def cert_secret_ref(settings: WebhookSettings) -> tuple[str, str]:
+    """(namespace, name) of ``--cert-secret``: "ns/name", or a name in $POD_NAMESPACE."""
+    namespace, _, name = settings.cert_secret.rpartition("/")
+    return namespace or os.environ.get("POD_NAMESPACE") or "default", name
+
+
+async def _own_certificate(settings: WebhookSettings, client: KubeClient) -> bytes:
+    """With --cert-secret: the pair from (or made into) the Secret, written to the files the
+    reloader serves; its CA registered in the webhook configurations. Returns the CA."""
+    namespace, name = cert_secret_ref(settings)
+    try:
+        pair = await ensure_pair(
+            client,
+            namespace=namespace,
+            name=name,
+            names=settings.cert_dns_names,
+            days=settings.cert_validity_days,
+        )
+    except ApiError as exc:
+        raise StartupError(
+            f"cannot keep the serving certificate in Secret {namespace}/{name}: {exc}"
+        ) from None
+    try:
+        write_files(pair, settings.tls_cert_file, settings.tls_key_file)
+    except OSError as exc:
+        raise StartupError(f"cannot write the serving certificate files: {exc}") from None
+    try:
+        await register_ca(client, settings.webhook_configurations, pair.ca_pem)
+    except ApiError as exc:  # the registration loop tries again every minute
+        log.warning("cannot register the CA yet", error=str(exc))
+    return pair.ca_pem
+
+
+async def run(settings: WebhookSettings) -> int:
+    """Run until SIGTERM/SIGINT; returns the process exit code."""
+    certs = None if settings.cert_secret else _load_certificate(settings)
     registry = new_registry()
     client = await connect(settings, registry)
     try:
-        return await _run_connected(settings, registry, client, certs)
+        ca_pem = None
+        if certs is None:
+            ca_pem = await _own_certificate(settings, client)
+            certs = _load_certificate(settings)
+        return await _run_connected(settings, registry, client, certs, ca_pem)
     finally:
         await client.close()
 
@@ -282,8 +325,16 @@ async def _run_connected(
     registry: CollectorRegistry,
     client: KubeClient,
     certs: CertificateReloader,
+    ca_pem: bytes | None = None,  # the self-made certificate's CA, kept registered
 ) -> int:
     stopping = stop_on_signals()
+    keeper: asyncio.Task[None] | None = None
+    if ca_pem is not None and settings.webhook_configurations:
+        keeper = asyncio.create_task(
+            keep_ca_registered(client, settings.webhook_configurations, ca_pem),
+            name="CA registration",
+        )
+        keeper.add_done_callback(_log_unexpected_end)
 
     factory = SharedInformerFactory(client, registry=registry)
     queues = factory.informer(QUEUE)
@@ -332,6 +383,10 @@ async def _run_connected(
         await stopping.wait()
         log.info("stopping: finishing requests in flight", grace=settings.shutdown_grace_period)
     finally:
+        if keeper is not None:
+            keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await keeper
         await server.stop()
         await factory.stop()
         await health.stop()

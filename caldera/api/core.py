@@ -293,6 +293,63 @@ class PriorityClass(Model, frozen=True):
     preemption_policy: str | None = None
 
 
+# --- ResourceQuota -----------------------------------------------------------------------------
+
+
+class ResourceQuotaSpec(Model, frozen=True):
+    """The slice of a ResourceQuota spec the scheduler reads: its limits, and whether it is
+    scoped (the scopes themselves are not evaluated)."""
+
+    hard: ResourceList = {}
+    scopes: tuple[str, ...] = ()
+    scope_selector: dict[str, Any] | None = None
+
+
+class ResourceQuotaStatus(Model, frozen=True):
+    """What the quota controller last computed: the limits in force and what is used."""
+
+    hard: ResourceList = {}
+    used: ResourceList = {}
+
+
+class ResourceQuota(Model, frozen=True):
+    """core/v1 ResourceQuota (partial): the scheduler's resourcequota plugin reads it."""
+
+    api_version: str = type_meta("v1")
+    kind: str = type_meta("ResourceQuota")
+    metadata: ObjectMeta = ObjectMeta()
+    spec: ResourceQuotaSpec = ResourceQuotaSpec()
+    status: ResourceQuotaStatus = ResourceQuotaStatus()
+
+
+# --- PodDisruptionBudget ------------------------------------------------------------------------
+
+
+class PodDisruptionBudgetSpec(Model, frozen=True):
+    """The slice of a PDB spec the scheduler reads: which pods it covers."""
+
+    selector: LabelSelector | None = None
+
+
+class PodDisruptionBudgetStatus(Model, frozen=True):
+    """The disruption controller's verdict: how many covered pods may go now, and the pods
+    whose eviction it has admitted but not yet seen happen (name -> time)."""
+
+    observed_generation: int = 0
+    disruptions_allowed: Int32 = 0
+    disrupted_pods: dict[str, str] = {}
+
+
+class PodDisruptionBudget(Model, frozen=True):
+    """policy/v1 PodDisruptionBudget (partial): the scheduler's pdb plugin reads it."""
+
+    api_version: str = type_meta("policy/v1")
+    kind: str = type_meta("PodDisruptionBudget")
+    metadata: ObjectMeta = ObjectMeta()
+    spec: PodDisruptionBudgetSpec = PodDisruptionBudgetSpec()
+    status: PodDisruptionBudgetStatus = PodDisruptionBudgetStatus()
+
+
 # --- PersistentVolumeClaim ----------------------------------------------------------------------
 
 

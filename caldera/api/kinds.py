@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Generic, TypeVar
 from urllib.parse import quote
 
-from caldera.api import core, volcano
+from caldera.api import core, flow, volcano
 from caldera.api.codec import ListDecoder, ObjectDecoder, WatchEventDecoder
+from caldera.api.meta import ObjectMeta, ObjectReference, OwnerReference
 
 __all__ = [
     "ALL_KINDS",
@@ -24,20 +25,26 @@ __all__ = [
     "CRONJOB",
     "EVENT",
     "JOB",
+    "JOBFLOW",
+    "JOBTEMPLATE",
     "LEASE",
     "NAMESPACE",
     "NETWORK_POLICY",
     "NODE",
     "POD",
     "PODGROUP",
+    "POD_DISRUPTION_BUDGET",
     "PRIORITY_CLASS",
     "PVC",
     "QUEUE",
+    "RESOURCE_QUOTA",
     "SECRET",
     "SERVICE",
     "KindInfo",
+    "controller_reference",
     "kind_for",
     "kind_of",
+    "reference",
     "resource_path",
 ]
 
@@ -101,6 +108,18 @@ PRIORITY_CLASS: Final = KindInfo(
     core.PriorityClass,
     ("pc",),
 )
+RESOURCE_QUOTA: Final = KindInfo(
+    "ResourceQuota", "", "v1", "resourcequotas", True, core.ResourceQuota, ("quota",)
+)
+POD_DISRUPTION_BUDGET: Final = KindInfo(
+    "PodDisruptionBudget",
+    "policy",
+    "v1",
+    "poddisruptionbudgets",
+    True,
+    core.PodDisruptionBudget,
+    ("pdb",),
+)
 LEASE: Final = KindInfo("Lease", "coordination.k8s.io", "v1", "leases", True, core.Lease)
 NETWORK_POLICY: Final = KindInfo(
     "NetworkPolicy", "networking.k8s.io", "v1", "networkpolicies", True, core.NetworkPolicy
@@ -119,6 +138,12 @@ CRONJOB: Final = KindInfo(
 )
 COMMAND: Final = KindInfo(
     "Command", "bus.volcano.sh", "v1alpha1", "commands", True, volcano.Command
+)
+JOBTEMPLATE: Final = KindInfo(
+    "JobTemplate", "flow.volcano.sh", "v1alpha1", "jobtemplates", True, flow.JobTemplate, ("jt",)
+)
+JOBFLOW: Final = KindInfo(
+    "JobFlow", "flow.volcano.sh", "v1alpha1", "jobflows", True, flow.JobFlow, ("jf",)
 )
 PODGROUP: Final = KindInfo(
     "PodGroup",
@@ -149,11 +174,15 @@ ALL_KINDS: Final[tuple[KindInfo[Any], ...]] = (
     PVC,
     EVENT,
     PRIORITY_CLASS,
+    RESOURCE_QUOTA,
+    POD_DISRUPTION_BUDGET,
     LEASE,
     NETWORK_POLICY,
     JOB,
     CRONJOB,
     COMMAND,
+    JOBTEMPLATE,
+    JOBFLOW,
     PODGROUP,
     QUEUE,
 )
@@ -176,6 +205,32 @@ def kind_of(type_: type[T]) -> KindInfo[T]:
     except KeyError:
         raise KeyError(f"{type_.__name__} is not a registered kind") from None
     return info
+
+
+def controller_reference(info: KindInfo[Any], meta: ObjectMeta) -> OwnerReference:
+    """The owner reference by which the object of kind ``info`` with metadata ``meta`` controls
+    what it creates (``controller`` and ``blockOwnerDeletion`` true, as
+    ``metav1.NewControllerRef``): the garbage collector deletes those objects with it."""
+    return OwnerReference(
+        api_version=info.api_version,
+        kind=info.kind,
+        name=meta.name,
+        uid=meta.uid,
+        controller=True,
+        block_owner_deletion=True,
+    )
+
+
+def reference(info: KindInfo[Any], meta: ObjectMeta) -> ObjectReference:
+    """A reference to the object of kind ``info`` with metadata ``meta``: the involved object of
+    its Events."""
+    return ObjectReference(
+        api_version=info.api_version,
+        kind=info.kind,
+        namespace=meta.namespace,
+        name=meta.name,
+        uid=meta.uid,
+    )
 
 
 def resource_path(

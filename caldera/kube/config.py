@@ -172,6 +172,9 @@ class ConnectionSettings:
     """An HTTP proxy URL from the kubeconfig (`proxy-url`)."""
     source: str = ""
     """Where the settings came from, for logs and error messages (no secrets)."""
+    namespace: str = ""
+    """The namespace the kubeconfig context names (in a pod: the service account's), "" when
+    none; the CLI uses it when ``-n`` is not given, as kubectl does."""
 
 
 def make_ssl_context(
@@ -219,7 +222,9 @@ def kubeconfig_paths(
     return [home / ".kube" / "config"], "default"
 
 
-def _settings_from_configuration(configuration: Any, auth: Auth, source: str) -> ConnectionSettings:
+def _settings_from_configuration(
+    configuration: Any, auth: Auth, source: str, namespace: str = ""
+) -> ConnectionSettings:
     host = str(configuration.host).rstrip("/")
     ctx: ssl.SSLContext | None = None
     if host.startswith("https://"):
@@ -239,6 +244,7 @@ def _settings_from_configuration(configuration: Any, auth: Auth, source: str) ->
         tls_server_name=configuration.tls_server_name,
         proxy=configuration.proxy,
         source=source,
+        namespace=namespace,
     )
 
 
@@ -278,6 +284,14 @@ async def load_kubeconfig(
                 f"kubeconfig {shown} has no context {wanted!r} "
                 f"(it has: {', '.join(contexts) or 'none'})"
             )
+        namespace = next(
+            (
+                _context_namespace(c["context"]) if "context" in c else ""
+                for c in merged.value.get("contexts") or []
+                if c["name"] == wanted
+            ),
+            "",
+        )
         loader = KubeConfigLoader(config_dict=merged, active_context=wanted, config_base_path=None)
         configuration = Configuration()
         await loader.load_and_set(configuration)
@@ -305,7 +319,9 @@ async def load_kubeconfig(
         return None
 
     auth = ConfigurationAuth(configuration, reload=reload, expiry=expiry if uses_exec else None)
-    return _settings_from_configuration(configuration, auth, f"kubeconfig {shown} ({wanted})")
+    return _settings_from_configuration(
+        configuration, auth, f"kubeconfig {shown} ({wanted})", namespace
+    )
 
 
 def load_incluster(
@@ -336,8 +352,25 @@ def load_incluster(
             raise ConfigError(f"re-reading the service account token: {exc}") from exc
 
     return _settings_from_configuration(
-        configuration, ConfigurationAuth(configuration, reload=reload), "in-cluster"
+        configuration,
+        ConfigurationAuth(configuration, reload=reload),
+        "in-cluster",
+        _service_account_namespace(Path(token_file).with_name("namespace")),
     )
+
+
+def _context_namespace(context: Any) -> str:
+    """A kubeconfig context's ``namespace`` (the merger wraps mappings in its ConfigNode)."""
+    value = getattr(context, "value", context)
+    return str(value.get("namespace") or "") if isinstance(value, dict) else ""
+
+
+def _service_account_namespace(path: Path) -> str:
+    """The pod's namespace from the service account's ``namespace`` file ("" without it)."""
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return ""
 
 
 async def load_config(

@@ -12,12 +12,16 @@ from collections.abc import Callable
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
+from prometheus_client.registry import Collector
+
+from caldera.obs.volcano import VolcanoNames
 
 ReadinessCheck = Callable[[], bool]
 
 
 class HealthServer:
-    """Serves metrics and probes on one port; readiness checks are registered by name."""
+    """Serves metrics and probes on one port; readiness checks are registered by name. With
+    ``volcano_names``, ``/metrics`` also serves Volcano's names (``caldera.obs.volcano``)."""
 
     def __init__(
         self,
@@ -25,8 +29,9 @@ class HealthServer:
         *,
         host: str = "0.0.0.0",  # noqa: S104 - in a pod the probes come from the kubelet's address
         port: int = 8080,
+        volcano_names: bool = False,
     ) -> None:
-        self.registry = registry
+        self.registry: Collector = VolcanoNames(registry) if volcano_names else registry
         self.host, self.port = host, port
         self._checks: dict[str, ReadinessCheck] = {}
         self._runner: web.AppRunner | None = None

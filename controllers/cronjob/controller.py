@@ -29,23 +29,19 @@ from typing import Final
 
 import msgspec
 
-from caldera.api.kinds import CRONJOB, JOB
+from caldera.api.kinds import CRONJOB, JOB, reference
 from caldera.api.meta import ObjectReference, controller_of
 from caldera.api.volcano import BATCH_API_VERSION, CronJob, CronJobStatus, Job
-from caldera.kube.errors import AlreadyExists, ApiError, Conflict, NotFound
-from caldera.kube.requests import PropagationPolicy
+from caldera.kube.errors import AlreadyExists, ApiError, NotFound
 from controllers.cronjob.plan import Plan, consumed, finished, plan, started
-from controllers.runtime import Controller, Result
+from controllers.runtime import Controller, Result, controller_key, delete_child, enqueue_keys
 from informers.store import HandlerFuncs, split_key
 
 BY_CRONJOB: Final = "cronjob-controller/jobs-by-cronjob"
 
 
 def _owner_key(job: Job) -> str | None:
-    ref = controller_of(job.metadata)
-    if ref is None or ref.kind != "CronJob" or ref.api_version != BATCH_API_VERSION:
-        return None
-    return f"{job.metadata.namespace}/{ref.name}"
+    return controller_key(job.metadata, "CronJob", BATCH_API_VERSION)
 
 
 def _controlled_by(job: Job, cronjob: CronJob) -> bool:
@@ -65,23 +61,8 @@ class CronJobController(Controller):
         on_cronjob: HandlerFuncs[CronJob] = HandlerFuncs(
             add=self.enqueue, update=lambda _old, new: self.enqueue(new), delete=self.enqueue
         )
-        on_job: HandlerFuncs[Job] = HandlerFuncs(
-            add=self._job_changed,
-            update=self._job_updated,
-            delete=self._job_changed,
-        )
         self.cronjobs.add_handler(on_cronjob)
-        self.jobs.add_handler(on_job)
-
-    def _job_changed(self, job: Job) -> None:
-        key = _owner_key(job)
-        if key is not None:
-            self.queue.add(key)
-
-    def _job_updated(self, old: Job, new: Job) -> None:
-        self._job_changed(new)
-        if _owner_key(old) != _owner_key(new):
-            self._job_changed(old)
+        self.jobs.add_handler(enqueue_keys(self.queue, _owner_key))
 
     async def _jobs(self, key: str, cronjob: CronJob) -> list[Job]:
         """The Jobs ``cronjob`` controls: the cache's, plus active ones it has not seen yet."""
@@ -99,18 +80,12 @@ class CronJobController(Controller):
         return jobs
 
     async def reconcile(self, key: str) -> Result | None:
-        namespace, name = split_key(key)
+        namespace, _ = split_key(key)
         cronjob = self.cronjobs.store.get(key)
         if namespace is None or cronjob is None or cronjob.metadata.deletion_timestamp:
             return None
         todo = plan(cronjob, await self._jobs(key, cronjob), self.ctx.clock())
-        involved = ObjectReference(
-            api_version=CRONJOB.api_version,
-            kind=CRONJOB.kind,
-            namespace=namespace,
-            name=name,
-            uid=cronjob.metadata.uid,
-        )
+        involved = reference(CRONJOB, cronjob.metadata)
         for note in todo.notes:
             self.ctx.recorder.record(involved, note.type, note.reason, note.message)
         for job in todo.expire:
@@ -175,21 +150,16 @@ class CronJobController(Controller):
         """Delete ``job`` (gone already counts); False, with a Warning, when the API refuses."""
         name = job.metadata.name
         try:
-            await self.ctx.client.delete(
-                JOB,
-                name,
-                namespace=job.metadata.namespace,
-                uid=job.metadata.uid,
-                propagation_policy=PropagationPolicy.BACKGROUND,
-            )
-        except (NotFound, Conflict):
-            return True  # gone, or replaced by another Job of that name: not ours to delete
+            deleted = await delete_child(self.ctx.client, JOB, job.metadata)
         except ApiError as exc:
             self.ctx.recorder.record(
                 involved, "Warning", "FailedDelete", f"Error deleting job {name!r}: {exc}"
             )
             return False
-        self.ctx.recorder.record(involved, "Normal", "SuccessfulDelete", f"Deleted job {name!r}")
+        if deleted:  # else gone, or replaced by another Job of that name: not ours to delete
+            self.ctx.recorder.record(
+                involved, "Normal", "SuccessfulDelete", f"Deleted job {name!r}"
+            )
         return True
 
     async def _write_status(self, cronjob: CronJob, status: CronJobStatus) -> None:

@@ -46,9 +46,9 @@ from caldera.api.cron import (
     parse_schedule,
     rfc3339,
 )
-from caldera.api.meta import ObjectMeta, ObjectReference, OwnerReference, format_time, parse_time
+from caldera.api.kinds import CRONJOB, controller_reference
+from caldera.api.meta import ObjectMeta, ObjectReference, format_time, parse_time
 from caldera.api.volcano import (
-    BATCH_API_VERSION,
     CRONJOB_SCHEDULED_TIMESTAMP_KEY,
     ConcurrencyPolicy,
     CronJob,
@@ -57,6 +57,7 @@ from caldera.api.volcano import (
     JobPhase,
     job_reference,
 )
+from controllers.notes import Note
 
 __all__ = [
     "MANY_MISSED",
@@ -76,15 +77,6 @@ REQUEUE_PADDING: Final = 0.1
 behind still finds the time due when the key comes back."""
 SUCCEEDED: Final = frozenset({JobPhase.COMPLETED})
 FAILED: Final = frozenset({JobPhase.FAILED, JobPhase.TERMINATED})
-
-
-@dataclass(frozen=True, slots=True)
-class Note:
-    """An Event to record on the CronJob."""
-
-    type: str  # Normal | Warning
-    reason: str
-    message: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,20 +130,12 @@ def _template_job(cronjob: CronJob, scheduled: dt.datetime, zone: dt.tzinfo) -> 
     template = cronjob.spec.job_template
     annotations = dict(template.metadata.annotations)
     annotations[CRONJOB_SCHEDULED_TIMESTAMP_KEY] = rfc3339(scheduled, zone)
-    owner = OwnerReference(
-        api_version=BATCH_API_VERSION,
-        kind="CronJob",
-        name=cronjob.metadata.name,
-        uid=cronjob.metadata.uid,
-        controller=True,
-        block_owner_deletion=True,
-    )
     meta = ObjectMeta(
         name=job_name(cronjob.metadata.name, scheduled),
         namespace=cronjob.metadata.namespace,
         labels=dict(template.metadata.labels),
         annotations=annotations,
-        owner_references=(owner,),
+        owner_references=(controller_reference(CRONJOB, cronjob.metadata),),
     )
     return Job(metadata=meta, spec=template.spec)
 

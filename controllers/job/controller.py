@@ -42,6 +42,7 @@ from caldera.api.kinds import (
     SECRET,
     kind_for,
 )
+from caldera.api.meta import controller_of
 from caldera.api.podtemplate import job_template_errors
 from caldera.api.stored import policy_errors
 from caldera.api.volcano import (
@@ -58,7 +59,7 @@ from caldera.api.volcano import (
 from caldera.kube.errors import AlreadyExists, ApiError, Conflict, Invalid, NotFound
 from controllers.job import events
 from controllers.job.created import CreatedPods
-from controllers.job.events import Request, events_first
+from controllers.job.events import Request, events_first, plain_sync
 from controllers.job.pending import pending_event
 from controllers.job.plugins import PluginSet, build_plugins
 from controllers.job.plugins.ssh import generate_key_pair, key_pair_from_secret, secret_name
@@ -71,7 +72,7 @@ from controllers.job.pods import (
     podgroup_name,
     priority_lookup,
 )
-from controllers.job.policy import Decision, DelayedActions
+from controllers.job.policy import Decision, DelayedActions, waits_for_events
 from controllers.job.pvc_throttle import PvcCreator
 from controllers.job.state import (
     INVALID_TEMPLATE,
@@ -180,7 +181,9 @@ class JobController(Controller):
         self.pods.add_handler(
             _handlers(add=self._pod_added, update=self._pod_updated, delete=self._pod_deleted)
         )
-        self.podgroups.add_handler(_handlers(update=self._podgroup_updated))
+        self.podgroups.add_handler(
+            _handlers(update=self._podgroup_updated, delete=self._podgroup_deleted)
+        )
         self.commands.add_handler(_handlers(add=self._command_added))
         self.claims.add_handler(_handlers(add=self._pvc_added))
 
@@ -272,6 +275,11 @@ class JobController(Controller):
             self.ctx.recorder.record(job, "Warning", JobEventReason.POD_GROUP_PENDING, message)
         self._post_request(events.on_podgroup_update(old, new))
 
+    def _podgroup_deleted(self, podgroup: PodGroup) -> None:
+        owner = events.job_owner(controller_of(podgroup.metadata))
+        job = self.jobs.store.get(f"{podgroup.metadata.namespace}/{owner.name}") if owner else None
+        self._post_request(events.on_podgroup_delete(podgroup, job))
+
     def _pvc_added(self, pvc: PersistentVolumeClaim) -> None:
         ns, name = pvc.metadata.namespace, pvc.metadata.name
         jobs = self.jobs.store.by_index(CLAIM_INDEX, f"{ns}/{name}")
@@ -300,7 +308,10 @@ class JobController(Controller):
             superseded = set()
         if not items:
             items = [Request(job.metadata.namespace, job.metadata.name)]  # a plain sync
-        for item in items:
+        index = 0
+        while index < len(items):
+            item = items[index]
+            index += 1
             decision: Decision | None
             if isinstance(item, _Timer):
                 entry = self._delayed.take(item.token)
@@ -326,6 +337,14 @@ class JobController(Controller):
                     )
                 if decision is None:
                     continue
+            if waits_for_events(decision, items[index:]):
+                if not plain_sync(items[-1]):
+                    items.append(Request(job.metadata.namespace, job.metadata.name))
+                continue  # the batch's last item syncs, after the events before it
+            if waits_for_events(decision, self._inbox.get(key, ())):
+                # The waiting requests queued the key again; the sync follows them.
+                self._inbox[key].append(Request(job.metadata.namespace, job.metadata.name))
+                continue
             before = job.metadata.resource_version
             try:
                 job = await self._execute(job, decision)
@@ -344,7 +363,7 @@ class JobController(Controller):
                     job = await self._execute(job, Decision(Action.TERMINATE_JOB))
                     continue
                 # Keep the unprocessed requests for the retry (after backoff).
-                rest = items[items.index(item) + 1 :]
+                rest = items[index:]
                 if rest:
                     self._inbox.setdefault(key, [])[:0] = rest
                 raise

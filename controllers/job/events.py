@@ -42,6 +42,7 @@ from caldera.api.volcano import (
     Command,
     Event,
     Job,
+    JobPhase,
     PodGroup,
     PodGroupPhase,
 )
@@ -287,6 +288,23 @@ def on_podgroup_update(old: PodGroup, new: PodGroup) -> Request | None:
     return Request(
         namespace=new.metadata.namespace, job_name=owner.name, job_uid=owner.uid, event=event
     )
+
+
+# Phases whose sync creates pods and so needs the PodGroup ("": not yet written, Pending); the
+# others only kill.
+_NEEDS_PODGROUP: Final = frozenset({"", JobPhase.PENDING, JobPhase.RUNNING, JobPhase.RESTARTING})
+
+
+def on_podgroup_delete(podgroup: PodGroup, job: Job | None) -> Request | None:
+    """A Job's PodGroup was deleted (by a restart of the Job, or by hand): a plain sync, which
+    creates it again, when the Job (``job``, as cached) is in a phase that needs one. Volcano
+    reacts to PodGroup updates only, and a Job whose restart's sync ran while its cache still
+    held the old PodGroup waited for a resync with Pending pods and no group to schedule them.
+    None for a PodGroup no Job controls, or a Job that is finishing or finished."""
+    owner = job_owner(controller_of(podgroup.metadata))
+    if owner is None or job is None or job.status.state.phase not in _NEEDS_PODGROUP:
+        return None
+    return Request(namespace=podgroup.metadata.namespace, job_name=owner.name, job_uid=owner.uid)
 
 
 def on_command(command: Command) -> Request | None:

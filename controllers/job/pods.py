@@ -20,6 +20,7 @@ import msgspec
 
 from caldera.api import volcano as v
 from caldera.api.jobspec import pod_name
+from caldera.api.kinds import JOB, controller_reference
 from caldera.api.meta import ObjectMeta, OwnerReference, ResourceList
 from caldera.api.resources import Resources, pod_requests
 from caldera.api.volcano import Job, PodGroup, PodGroupSpec, TaskSpec
@@ -41,14 +42,7 @@ def podgroup_name(job: Job) -> str:
 
 def job_owner(job: Job) -> OwnerReference:
     """The controller reference every object the Job owns carries (GC deletes them with it)."""
-    return OwnerReference(
-        api_version=v.BATCH_API_VERSION,
-        kind="Job",
-        name=job.metadata.name,
-        uid=job.metadata.uid,
-        controller=True,
-        block_owner_deletion=True,
-    )
+    return controller_reference(JOB, job.metadata)
 
 
 def owner_dict(job: Job) -> dict[str, Any]:

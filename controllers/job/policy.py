@@ -29,7 +29,7 @@ from typing import Final
 
 from caldera.api.duration import DurationError, parse_duration
 from caldera.api.volcano import Action, Event, Job, LifecyclePolicy, policy_events
-from controllers.job.events import Request
+from controllers.job.events import Request, plain_sync
 from controllers.job.state import JOB_TARGET, Target, TargetKind
 
 __all__ = [
@@ -150,6 +150,20 @@ def apply_policies(job: Job, request: Request) -> Decision:
 
 
 # --- delayed actions ----------------------------------------------------------------------------
+
+
+def waits_for_events(decision: Decision, waiting: Sequence[object]) -> bool:
+    """Whether a SyncJob must wait for ``waiting``: the requests after it in its batch, or
+    those posted while its batch ran.
+
+    A sync judges the Job by the pods as the cache holds them now, which may already show a pod
+    whose request is still to come: later in the batch (a lagging controller drains a pod's
+    PodPending, whose policy is a sync, with the PodFailed that followed it), or posted to the
+    next batch during this batch's writes. Judged first, both pods of an ``exitCode: 3 ->
+    AbortJob`` task seen Failed end the Job Failed, not Aborted. So a sync waits while a request
+    that may carry a policy waits; one sync runs after them.
+    """
+    return decision.action == Action.SYNC_JOB and any(not plain_sync(i) for i in waiting)
 
 
 @dataclass(frozen=True, slots=True)

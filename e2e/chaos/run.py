@@ -104,6 +104,8 @@ class ChaosConfig:
     faults: FaultCounts = field(default_factory=FaultCounts)
     queues: tuple[str, ...] = ("chaos-a", "chaos-b")
     settle_timeout: float = 420.0
+    # How long the orphan check waits for the garbage collector once the jobs are deleted.
+    cleanup_timeout: float = 600.0
     create_concurrency: int = 16
     # Run the processes as the chart's ServiceAccounts and audit what they used (else as admin).
     service_accounts: bool = True
@@ -145,6 +147,7 @@ class Report:
     refused_granted: int = 0
     secrets_found: list[str] = field(default_factory=list)
     secrets_known: int = 0
+    unfinished_rounds: int = 0  # suspend/resume rounds still waiting after settling
 
     @property
     def ok(self) -> bool:
@@ -256,7 +259,8 @@ class Report:
             f"{self.relists:.0f} (all processes)",
             f"burst created in {self.burst_seconds:.1f} s; "
             f"settled {self.settle_seconds:.1f} s after the burst began; "
-            f"deleted jobs cleaned up in {self.cleanup_seconds:.0f} s",
+            f"deleted jobs cleaned up in {self.cleanup_seconds:.0f} s; "
+            f"suspend/resume rounds cancelled unfinished: {self.unfinished_rounds}",
         ]
         out += [f"  {line}" for line in self.wrong_detail[:40]]
         for title, items in (
@@ -568,6 +572,21 @@ class ChaosRun:
             await asyncio.sleep(1)
         self.report.settle_seconds = self.now()
 
+    async def _finish_tasks(self, grace: float) -> None:
+        """The suspend/resume rounds, given ``grace`` seconds after settling; any still waiting
+        then (its job never ran, so the settle check has already failed it) is cancelled."""
+        if not self.tasks:
+            return
+        _, waiting = await asyncio.wait(self.tasks, timeout=grace)
+        for task in waiting:
+            task.cancel()
+        self.report.unfinished_rounds = len(waiting)
+
+    def _progress(self, what: str) -> None:
+        """One line per stage on stdout, so that a run stopped from outside shows how far it
+        went."""
+        print(f"chaos +{self.now():.0f}s: {what}", flush=True)
+
     async def _check_counts(self) -> None:
         """PodGroup counts and Queue allocations against the pods, given 30 s to converge (the
         scheduler writes them each session)."""
@@ -655,7 +674,7 @@ class ChaosRun:
     async def _orphans(self) -> None:
         """Delete every job as a user would, then list what is left of them once the garbage
         collector (kube-controller-manager's, at its default 20 requests/s) is done: until
-        nothing is left, or nothing went for 60 s, at most 600 s."""
+        nothing is left, or nothing went for 60 s, at most ``cleanup_timeout``."""
         names = [
             j.metadata.name for j in (await self.kube.list(JOB, namespace=self.namespace)).items
         ]
@@ -675,7 +694,7 @@ class ChaosRun:
             now = time.monotonic()
             if len(left) != last_count:
                 last_change, last_count = now, len(left)
-            if not left or now - last_change > 60 or now - started > 600:
+            if not left or now - last_change > 60 or now - started > self.config.cleanup_timeout:
                 self.report.orphans = left
                 self.report.cleanup_seconds = now - started
                 return
@@ -756,19 +775,24 @@ class ChaosRun:
             started = time.monotonic()
             await self._create_jobs()
             self.report.burst_seconds = time.monotonic() - started
+            self._progress(f"{len(self.plans)} jobs created")
             await injector
+            self._progress("faults done")
             await fleet.wait_acting(120)
             await self._settle()
-            await asyncio.gather(*self.tasks)
+            self._progress("settled" if self._settled() else "settle timed out")
+            await self._finish_tasks(60)
             await self._check_counts()
             # Judged by the phases at the end of the run: the orphan check deletes the jobs next.
             self.final = {j.metadata.name: j.status.state.phase for j in self.jobs.list()}
             await self._describe_wrong()
+            self._progress("counts checked")
             self._scrape_totals(fleet)
             stop.set()
             await asyncio.gather(crash_watch, key_watch)
             await asyncio.to_thread(self._collect_ssh_keys)
             await self._orphans()
+            self._progress("orphans checked")
         finally:
             stop.set()
             for task in self.tasks:

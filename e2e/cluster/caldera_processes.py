@@ -61,6 +61,14 @@ VALIDATING = (
         "cronjobs",
         ["CREATE", "UPDATE"],
     ),
+    (
+        "validatejobflow",
+        "/jobflows/validate",
+        "flow.volcano.sh",
+        "v1alpha1",
+        "jobflows",
+        ["CREATE", "UPDATE"],
+    ),
 )
 
 

@@ -28,6 +28,7 @@ from e2e.cluster.control_plane import REPO, ClusterError, run_kubectl
 __all__ = [
     "CHART",
     "RBAC_KINDS",
+    "TEMPLATE_KUBE_VERSION",
     "Identities",
     "create_identities",
     "delete_identities",
@@ -40,6 +41,9 @@ CHART = REPO / "charts" / "caldera"
 RBAC_KINDS = frozenset(
     {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
 )
+# The Kubernetes of the local control plane (e2e/cluster/build.sh KUBE_VERSION): without it
+# `helm template` assumes v1.20, older than the chart's kubeVersion allows.
+TEMPLATE_KUBE_VERSION = "1.36.3"
 TOKEN_SECONDS = 3 * 3600
 """Lifetime of the minted tokens: a one-hour run with room to spare (they are not renewed)."""
 
@@ -73,7 +77,12 @@ def helm_binary() -> str:
 
 
 def render_chart(
-    helm: str, values_file: Path, *, release: str, namespace: str
+    helm: str,
+    values_file: Path,
+    *,
+    release: str,
+    namespace: str,
+    kube_version: str = TEMPLATE_KUBE_VERSION,
 ) -> list[dict[str, Any]]:
     """``helm template`` of the chart with ``values_file``: the parsed objects."""
     result = subprocess.run(
@@ -84,6 +93,7 @@ def render_chart(
             str(CHART),
             "--namespace",
             namespace,
+            f"--kube-version={kube_version}",
             "-f",
             str(values_file),
         ],

@@ -8,7 +8,6 @@ that trusted the CA before a restart still trust it afterwards.
 from __future__ import annotations
 
 import datetime as dt
-import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +15,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from webhooks.certificate import ca_certificate, subject_alternative_names
 
 # Long enough for a developer's cluster to outlive a working week without re-issuing.
 VALIDITY = dt.timedelta(days=30)
@@ -106,13 +107,7 @@ def issue(
     )
     if server_names:
         usages.append(ExtendedKeyUsageOID.SERVER_AUTH)
-        sans: list[x509.GeneralName] = []
-        for name in server_names:
-            try:
-                sans.append(x509.IPAddress(ipaddress.ip_address(name)))
-            except ValueError:
-                sans.append(x509.DNSName(name))
-        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        builder = builder.add_extension(subject_alternative_names(server_names), critical=False)
     builder = builder.add_extension(x509.ExtendedKeyUsage(usages), critical=False)
     return builder.sign(ca_key, hashes.SHA256())
 
@@ -126,30 +121,8 @@ def ensure_pki(directory: Path) -> Pki:
     now = dt.datetime.now(dt.UTC)
     ca_key = _key()
     ca_name = _name("caldera-local-ca")
-    ca_cert = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + VALIDITY)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .sign(ca_key, hashes.SHA256())
+    ca_cert = ca_certificate(
+        ca_name, ca_key, start=now - dt.timedelta(minutes=5), end=now + VALIDITY
     )
     _write_key(pki.ca_key, ca_key)
     pki.ca_crt.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))

@@ -41,6 +41,11 @@ NODE_LOCAL_PLUGINS = frozenset(
         "nodeorder",
         "binpack",
         "preemption-toleration",
+        # Register no predicate or node order at all:
+        "capacity",
+        "resourcequota",
+        "sla",
+        "pdb",
     }
 )
 # Plugins whose node scores also depend on the pod's job and task (task-topology reads where

@@ -3,9 +3,9 @@
 Jobs with pending tasks (admitted, valid, in a known queue) are served one job per turn: each
 turn asks the session's queue order afresh and takes the first queue that is not overused, and
 in it the first job in job order. For each pending task of that job, in task order, while the
-queue is not overused, the task is allocatable in it (``session.allocatable``) and the queue may
-reclaim for it (``session.preemptive``: proportion allows it only while the queue stays within
-its deserved share with the task, so a queue never reclaims beyond what it deserves):
+queue is not overused and the queue may reclaim for it (``session.preemptive``: proportion and
+capacity allow it only while the queue stays within its deserved share with the task, so a
+queue never reclaims beyond what it deserves):
 
     candidates = Running tasks of jobs in OTHER queues that are reclaimable
                  (``spec.reclaimable`` not false), request something and are preemptable
@@ -14,9 +14,12 @@ its deserved share with the task, so a queue never reclaims beyond what it deser
                  minAvailable, conformance, preemption-toleration ...)
 
 and the same node walk as preempt (``scheduler.actions.room``): evict victims in victim order on one
-node until the task fits, then pipeline it there. The job's statement is committed only if the
-job is then pipelined, else discarded, so a gang is never half reclaimed for; Volcano evicts
-task by task without a statement.
+node until the task fits and its queue may take it (``session.allocatable``, which the
+evictions themselves may make true: capacity holds every ancestor queue to its limit, and a
+victim below the same ancestor frees room there), then pipeline it there. Volcano's reclaim
+checks only ``Preemptive`` before looking for victims, for the same reason. The job's
+statement is committed only if the job is then pipelined, else discarded, so a gang is never
+half reclaimed for; Volcano evicts task by task without a statement.
 """
 
 from __future__ import annotations
@@ -94,7 +97,7 @@ class ReclaimAction:
             if shapes.known_to_fail(task):
                 failed = failed or task
                 continue
-            if not ssn.allocatable(queue, task) or not ssn.preemptive(queue, [task]):
+            if not ssn.preemptive(queue, [task]):
                 shapes.failed_now(task)  # a task of the same shape is refused alike
                 failed = failed or task
                 continue

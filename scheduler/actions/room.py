@@ -22,9 +22,9 @@ while looking only where something can happen:
   eviction is the placer's best node);
 - victims are looked for only on the nodes of jobs that can give one: each deciding victim
   function may screen a whole job out (``Session.victim_jobs``: priority rules out jobs of
-  equal or higher priority, gang jobs at minAvailable, proportion queues at or below their
-  share), and a node none of whose candidates belongs to a screened-in job cannot yield a
-  victim, so it is not scored or asked about;
+  equal or higher priority, gang jobs at minAvailable, proportion and capacity queues at or
+  below their share), and a node none of whose candidates belongs to a screened-in job cannot
+  yield a victim, so it is not scored or asked about;
 - ``Shapes`` remembers the task shapes that found no room in a state nothing has changed
   since, so a gang's other tasks of the same shape are not tried again.
 """
@@ -46,6 +46,7 @@ SCREEN_PHRASES = {
     "priority": "equal or higher priority",
     "gang": "at minAvailable",
     "proportion": "queue at or below its deserved share",
+    "capacity": "queue at or below its deserved share",
     "preemption-toleration": "tolerating this preemptor",
 }
 
@@ -231,15 +232,15 @@ class RoomFinder:
         if known is not None:
             return known
         action = "preemption" if self.kind == "preemptable" else "reclaim"
-        if not queue_takes(self.ssn, queue, preemptor):
-            text = (
-                f"{action} considered: queue {queue.name} may not take more now (overused, or "
-                "beyond its deserved share)"
-            )
-        elif self.kind == "reclaimable" and not self.ssn.preemptive(queue, [preemptor]):
+        if self.kind == "reclaimable" and not self.ssn.preemptive(queue, [preemptor]):
             text = (
                 f"{action} considered: queue {queue.name} may not reclaim this pod: with it, "
                 "the queue would exceed its deserved share"
+            )
+        elif self.kind == "preemptable" and not queue_takes(self.ssn, queue, preemptor):
+            text = (
+                f"{action} considered: queue {queue.name} may not take more now (overused, or "
+                "beyond its deserved share)"
             )
         elif not owners:
             text = f"{action} considered: no job {where} has running pods to evict"

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from caldera.api.core import Node, Pod, PriorityClass
+from caldera.api.core import Node, Pod, PodDisruptionBudget, PriorityClass, ResourceQuota
 from caldera.api.resources import Resources
 from caldera.api.volcano import PodGroup, Queue
 
@@ -298,6 +298,7 @@ class QueueInfo:
     weight: int = 1
     capability: Resources | None = None  # None: unlimited
     guarantee: Resources = field(default_factory=Resources)
+    deserved: Resources = field(default_factory=Resources)  # spec.deserved (capacity)
     reclaimable: bool = True
     state: str = "Open"
     parent: str = ""
@@ -318,6 +319,9 @@ class ClusterInfo:
     queues: dict[str, QueueInfo] = field(default_factory=dict)
     namespace_weights: dict[str, int] = field(default_factory=dict)
     priority_classes: dict[str, PriorityClass] = field(default_factory=dict)  # by name
+    # By namespace, for the resourcequota and pdb plugins.
+    resource_quotas: dict[str, tuple[ResourceQuota, ...]] = field(default_factory=dict)
+    disruption_budgets: dict[str, tuple[PodDisruptionBudget, ...]] = field(default_factory=dict)
     now: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
 
     def total_allocatable(self) -> Resources:

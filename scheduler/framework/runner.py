@@ -17,14 +17,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from caldera.api.volcano import PodGroupStatus
+from caldera.api.volcano import PodGroupPhase, PodGroupStatus
 from scheduler.conf import SchedulerConf
 from scheduler.framework.plugin import Action, Arguments, Plugin
-from scheduler.framework.session import Session, SessionResult
+from scheduler.framework.session import PlacedJob, Session, SessionResult
 from scheduler.framework.status import podgroup_status, queue_allocation, status_changed
 from scheduler.why import publish, wait_record
 
 PluginFactory = Callable[[Arguments], Plugin]
+# PodGroup phases of a gang that is not ready (Volcano's unschedulable jobs).
+UNREADY_PHASES = frozenset(
+    {PodGroupPhase.PENDING.value, PodGroupPhase.INQUEUE.value, PodGroupPhase.UNKNOWN.value}
+)
 ActionFactory = Callable[[Mapping[str, Any]], Action]
 
 
@@ -62,10 +66,18 @@ def run_session(session: Session, conf: SchedulerConf, registry: Registry) -> Se
         current = job.podgroup.status if job.podgroup is not None else PodGroupStatus()
         if status_changed(current, status):
             session.result.podgroup_status[job.key] = status
+        if status.phase in UNREADY_PHASES:
+            session.result.unready_jobs.append(job.key)
         found = wait_record(job, session.wait_notes.get(job.key, ()), session.now)
         record, held = publish(job, found, session.now)
         if record is not None:
             session.result.podgroup_why[job.key] = record
         session.result.why_deferred += held
     session.result.queue_allocated = queue_allocation(session)
+    for bind in session.result.binds:
+        placed = session.jobs.get(bind.task.job)
+        if placed is not None and placed.key not in session.result.placed_jobs:
+            session.result.placed_jobs[placed.key] = PlacedJob(
+                placed.namespace, placed.name, placed.queue, placed.creation
+            )
     return session.result

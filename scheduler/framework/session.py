@@ -24,6 +24,7 @@ allocation, events); the process around the session performs the I/O.
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -86,6 +87,31 @@ class EventRecord:
     message: str
 
 
+@dataclass(frozen=True)
+class QueueFigures:
+    """What proportion knew of a queue when the session closed, for the metrics (Volcano's
+    ``queue_request_*``, ``queue_inqueue_*``, ``queue_capacity_*``, ``queue_real_capacity_*``,
+    ``queue_weight`` and ``queue_overused``)."""
+
+    weight: int
+    request: Resources
+    inqueue: Resources
+    real_capability: Resources
+    capability: Resources | None  # None: unlimited
+    overused: bool
+
+
+@dataclass(frozen=True)
+class PlacedJob:
+    """A job whose tasks got binds in a session: what Volcano's per-job scheduling latency
+    series are labelled with, and the PodGroup's creation they are measured from."""
+
+    namespace: str
+    name: str  # the PodGroup's
+    queue: str
+    created: dt.datetime
+
+
 @dataclass
 class SessionResult:
     """Every decision of one session; the process turns them into API calls."""
@@ -106,7 +132,24 @@ class SessionResult:
     plugin_seconds: dict[tuple[str, str], float] = field(default_factory=dict)  # (plugin, phase)
     queue_deserved: dict[str, Resources] = field(default_factory=dict)
     queue_share: dict[str, float] = field(default_factory=dict)
+    queue_figures: dict[str, QueueFigures] = field(default_factory=dict)
     job_share: dict[str, float] = field(default_factory=dict)
+    namespace_share: dict[str, float] = field(default_factory=dict)
+    # Jobs whose gang is not ready after the session (PodGroup Pending, Inqueue or Unknown),
+    # every one of them, not only those whose status changed; and the jobs that got binds.
+    unready_jobs: list[str] = field(default_factory=list)
+    placed_jobs: dict[str, PlacedJob] = field(default_factory=dict)
+    queue_capability: dict[str, Resources] = field(default_factory=dict)  # capacity
+    queue_real_capability: dict[str, Resources] = field(default_factory=dict)  # capacity
+    # Seconds after the session's clock at which a plugin would decide differently with
+    # nothing else changed (sla: a job's waiting time runs out); None: never.
+    revisit_after: float | None = None
+
+    def revisit(self, seconds: float) -> None:
+        """Ask for a session ``seconds`` from now even if nothing changes (the earliest ask
+        wins)."""
+        if self.revisit_after is None or seconds < self.revisit_after:
+            self.revisit_after = max(seconds, 0.0)
 
     def bind(self, task: TaskInfo, node: str) -> None:
         self.binds.append(Bind(task, node))
@@ -154,6 +197,12 @@ class Session:
         self.job_changes: set[str] = set()
         for job in cluster.jobs.values():
             job.changes = self.job_changes
+
+    def plugin_switch(self, plugin: str, switch: str, default: bool) -> bool:
+        """A switch of ``plugin`` as the configuration sets it, ``default`` when it does not:
+        for switches that are off unless set (Volcano's enableHierarchy)."""
+        entry = self._options.get(plugin)
+        return default if entry is None else entry[1].switches.get(switch, default)
 
     # ---- registration -----------------------------------------------------------------------
 

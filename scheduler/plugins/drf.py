@@ -25,7 +25,8 @@ annotations), the only mode in which Volcano's drf also votes on reclaim.
 
 Shares follow every allocation, pipelining and eviction of the session through the session's
 allocate handlers. They stay readable on the plugin after the session (``job_shares``,
-``namespace_shares``) so the process can export them as metrics; the plugin exports nothing.
+``namespace_shares``), and the session's result carries them (``job_share``,
+``namespace_share``) to the process, which exports them as metrics.
 """
 
 from __future__ import annotations
@@ -124,8 +125,9 @@ class DrfPlugin:
         ssn.add_allocate_handler(self.name, self._on_allocate, self._on_deallocate)
 
     def on_session_close(self, ssn: Session) -> None:
-        """Report each job's dominant share, for the metrics."""
+        """Report each job's and each namespace's dominant share, for the metrics."""
         ssn.result.job_share.update(self.job_shares)
+        ssn.result.namespace_share.update(self.namespace_shares)
 
     # ---- callbacks ----------------------------------------------------------------------------
 

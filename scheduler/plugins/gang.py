@@ -9,7 +9,8 @@
 - job order: jobs that are not ready yet come first; job starving;
 - preemptable / reclaimable: a job gives up only pods beyond its minAvailable;
 - at session close: the PodGroup condition (Unschedulable with NotEnoughResources and
-  "X/Y tasks in gang unschedulable: ...", or Scheduled), the PodGroup event of Volcano's job
+  "X/Y tasks in gang unschedulable: ...", or Scheduled; a Pending job keeps the condition an
+  enqueue gate gave it in the session, as resourcequota does), the PodGroup event of Volcano's job
   updater (Warning Unschedulable while the phase is Pending, Inqueue or Unknown, else Normal
   Scheduled "pod group is ready" when the status changed), each waiting pod's message, and
   the gang's need for the wait record ("needs 8 pods at once (minAvailable); 5 fit now").
@@ -235,7 +236,11 @@ class GangPlugin:
             job_message = ""
             job_is_ready = ready(job)
             invalid = None if job_is_ready else job_valid(job)
-            if job_is_ready:
+            gate = ssn.job_conditions.get(job.key) if job.phase in ("", "Pending") else None
+            if gate is not None and not job_is_ready:
+                # An enqueue gate (resourcequota) said why the job stays Pending: keep it.
+                condition, job_message = gate, gate.message
+            elif job_is_ready:
                 condition = PodGroupCondition(
                     type="Scheduled",
                     status="True",

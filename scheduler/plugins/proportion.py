@@ -67,7 +67,7 @@ from caldera.api.resources import Resources
 from caldera.api.why import WaitStage
 from scheduler.api.types import ALLOCATED_STATUSES, JobInfo, QueueInfo, TaskInfo, TaskStatus
 from scheduler.framework.plugin import Arguments
-from scheduler.framework.session import Session
+from scheduler.framework.session import QueueFigures, Session
 from scheduler.why import gate_text
 
 # Names Volcano's Resource does not track as resources (see drf).
@@ -141,6 +141,19 @@ def water_fill(total: int, claims: Sequence[Claim]) -> list[int]:
     return [math.floor(_level_amount(c, level)) for c in claims]
 
 
+def job_inqueue(job: JobInfo) -> Resources:
+    """Resources an admitted job has reserved but not yet taken (Volcano's inqueue)."""
+    if job.phase == "Inqueue":
+        return job.min_resources
+    if (
+        job.phase == "Running"
+        and not job.min_resources.is_empty()
+        and job.count(*ALLOCATED_STATUSES) >= job.min_available
+    ):
+        return job.min_resources.sub_clamped(job.allocated)
+    return Resources()
+
+
 def queue_share(allocated: Resources, deserved: Resources) -> float:
     """The largest ``allocated / deserved`` over the resources (a resource deserved 0 counts 1
     once held, Volcano's ``helpers.Share``)."""
@@ -152,7 +165,9 @@ def queue_share(allocated: Resources, deserved: Resources) -> float:
     return share
 
 
-def _capability(queue: QueueInfo) -> Resources | None:
+def tracked_capability(queue: QueueInfo) -> Resources | None:
+    """A queue's spec.capability as the queue plugins read it: None for no limit, the resources
+    Volcano does not track dropped, and cpu or memory listed as 0 or less unlimited."""
     if queue.capability is None:
         return None
     kept = {
@@ -190,7 +205,7 @@ class ProportionPlugin:
                 name=queue.name,
                 weight=max(queue.weight, 1),
                 guarantee=guarantee,
-                capability=_capability(queue),
+                capability=tracked_capability(queue),
             )
             real = spare + guarantee
             if attr.capability is not None:
@@ -213,7 +228,7 @@ class ProportionPlugin:
             pending = Resources.sum(t.resreq for t in job.tasks_in(TaskStatus.PENDING))
             owner.allocated = owner.allocated + job.allocated
             owner.request = owner.request + job.allocated + pending
-            owner.inqueue = owner.inqueue + self._job_inqueue(job)
+            owner.inqueue = owner.inqueue + job_inqueue(job)
             owner.elastic = owner.elastic + job.allocated.sub_clamped(job.min_resources)
         for attr in self.queue_attrs.values():
             attr.request = attr.request.without(*UNTRACKED)
@@ -231,19 +246,6 @@ class ProportionPlugin:
         ssn.add_reclaimable_fn(self.name, self.reclaimable, self.may_give)
         ssn.add_preemptive_fn(self.name, self.preemptive)
         ssn.add_allocate_handler(self.name, self._on_allocate, self._on_deallocate)
-
-    @staticmethod
-    def _job_inqueue(job: JobInfo) -> Resources:
-        """Resources an admitted job has reserved but not yet taken (Volcano's inqueue)."""
-        if job.phase == "Inqueue":
-            return job.min_resources
-        if (
-            job.phase == "Running"
-            and not job.min_resources.is_empty()
-            and job.count(*ALLOCATED_STATUSES) >= job.min_available
-        ):
-            return job.min_resources.sub_clamped(job.allocated)
-        return Resources()
 
     def _compute_deserved(self) -> None:
         attrs = list(self.queue_attrs.values())
@@ -280,6 +282,14 @@ class ProportionPlugin:
         for name, attr in self.queue_attrs.items():
             ssn.result.queue_deserved[name] = attr.deserved
             ssn.result.queue_share[name] = queue_share(attr.allocated, attr.deserved)
+            ssn.result.queue_figures[name] = QueueFigures(
+                weight=attr.weight,
+                request=attr.request,
+                inqueue=attr.inqueue,
+                real_capability=attr.real_capability,
+                capability=attr.capability,
+                overused=attr.deserved.less_equal(attr.allocated),
+            )
         self._ssn = None
 
     # ---- allocation tracking ------------------------------------------------------------------

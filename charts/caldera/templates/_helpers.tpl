@@ -55,7 +55,35 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
 {{- define "caldera.webhookSecretName" -}}
-{{- printf "%s-webhook-cert" (include "caldera.fullname" .) -}}
+{{- default (printf "%s-webhook-cert" (include "caldera.fullname" .)) .Values.certificates.existingSecret -}}
+{{- end -}}
+
+{{/*
+Where the webhook's serving certificate comes from: certManager, existingSecret, webhook (the
+webhook makes it and registers its CA) or helm (generated at render time).
+*/}}
+{{- define "caldera.certSource" -}}
+{{- if .Values.certManager.enabled -}}certManager
+{{- else if .Values.certificates.existingSecret -}}existingSecret
+{{- else -}}{{ .Values.certificates.generator }}
+{{- end -}}
+{{- end -}}
+
+{{/* The webhook Service's DNS names, the serving certificate's subject alternative names. */}}
+{{- define "caldera.webhookDNSNames" -}}
+{{- $svc := include "caldera.webhookServiceName" . -}}
+{{- $ns := .Release.Namespace -}}
+{{- join "," (list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.cluster.local" $svc $ns)) -}}
+{{- end -}}
+
+{{/* The webhook configurations the chart registers, by name (those with at least one path). */}}
+{{- define "caldera.webhookConfigurationNames" -}}
+{{- $enabled := .Values.webhook.settings.enabled_admission -}}
+{{- if not $enabled }}{{ $enabled = list "/jobs/mutate" "/jobs/validate" "/queues/mutate" "/queues/validate" "/podgroups/mutate" "/podgroups/validate" "/pods/validate" "/cronjobs/validate" }}{{ end -}}
+{{- if not .Values.webhook.admission.pods }}{{ $enabled = without $enabled "/pods/validate" }}{{ end -}}
+{{- $names := list -}}
+{{- range $kind := list "mutate" "validate" }}{{ range $enabled }}{{ if hasSuffix (printf "/%s" $kind) . }}{{ $names = append $names (printf "%s-%s" (include "caldera.fullname" $) $kind) }}{{ end }}{{ end }}{{ end -}}
+{{- if .Values.webhook.admission.enabled }}{{ join "," (uniq $names) }}{{ end -}}
 {{- end -}}
 
 {{/* Namespace of a process's leader-election Lease: its setting, else the release namespace. */}}

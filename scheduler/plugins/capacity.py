@@ -1,0 +1,385 @@
+"""capacity: elastic queue quotas per resource, flat or hierarchical (Volcano's capacity plugin,
+the successor of proportion for queues that set ``spec.deserved``).
+
+Where proportion derives a queue's share from its weight, capacity reads it from the queue:
+``deserved`` (what the queue keeps when others want resources back), ``guarantee`` (reserved
+for it: nobody else may use it, and it is never reclaimed) and ``capability`` (the most it may
+ever hold), per resource. With the switch ``enableHierarchy: true`` queues form a tree through
+``spec.parent`` under ``root``: a queue is held to its ancestors' limits too, and only leaf
+queues run jobs. ``scheduler.plugins.queue_tree`` derives each queue's effective deserved,
+capability and *real capability* (what it may hold once the others' guarantees are set aside).
+
+A queue may hold more than it deserves while others leave resources idle (it *borrows*); when
+a queue below its deserved share wants them back, reclaim takes the borrowed pods:
+
+- allocatable: the queue is open, attached to the tree and (with hierarchy) a leaf, and with the
+  task it stays within its real capability, and so does each of its ancestors, in every resource
+  the task requests (Volcano's ``checkQueueAllocatableHierarchically``); no overused function:
+  a queue keeps getting free resources beyond its deserved share;
+- job enqueueable: the same queue checks (a refusal notes why the job waits); a job with
+  minResources needs ``minResources + allocated + inqueue - elastic <= real capability`` in its
+  queue and each ancestor, in the resources minResources names, else the PodGroup gets the
+  Normal event ``Unschedulable`` "queue resource quota insufficient: insufficient cpu" (v1.13's
+  wording) and the wait record gives the numbers; an enqueued job's minResources count as
+  inqueue, up the tree, for the rest of the session;
+- preemptive (may the queue reclaim for these tasks): it is open, attached and a leaf, stays
+  within its real capability with them, and deserves some resource they request, and with them
+  stays within what it deserves of every such resource (resources it deserves nothing of are not
+  compared, as Volcano's newer zero filter does);
+- reclaimable: a victim shares a resource with the reclaimer's request; its queue keeps at least
+  its guarantee without it; and either the queue deserves none of what the victim requests
+  (Volcano's "immediate victim": a queue without deserved is best effort), or the queue still
+  holds at least its deserved amount of some resource the victim requests once it has lost
+  the victim. Judged cumulatively per queue, in the candidates' order;
+- queue order: higher ``spec.priority`` first; then the lower share (the largest
+  ``allocated / deserved`` over the resources the queue deserves; a queue that deserves nothing
+  has share 1, and of two equal shares the one that deserves something goes first). With
+  hierarchy, leaves come before inner queues, and two leaves are ordered by the shares of their
+  branches just below the ancestor they share (Volcano's ``getQueueLevel``).
+
+Reclaim settles: a reclaiming queue ends within its deserved amount of everything the pod asks
+for that it deserves, and a queue that loses a pod keeps its deserved amount of something the
+pod asked for, so neither can take the pod back. Volcano judges a victim's queue before the
+loss ("above deserved"), which can send a pod back and forth (docs/compatibility.md).
+
+Allocated amounts follow the session's allocations, pipelinings and evictions through the
+allocate handlers, up the tree, so the order and the checks see every decision as it is taken.
+At session close the plugin reports each queue's deserved share, share, capability and real
+capability for the metrics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from caldera.api.resources import Resources
+from caldera.api.why import WaitStage
+from scheduler.api.types import JobInfo, QueueInfo, TaskInfo
+from scheduler.framework.plugin import Arguments
+from scheduler.framework.session import Session
+from scheduler.plugins.proportion import UNTRACKED, job_inqueue, tracked_capability
+from scheduler.plugins.queue_tree import QueueLimits, QueueTerms, QueueTree, queue_tree
+from scheduler.why import gate_text
+
+HIERARCHY_SWITCH = "enableHierarchy"
+QUOTA_EVENT = "queue resource quota insufficient"
+
+
+@dataclass
+class CapacityAttr:
+    """What capacity knows about one queue in a session."""
+
+    limits: QueueLimits
+    allocated: Resources = field(default_factory=Resources)
+    inqueue: Resources = field(default_factory=Resources)
+    elastic: Resources = field(default_factory=Resources)
+    share: float = 0.0
+
+    @property
+    def name(self) -> str:
+        return self.limits.name
+
+
+def capacity_share(allocated: Resources, deserved: Resources) -> float:
+    """The largest ``allocated / deserved`` over the resources the queue deserves; 1 for a
+    queue that deserves nothing (Volcano's best-effort queue)."""
+    if deserved.is_empty():
+        return 1.0
+    return max(
+        (allocated.get(name) / amount for name, amount in deserved.items() if amount > 0),
+        default=1.0,
+    )
+
+
+def _compare_shares(left: CapacityAttr, right: CapacityAttr) -> int:
+    """The lower share first; of equal shares, a queue that deserves something first."""
+    if left.share != right.share:
+        return -1 if left.share < right.share else 1
+    left_has, right_has = not left.limits.deserved.is_empty(), not right.limits.deserved.is_empty()
+    if left_has == right_has:
+        return 0
+    return -1 if left_has else 1
+
+
+def over_limit(need: Resources, held: Resources, limit: Resources) -> Resources:
+    """By how much ``held + need`` exceeds ``limit`` in the resources ``need`` asks for (a
+    resource ``limit`` does not list may not be held at all); empty when it fits."""
+    return Resources(
+        {
+            name: held.get(name) + amount - limit.get(name)
+            for name, amount in need.items()
+            if amount > 0 and held.get(name) + amount > limit.get(name)
+        }
+    )
+
+
+def insufficient_message(over: Resources) -> str:
+    """Volcano v1.13's event text: "queue resource quota insufficient: insufficient cpu"."""
+    names = ", ".join(f"insufficient {name}" for name in over.names())
+    return f"{QUOTA_EVENT}: {names}" if names else QUOTA_EVENT
+
+
+class CapacityPlugin:
+    """Per-resource deserved, guarantee and capability, with borrowing and reclaim."""
+
+    name = "capacity"
+
+    def __init__(self, arguments: Arguments) -> None:
+        self.arguments = arguments
+        self.hierarchy = False
+        self.tree = QueueTree(limits={}, detached={})
+        self.attrs: dict[str, CapacityAttr] = {}
+        self._chains: dict[str, list[CapacityAttr]] = {}
+        self._ssn: Session | None = None
+
+    # ---- session open -------------------------------------------------------------------------
+
+    def on_session_open(self, ssn: Session) -> None:
+        self._ssn = ssn
+        self.hierarchy = ssn.plugin_switch(self.name, HIERARCHY_SWITCH, False)
+        terms = [
+            QueueTerms(
+                name=queue.name,
+                parent=queue.parent,
+                deserved=queue.deserved.without(*UNTRACKED),
+                guarantee=queue.guarantee.without(*UNTRACKED),
+                capability=tracked_capability(queue),
+            )
+            for queue in ssn.queues.values()
+        ]
+        total = ssn.total_resource.without(*UNTRACKED)
+        self.tree = queue_tree(terms, total, hierarchy=self.hierarchy)
+        self.attrs = {name: CapacityAttr(limits) for name, limits in self.tree.limits.items()}
+        self._chains = {
+            name: [attr, *(self.attrs[a] for a in reversed(attr.limits.ancestors))]
+            for name, attr in self.attrs.items()
+        }
+        for job in ssn.jobs.values():
+            attr = self.attrs.get(job.queue)
+            if attr is None:
+                continue
+            allocated = job.allocated.without(*UNTRACKED)
+            inqueue = job_inqueue(job).without(*UNTRACKED)
+            elastic = job.allocated.sub_clamped(job.min_resources).without(*UNTRACKED)
+            for member in self._chain(attr):
+                member.allocated = member.allocated + allocated
+                member.inqueue = member.inqueue + inqueue
+                member.elastic = member.elastic + elastic
+        for attr in self.attrs.values():
+            attr.share = capacity_share(attr.allocated, attr.limits.deserved)
+
+        ssn.add_queue_order_fn(self.name, self.queue_order)
+        ssn.add_allocatable_fn(self.name, self.allocatable)
+        ssn.add_job_enqueueable_fn(self.name, self.job_enqueueable)
+        ssn.add_job_enqueued_fn(self.name, self.job_enqueued)
+        ssn.add_preemptive_fn(self.name, self.preemptive)
+        ssn.add_reclaimable_fn(self.name, self.reclaimable, self.may_give)
+        ssn.add_allocate_handler(self.name, self._on_allocate, self._on_deallocate)
+
+    def _chain(self, attr: CapacityAttr) -> list[CapacityAttr]:
+        """The queue and its ancestors, the queue first."""
+        return self._chains[attr.name]
+
+    def on_session_close(self, ssn: Session) -> None:
+        """Report each queue's limits and share, for the metrics."""
+        for name, attr in self.attrs.items():
+            ssn.result.queue_deserved[name] = attr.limits.deserved
+            ssn.result.queue_share[name] = capacity_share(attr.allocated, attr.limits.deserved)
+            ssn.result.queue_capability[name] = attr.limits.capability
+            ssn.result.queue_real_capability[name] = attr.limits.real_capability
+        self._ssn = None
+
+    # ---- allocation tracking ------------------------------------------------------------------
+
+    def _attr_of(self, task: TaskInfo) -> CapacityAttr | None:
+        job = self._ssn.jobs.get(task.job) if self._ssn is not None else None
+        return None if job is None else self.attrs.get(job.queue)
+
+    def _on_allocate(self, task: TaskInfo) -> None:
+        attr = self._attr_of(task)
+        if attr is not None:
+            self._move(attr, task.resreq.without(*UNTRACKED))
+
+    def _on_deallocate(self, task: TaskInfo) -> None:
+        attr = self._attr_of(task)
+        if attr is not None:
+            self._move(attr, Resources() - task.resreq.without(*UNTRACKED))
+
+    def _move(self, attr: CapacityAttr, amount: Resources) -> None:
+        for member in self._chain(attr):
+            member.allocated = member.allocated + amount
+            member.share = capacity_share(member.allocated, member.limits.deserved)
+
+    # ---- queue checks -------------------------------------------------------------------------
+
+    def _refusal(self, queue: QueueInfo) -> str:
+        """Why no job of ``queue`` may be admitted or get pods now, or "" (the checks every
+        callback makes first)."""
+        if not queue.open:
+            return (
+                f"queue {queue.name} is {queue.state}: no job in it is admitted until it is opened"
+            )
+        detached = self.tree.detached.get(queue.name)
+        if detached is not None:
+            return f"queue {queue.name} is not in the queue tree: {detached}"
+        attr = self.attrs.get(queue.name)
+        if attr is None:
+            return f"queue {queue.name} is unknown to the capacity plugin"
+        if self.hierarchy and not attr.limits.leaf:
+            children = ", ".join(attr.limits.children)
+            return (
+                f"queue {queue.name} has child queues ({children}): with enableHierarchy, jobs "
+                "run only in leaf queues"
+            )
+        return ""
+
+    def _fits_chain(self, attr: CapacityAttr, request: Resources) -> bool:
+        """The queue and each ancestor stay within their real capability with ``request``
+        (``over_limit`` is empty for each; written out: allocate asks for every pod)."""
+        wanted = [(n, a) for n, a in request.items() if a > 0 and n not in UNTRACKED]
+        for member in self._chain(attr):
+            held, limit = member.allocated, member.limits.real_capability
+            for name, amount in wanted:
+                if held.get(name) + amount > limit.get(name):
+                    return False
+        return True
+
+    # ---- callbacks ----------------------------------------------------------------------------
+
+    def queue_order(self, left: QueueInfo, right: QueueInfo) -> int:
+        """Higher priority first, then by share (see the module docstring)."""
+        if left.priority != right.priority:
+            return -1 if left.priority > right.priority else 1
+        la, ra = self.attrs.get(left.name), self.attrs.get(right.name)
+        if la is None or ra is None:
+            return 0 if la is ra else (1 if la is None else -1)
+        if not self.hierarchy:
+            return _compare_shares(la, ra)
+        if la.limits.leaf != ra.limits.leaf:
+            return -1 if la.limits.leaf else 1
+        if not la.limits.leaf:
+            return _compare_shares(la, ra)
+        left_path = (*la.limits.ancestors, la.name)
+        right_path = (*ra.limits.ancestors, ra.name)
+        for mine, theirs in zip(left_path, right_path, strict=False):
+            if mine != theirs:
+                return _compare_shares(self.attrs[mine], self.attrs[theirs])
+        return _compare_shares(la, ra)
+
+    def allocatable(self, queue: QueueInfo, task: TaskInfo) -> bool:
+        """Open, attached, a leaf, and within the real capability up the tree with the task."""
+        if self._refusal(queue):
+            return False
+        return self._fits_chain(self.attrs[queue.name], task.resreq)
+
+    def preemptive(self, queue: QueueInfo, tasks: Sequence[TaskInfo]) -> bool:
+        """May ``queue`` reclaim for ``tasks``: within its real capability with them, and
+        within what it deserves of every resource it deserves that they request."""
+        if self._refusal(queue):
+            return False
+        attr = self.attrs[queue.name]
+        request = Resources.sum(t.resreq for t in tasks).without(*UNTRACKED)
+        if not over_limit(request, attr.allocated, attr.limits.real_capability).is_empty():
+            return False
+        deserved = attr.limits.deserved
+        relevant = [n for n, a in request.items() if a > 0 and n in deserved]
+        return bool(relevant) and all(
+            attr.allocated.get(n) + request.get(n) <= deserved.get(n) for n in relevant
+        )
+
+    def job_enqueueable(self, job: JobInfo) -> int:
+        """Reject jobs of a queue that may not run them, or beyond a quota up the tree."""
+        ssn = self._ssn
+        queue = ssn.queues.get(job.queue) if ssn is not None else None
+        if ssn is None or queue is None:
+            return -1
+        refusal = self._refusal(queue)
+        if refusal:
+            ssn.note_wait(job.key, WaitStage.QUEUE, refusal)
+            return -1
+        if job.min_resources.is_empty():
+            return 1
+        need = job.min_resources.without(*UNTRACKED)
+        for member in self._chain(self.attrs[queue.name]):
+            held = member.allocated + member.inqueue - member.elastic
+            over = over_limit(need, held, member.limits.real_capability)
+            if over.is_empty():
+                continue
+            ssn.record_event(
+                "PodGroup",
+                job.namespace,
+                job.name,
+                "Normal",
+                "Unschedulable",
+                insufficient_message(over),
+            )
+            holder = f"queue {member.name}"
+            if member.name != queue.name:
+                holder += f" (an ancestor of queue {queue.name})"
+            ssn.note_wait(
+                job.key,
+                WaitStage.ENQUEUE,
+                gate_text(
+                    holder=holder,
+                    limit=member.limits.real_capability,
+                    allocated=member.allocated,
+                    reserved=member.inqueue,
+                    need=need,
+                    freed_by=over,
+                    elastic=member.elastic,
+                ),
+            )
+            return -1
+        return 1
+
+    def job_enqueued(self, job: JobInfo) -> None:
+        attr = self.attrs.get(job.queue)
+        if attr is None:
+            return
+        need = job.min_resources.without(*UNTRACKED)
+        for member in self._chain(attr):
+            member.inqueue = member.inqueue + need
+
+    def may_give(self, reclaimer: TaskInfo, job: JobInfo) -> bool:
+        """Whether ``reclaimable`` could take any task of ``job``: its queue holds something
+        it deserves nothing of, or more than it deserves of something."""
+        attr = self.attrs.get(job.queue)
+        if attr is None:
+            return False
+        deserved = attr.limits.deserved
+        return any(
+            amount > 0 and (name not in deserved or amount > deserved.get(name))
+            for name, amount in attr.allocated.items()
+        )
+
+    def reclaimable(self, reclaimer: TaskInfo, candidates: Sequence[TaskInfo]) -> list[TaskInfo]:
+        """Victims per the module docstring, judged cumulatively per queue."""
+        if self._ssn is None:
+            return []
+        wanted = _requested(reclaimer.init_resreq.items())
+        victims: list[TaskInfo] = []
+        remaining: dict[str, Resources] = {}
+        for task in candidates:
+            job = self._ssn.jobs.get(task.job)
+            attr = self.attrs.get(job.queue) if job is not None else None
+            if attr is None:
+                continue
+            released = task.resreq.without(*UNTRACKED)
+            requested = _requested(released.items())
+            if not requested & wanted:
+                continue  # evicting it frees nothing the reclaimer asks for
+            after = remaining.get(attr.name, attr.allocated) - released
+            if any(after.get(n) < a for n, a in attr.limits.guarantee.items() if a > 0):
+                continue  # the queue would fall below its guarantee
+            deserved = attr.limits.deserved
+            relevant = [n for n in requested if n in deserved]
+            if relevant and not any(after.get(n) >= deserved.get(n) for n in relevant):
+                continue  # the queue would fall below its deserved share of all of them
+            remaining[attr.name] = after
+            victims.append(task)
+        return victims
+
+
+def _requested(amounts: Iterable[tuple[str, int]]) -> set[str]:
+    return {name for name, amount in amounts if amount > 0 and name not in UNTRACKED}

@@ -1,0 +1,1 @@
+"""Developer scripts: files the repository generates (the chart's README, the dashboard picture)."""
