@@ -11,7 +11,7 @@ DEMO_NODES ?= 4
 TEST_WORKERS ?= 3
 
 .PHONY: help install binaries up down status demo test check lint fmt typecheck imports unit e2e \
-        crds chart-readme bench-smoke clean
+        crds chart-readme bench-smoke experiments clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | column -t -s $$'\t'
@@ -75,6 +75,9 @@ test: install binaries check  ## all checks, all tests and every benchmark once,
 
 bench-smoke: install  ## every benchmark once, small
 	@for b in bench/*.py; do [ "$$b" = bench/__init__.py ] || $(PY) $$b --smoke || exit 1; done
+
+experiments: install  ## run the seed experiments; write docs/experiments.md and docs/experiments.html
+	$(PY) -m simulator.experiments --out docs
 
 clean:  ## remove the virtualenv and caches (not the binary cache)
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

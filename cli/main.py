@@ -36,6 +36,13 @@ FLOW_COMMANDS: Final = (
     ("jobtemplate", "create, list, get, describe and delete JobTemplates (vcctl jobtemplate)"),
 )
 
+# `caldera simulate`: its parser (cli.simulate) imports only argparse; the simulator itself is
+# imported when the command runs.
+SIMULATE_COMMAND: Final = (
+    "simulate",
+    "run a trace of jobs on a virtual cluster and compare schedulers (no cluster needed)",
+)
+
 ALL: Final = "*"
 """`build_parser`'s `command` for the whole tree, every server command's flags included."""
 
@@ -45,7 +52,7 @@ def _section(title: str, rows: Sequence[tuple[str, str]], width: int) -> str:
 
 
 def _epilog() -> str:
-    user = (*commands.USER_COMMANDS, *FLOW_COMMANDS)
+    user = (*commands.USER_COMMANDS, *FLOW_COMMANDS, SIMULATE_COMMAND)
     width = max(len(name) for name, _ in (*user, *SERVER_COMMANDS))
     return (
         _section("user commands", user, width)
@@ -72,6 +79,7 @@ def build_parser(command: str = ALL) -> argparse.ArgumentParser:
         dest="command", metavar="COMMAND", help=argparse.SUPPRESS, prog="caldera"
     )
     commands.register(sub)
+    importlib.import_module("cli.simulate").register(sub)
     if command in (ALL, *(name for name, _ in FLOW_COMMANDS)):
         importlib.import_module("cli.flow").register(sub)
     else:

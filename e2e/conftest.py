@@ -8,6 +8,7 @@ by ``e2e/kind/up.sh``). Each test gets its own namespace, deleted after it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import subprocess
@@ -69,6 +70,23 @@ def crds(cluster: Cluster) -> Path:
         capture_output=True,
     )
     return CRD_DIR
+
+
+@contextlib.contextmanager
+def own_plane(directory: Path, why: str) -> Iterator[ControlPlane]:
+    """A local control plane of a test module's own in ``directory``, with Caldera's CRDs
+    Established, purged at the end; on an external cluster the test is skipped, ``why`` saying
+    what it starts the plane for."""
+    if os.environ.get("CALDERA_E2E_KUBECONFIG"):
+        pytest.skip(why)
+    own = ControlPlane(directory)
+    try:
+        own.up()
+        own.kubectl("apply", "--server-side", "-f", str(CRD_DIR))
+        own.kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(CRD_DIR))
+        yield own
+    finally:
+        own.down(purge=True)
 
 
 @pytest.fixture

@@ -53,7 +53,7 @@ from caldera.kube.client import ClientOptions, KubeClient
 from caldera.kube.errors import NotFound
 from e2e.caldera_process import CalderaProcess
 from e2e.cluster.control_plane import ControlPlane, NodeSpec
-from e2e.conftest import CRD_DIR, Cluster
+from e2e.conftest import Cluster, own_plane
 from e2e.waiting import eventually
 from scheduler.conf import DEFAULT_CONF
 
@@ -292,16 +292,10 @@ async def exp(
 @pytest.fixture(scope="module")
 def dedicated_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     """A local control plane without nodes of its own, with Caldera's CRDs."""
-    if os.environ.get("CALDERA_E2E_KUBECONFIG"):
-        pytest.skip("starts a dedicated local control plane")
-    plane = ControlPlane(tmp_path_factory.mktemp("dedicated"))
-    try:
-        plane.up()
-        plane.kubectl("apply", "--server-side", "-f", str(CRD_DIR))
-        plane.kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(CRD_DIR))
+    with own_plane(
+        tmp_path_factory.mktemp("dedicated"), "starts a dedicated local control plane"
+    ) as plane:
         yield plane
-    finally:
-        plane.down(purge=True)
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The order in which one reconcile handles its batch of requests (controllers/job/controller.py,
+"""The order in which one reconcile handles its batch of requests (controllers/job/events.py,
 ``events_first``): found by the chaos run, where the controller lagged behind a burst and a sync
 queued before a pod's PodFailed ended an ``exitCode: AbortJob`` job Failed instead of Aborted;
 and then a sync whose batch was drained before such a pod failed (``waits_for_events``)."""
@@ -9,9 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from caldera.api.volcano import Action, Event
-from controllers.job.controller import events_first, waits_for_events
-from controllers.job.events import Request
-from controllers.job.policy import Decision
+from controllers.job.events import Request, events_first
+from controllers.job.policy import Decision, waits_for_events
 
 
 def req(event: Event | None, pod: str = "", action: Action | None = None) -> Request:

@@ -283,3 +283,22 @@ def test_delayed_actions_schedule_take_and_duplicates() -> None:
     assert again.token != first.token
     assert set(book.forget_job("ns/j")) == {second, again}
     assert len(book) == 0
+
+
+def test_resolve_runs_now_schedules_once_and_applies_cancellations() -> None:
+    """resolve: a request no timeout delays is decided at once; a delayed one is scheduled the
+    first time (its entry returned, for the timer) and not again; and the cancellation rules
+    run before the policies (a PodRunning cancels the pod's delayed PodFailed)."""
+    book = DelayedActions()
+    the_job = job(task_policies=(P("RestartJob", "PodFailed", timeout="1m"),))
+    now, entry = book.resolve(job(), req(Event.POD_FAILED, pod="a"))
+    assert now == Decision(Action.SYNC_JOB)
+    assert entry is None
+    now, entry = book.resolve(the_job, req(Event.POD_FAILED, pod="a"))
+    assert now is None
+    assert entry is not None
+    assert entry.decision.delay == 60.0
+    assert book.resolve(the_job, req(Event.POD_FAILED, pod="a")) == (None, None)
+    now, _ = book.resolve(the_job, req(Event.POD_RUNNING, pod="a"))
+    assert now == Decision(Action.SYNC_JOB)
+    assert book.take(entry.token) is None  # cancelled by the pod running again

@@ -11,7 +11,7 @@ Caldera's additions, none refusing a CronJob Volcano would run correctly: a sche
 never fire (``0 0 30 2 *``) is refused; ``startingDeadlineSeconds`` and the history limits must be
 >= 0 (the CRD says so too; this covers API servers with an older CRD); ``concurrencyPolicy`` must
 be Allow, Forbid or Replace; and the Job template must pass the same checks a Job does: it is
-defaulted by `webhooks.jobs.mutate_job` and validated by `webhooks.jobs.validate_job_create`,
+defaulted by `webhooks.jobs.defaulted_job` and validated by `webhooks.jobs.validate_job_create`,
 under the name its Jobs will have. Its queue is not looked up here: the queue may be created or
 opened before the first time comes, and each Job's own admission checks it then.
 
@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import datetime as dt
 from typing import Final
-
-import msgspec
 
 from caldera.api.cron import (
     MAX_CRONJOB_NAME,
@@ -36,8 +34,7 @@ from caldera.api.cron import (
 from caldera.api.meta import ObjectMeta
 from caldera.api.names import go_list, qualified_name
 from caldera.api.volcano import ConcurrencyPolicy, CronJob, Job
-from webhooks.admission import apply_patch
-from webhooks.jobs import mutate_job, validate_job_create
+from webhooks.jobs import defaulted_job, validate_job_create
 
 __all__ = ["validate_cronjob"]
 
@@ -88,10 +85,7 @@ def _template_errors(cronjob: CronJob, base: str, scheduler_name: str) -> list[s
         ),
         spec=template.spec,
     )
-    ops = mutate_job(job, scheduler_name=scheduler_name)
-    if ops:
-        document = msgspec.json.decode(msgspec.json.encode(job))
-        job = msgspec.convert(apply_patch(document, ops), Job)
+    job = defaulted_job(job, scheduler_name=scheduler_name)
     message = validate_job_create(job, None)
     return [f"spec.jobTemplate: {message}"] if message else []
 

@@ -64,11 +64,12 @@ from caldera.api.volcano import (
     TaskSpec,
     policy_events,
 )
-from webhooks.admission import PatchOp, add
+from webhooks.admission import PatchOp, add, apply_patch
 from webhooks.view import ClusterView
 
 __all__ = [
     "UPDATE_FORBIDDEN",
+    "defaulted_job",
     "mutate_job",
     "network_topology_error",
     "validate_job_create",
@@ -130,6 +131,16 @@ def mutate_job(job: Job, *, scheduler_name: str) -> list[PatchOp]:
         merged.update({name: list(args) for name, args in missing.items()})
         ops.append(add("/spec/plugins", merged))
     return ops
+
+
+def defaulted_job(job: Job, *, scheduler_name: str) -> Job:
+    """`job` as the API server stores it once `mutate_job`'s patch is applied (a CronJob's
+    template is checked so, and the simulator admits a trace's Jobs so)."""
+    ops = mutate_job(job, scheduler_name=scheduler_name)
+    if not ops:
+        return job
+    document = msgspec.json.decode(msgspec.json.encode(job))
+    return msgspec.convert(apply_patch(document, ops), Job)
 
 
 # --- policies -----------------------------------------------------------------------------------

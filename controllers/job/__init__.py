@@ -3,7 +3,8 @@
 The pure core (Volcano's pkg/controllers/job/), kept free of I/O by an import-linter contract
 (docs/architecture.md):
 
-- `controllers.job.events`: informer notifications → `Request` (job_controller_handler.go);
+- `controllers.job.events`: informer notifications → `Request` (job_controller_handler.go), and
+  `events_first`, the order in which one reconcile handles its batch;
 - `controllers.job.policy`: `Request` → `Decision` (action, delay, target), and the
   `DelayedActions` bookkeeping of policy timeouts (`applyPolicies` in job_controller_util.go);
 - `controllers.job.state`: the state machine: `plan` per action and state, `kill_victims`,

@@ -23,7 +23,7 @@ import contextlib
 import dataclasses
 import datetime as dt
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,7 +51,6 @@ from caldera.api.volcano import (
     POLICY_ACTIONS,
     Action,
     Command,
-    Event,
     Job,
     JobEventReason,
     PodGroup,
@@ -60,7 +59,7 @@ from caldera.api.volcano import (
 from caldera.kube.errors import AlreadyExists, ApiError, Conflict, Invalid, NotFound
 from controllers.job import events
 from controllers.job.created import CreatedPods
-from controllers.job.events import Request
+from controllers.job.events import Request, events_first, plain_sync
 from controllers.job.pending import pending_event
 from controllers.job.plugins import PluginSet, build_plugins
 from controllers.job.plugins.ssh import generate_key_pair, key_pair_from_secret, secret_name
@@ -73,7 +72,7 @@ from controllers.job.pods import (
     podgroup_name,
     priority_lookup,
 )
-from controllers.job.policy import Decision, DelayedActions, apply_policies
+from controllers.job.policy import Decision, DelayedActions, waits_for_events
 from controllers.job.pvc_throttle import PvcCreator
 from controllers.job.state import (
     INVALID_TEMPLATE,
@@ -125,44 +124,6 @@ class _CommandItem:
 
 
 _Item = Request | _Timer | _CommandItem
-
-
-def _plain_sync(item: _Item) -> bool:
-    """A request that only asks for a sync (no policy can match it, no Command, no timer)."""
-    return (
-        isinstance(item, Request)
-        and item.action is None
-        and (item.event is None or item.event in (Event.OUT_OF_SYNC, Event.POD_RUNNING))
-    )
-
-
-def events_first(items: Sequence[_Item]) -> list[_Item]:
-    """A reconcile's batch with the requests that may carry a policy (pod events, Commands,
-    timers) first, in their order, then one sync for all the plain ones.
-
-    A sync judges the Job by the pods as the cache holds them now, and every pod change the
-    cache holds has its request in the same batch (handlers post as the cache updates). Run
-    first, a sync queued before a pod's ``PodFailed`` would see every pod finished and end the
-    Job by minSuccess (Failed) before that pod's ``exitCode: AbortJob`` could act, as happens
-    when the controller lags behind a burst; the policies run first, as they would have with
-    the events handled one at a time. Plain syncs are alike, so one is enough.
-    """
-    syncs = [item for item in items if _plain_sync(item)]
-    return [item for item in items if not _plain_sync(item)] + syncs[-1:]
-
-
-def waits_for_events(decision: Decision, waiting: Sequence[_Item]) -> bool:
-    """Whether a SyncJob must wait for ``waiting``: the requests after it in its batch, or
-    those posted while its batch ran.
-
-    A sync judges the Job by the pods as the cache holds them now, which may already show a pod
-    whose request is still to come: later in the batch (a lagging controller drains a pod's
-    PodPending, whose policy is a sync, with the PodFailed that followed it), or posted to the
-    next batch during this batch's writes. Judged first, both pods of an ``exitCode: 3 ->
-    AbortJob`` task seen Failed end the Job Failed, not Aborted. So a sync waits while a request
-    that may carry a policy waits; one sync runs after them.
-    """
-    return decision.action == Action.SYNC_JOB and any(not _plain_sync(i) for i in waiting)
 
 
 def policy_problems(job: Job) -> str:
@@ -364,22 +325,20 @@ class JobController(Controller):
                     continue
                 if isinstance(item, _CommandItem) and item.unknown_action:
                     continue  # removed with a Warning Event; nothing else is touched
-                self._delayed.on_request(request)
-                decision = apply_policies(job, request)
-                if decision.delay:
-                    entry = self._delayed.schedule(request, decision)
-                    if entry is not None:
-                        self._arm(key, entry.token, decision.delay)
-                        self._event(
-                            job,
-                            "Normal",
-                            JobEventReason.EXECUTE_ACTION,
-                            f"Execute action {decision.action} after "
-                            f"{format_duration(decision.delay)}",
-                        )
+                decision, entry = self._delayed.resolve(job, request)
+                if entry is not None and entry.decision.delay:
+                    self._arm(key, entry.token, entry.decision.delay)
+                    self._event(
+                        job,
+                        "Normal",
+                        JobEventReason.EXECUTE_ACTION,
+                        f"Execute action {entry.decision.action} after "
+                        f"{format_duration(entry.decision.delay)}",
+                    )
+                if decision is None:
                     continue
             if waits_for_events(decision, items[index:]):
-                if not _plain_sync(items[-1]):
+                if not plain_sync(items[-1]):
                     items.append(Request(job.metadata.namespace, job.metadata.name))
                 continue  # the batch's last item syncs, after the events before it
             if waits_for_events(decision, self._inbox.get(key, ())):

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, TypeVar
 
 import msgspec
 
@@ -51,6 +51,7 @@ __all__ = [
     "UNLIMITED_RETRY",
     "Request",
     "claim_keys",
+    "events_first",
     "is_out_of_sync",
     "job_owner",
     "on_command",
@@ -61,8 +62,11 @@ __all__ = [
     "on_pod_update",
     "on_podgroup_update",
     "on_pvc_add",
+    "plain_sync",
     "task_failed",
 ]
+
+T = TypeVar("T")
 
 # tasks[].maxRetry as `cache.TaskFailed` reads it: 0 means the default 3, -1 never fails the task.
 UNLIMITED_RETRY: Final = -1
@@ -347,3 +351,31 @@ def on_pvc_add(namespace: str, name: str, jobs: Sequence[Job]) -> list[Request]:
         for job in jobs
         if key in claim_keys(job)
     ]
+
+
+# --- a reconcile's batch ------------------------------------------------------------------------
+
+
+def plain_sync(item: object) -> bool:
+    """Whether `item` is a request that only asks for a sync (no policy can match it, no
+    Command's action): anything else a controller queues (a timer, a Command) is not."""
+    return (
+        isinstance(item, Request)
+        and item.action is None
+        and (item.event is None or item.event in (Event.OUT_OF_SYNC, Event.POD_RUNNING))
+    )
+
+
+def events_first(items: Sequence[T]) -> list[T]:
+    """A reconcile's batch with the requests that may carry a policy (pod events, Commands,
+    timers) first, in their order, then one sync for all the plain ones.
+
+    A sync judges the Job by the pods as the cache holds them now, and every pod change the
+    cache holds has its request in the same batch (handlers post as the cache updates). Run
+    first, a sync queued before a pod's ``PodFailed`` would see every pod finished and end the
+    Job by minSuccess (Failed) before that pod's ``exitCode: AbortJob`` could act, as happens
+    when the controller lags behind a burst; the policies run first, as they would have with
+    the events handled one at a time. Plain syncs are alike, so one is enough.
+    """
+    syncs = [item for item in items if plain_sync(item)]
+    return [item for item in items if not plain_sync(item)] + syncs[-1:]

@@ -11,12 +11,9 @@ the Job's key) and, when the timer fires, executes what `DelayedActions.take` re
 cancelled meanwhile; nothing to do). A cancelled entry's timer may still fire harmlessly. Usage
 per request::
 
-    decision = apply_policies(job, request)
-    delayed.on_request(request)             # cancellations by PodRunning / leaving Pending
-    if decision.delay:                      # None or 0: run now
-        entry = delayed.schedule(request, decision)
-        if entry: arm_timer(entry.token, decision.delay)
-    else:
+    decision, entry = delayed.resolve(job, request)   # cancellations, then the policies
+    if entry: arm_timer(entry.token, entry.decision.delay)
+    if decision:                                       # not delayed: run now
         run(decision); delayed.on_action_ran(request.job_key, decision)
 
 and on a timer: ``entry = delayed.take(token)``; if not None, run ``entry.decision`` and call
@@ -32,7 +29,7 @@ from typing import Final
 
 from caldera.api.duration import DurationError, parse_duration
 from caldera.api.volcano import Action, Event, Job, LifecyclePolicy, policy_events
-from controllers.job.events import Request
+from controllers.job.events import Request, plain_sync
 from controllers.job.state import JOB_TARGET, Target, TargetKind
 
 __all__ = [
@@ -155,6 +152,20 @@ def apply_policies(job: Job, request: Request) -> Decision:
 # --- delayed actions ----------------------------------------------------------------------------
 
 
+def waits_for_events(decision: Decision, waiting: Sequence[object]) -> bool:
+    """Whether a SyncJob must wait for ``waiting``: the requests after it in its batch, or
+    those posted while its batch ran.
+
+    A sync judges the Job by the pods as the cache holds them now, which may already show a pod
+    whose request is still to come: later in the batch (a lagging controller drains a pod's
+    PodPending, whose policy is a sync, with the PodFailed that followed it), or posted to the
+    next batch during this batch's writes. Judged first, both pods of an ``exitCode: 3 ->
+    AbortJob`` task seen Failed end the Job Failed, not Aborted. So a sync waits while a request
+    that may carry a policy waits; one sync runs after them.
+    """
+    return decision.action == Action.SYNC_JOB and any(not plain_sync(i) for i in waiting)
+
+
 @dataclass(frozen=True, slots=True)
 class DelayedAction:
     """A pending delayed action: its timer ``token``, the request that caused it and the
@@ -211,6 +222,16 @@ class DelayedActions:
         self._by_token[entry.token] = entry
         self._by_key[key] = entry.token
         return entry
+
+    def resolve(self, job: Job, request: Request) -> tuple[Decision | None, DelayedAction | None]:
+        """A request through the cancellation rules and the policies: (the decision to run
+        now, None when a policy delays it; the delayed action this request scheduled, for
+        which the caller arms a timer, None when it scheduled none)."""
+        self.on_request(request)
+        decision = apply_policies(job, request)
+        if not decision.delay:
+            return decision, None
+        return None, self.schedule(request, decision)
 
     def take(self, token: int) -> DelayedAction | None:
         """The timer of `token` fired: remove and return its action, None if it was cancelled."""

@@ -1,0 +1,226 @@
+"""How fast ``caldera simulate`` runs a busy cluster's week: simulated time per wall second and
+jobs per wall second, at several trace sizes, and the cost per 1,000 jobs between them.
+
+    .venv/bin/python bench/simulator.py                  # 10,000, 50,000, 100,000 jobs, 5,000 nodes
+                                                         # (whole: about 7.5 CPU hours, see below)
+    .venv/bin/python bench/simulator.py --smoke          # CI: 50 and 100 jobs on 10 nodes
+    .venv/bin/python bench/simulator.py --sizes 10000 --profile   # and where the time goes
+    .venv/bin/python bench/simulator.py --sizes 100000 --hours 2  # the week's first 2 hours
+    .venv/bin/python bench/simulator.py --period 10               # sessions every 10 s, not 1 s
+
+The trace is ``simulator.synthetic``'s (seeded): 20 jobs per node per week, so 100,000 jobs on
+5,000 nodes are a week, and N jobs are N/100,000 of one; gangs and elastic GPU jobs, 70% of the
+GPUs asked for, TTLs, restarts. Each size is one run of the configured scheduler (Volcano's
+default configuration), no baseline modes. The baseline is the cluster itself: the trace's span
+in real time. The goal (issue 19): the 100,000-job week in under 10 minutes on this machine,
+cost linear in jobs. Nothing here is a test: a missed goal prints MISS with where the time went;
+a run that breaks raises (exit code 1).
+
+``--hours H`` stops each run after H simulated hours (the trace's later jobs never arrive): for
+when a whole run takes longer than there is. The week's figure is then an extrapolation from
+the simulated hours' rate, and is printed as one (``extrapolated``), never as a measurement.
+On this machine the week's first hours run at about 100 CPU seconds per simulated hour
+(docs/benchmarks.md, "Simulator"), so the whole default run takes hours: cut it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import datetime as dt
+import io
+import itertools
+import os
+import platform
+import pstats
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+REPO: Final = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from scheduler.conf import DEFAULT_CONF, parse_conf  # noqa: E402
+from scheduler.registry import REGISTRY  # noqa: E402
+from simulator.engine import Limits, Simulation  # noqa: E402
+from simulator.results import RunResult  # noqa: E402
+from simulator.spec import Scenario, parse_cluster, parse_trace  # noqa: E402
+from simulator.synthetic import WEEK, cluster_document, trace_document  # noqa: E402
+
+GOAL_SECONDS: Final = 600.0  # a week of 100,000 jobs on 5,000 nodes
+GOAL_JOBS: Final = 100_000
+
+
+def machine() -> str:
+    return (
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+        f"Python {platform.python_version()}, load {os.getloadavg()[0]:.2f}, {dt.date.today()}"
+    )
+
+
+@dataclass
+class Measured:
+    jobs: int
+    nodes: int
+    span: float  # virtual seconds from the first arrival to the end
+    parse: float  # wall seconds to read the trace (admission included)
+    run: RunResult
+    unfinished: int
+    cut: bool  # stopped at --hours, before the trace's end
+    cpu: float  # the process's CPU seconds for the run (the machine is shared: wall > cpu)
+
+    @property
+    def wall(self) -> float:
+        return self.run.wall_seconds
+
+
+def measure(
+    jobs: int, nodes: int, *, profile: bool, hours: float | None, period: float
+) -> Measured:
+    started = time.perf_counter()
+    document = cluster_document(nodes) | {"timing": {"schedulePeriod": period}}
+    cluster = parse_cluster(document, source="synthetic cluster")
+    submissions = parse_trace(
+        trace_document(jobs, nodes),
+        source="synthetic trace",
+        queues=cluster.queues,
+        read=lambda name: {},
+    )
+    parse = time.perf_counter() - started
+    conf = parse_conf(DEFAULT_CONF, actions=REGISTRY.actions, plugins=REGISTRY.plugins)
+    until = hours * 3600 if hours else None
+    simulation = Simulation(
+        Scenario(cluster=cluster, jobs=submissions), conf=conf, limits=Limits(until=until)
+    )
+    profiler = cProfile.Profile() if profile else None
+    if profiler is not None:
+        profiler.enable()
+    cpu = time.process_time()
+    run = simulation.run()
+    cpu = time.process_time() - cpu
+    if profiler is not None:
+        profiler.disable()
+        out = io.StringIO()
+        pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(30)
+        pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(15)
+        print(out.getvalue())
+    ended = {"Completed", "Failed", "Aborted", "Terminated"}
+    unfinished = sum(1 for job in run.jobs if job.phase not in ended)
+    cut = until is not None and run.end >= until
+    return Measured(jobs, nodes, run.end, parse, run, unfinished, cut, cpu)
+
+
+GOAL_NODES: Final = 5000
+
+
+def report(rows: list[Measured], smoke: bool) -> None:
+    print(
+        f"{'jobs':>8}{'nodes':>7}{'simulated':>11}{'wall s':>9}{'cpu s':>9}{'core s':>9}"
+        f"{'sessions':>10}{'ms/session':>11}{'sim s/wall s':>14}{'jobs/wall s':>12}{'read s':>8}"
+    )
+    for m in rows:
+        per_session = 1000 * m.run.scheduler_seconds / max(1, m.run.sessions)
+        print(
+            f"{m.jobs:>8,}{m.nodes:>7,}{m.span / 3600:>10.1f}h{m.wall:>9.1f}{m.cpu:>9.1f}"
+            f"{m.run.scheduler_seconds:>9.1f}{m.run.sessions:>10,}{per_session:>11.1f}"
+            f"{m.span / m.wall:>14,.0f}{m.jobs / m.wall:>12,.1f}{m.parse:>8.1f}"
+            + ("  (cut at --hours)" if m.cut else "")
+        )
+    print(
+        "  (simulated: the trace's span, or the --hours cut; cpu: the process's CPU time, below"
+        " wall when the machine is shared; core: the scheduler's snapshot and sessions, wall;"
+        " read: decoding and admitting the trace)"
+    )
+    whole = [m for m in rows if not m.cut]
+    for small, large in itertools.pairwise(whole):
+        slope = (large.wall - small.wall) / (large.jobs - small.jobs) * 1000
+        cpu = (large.cpu - small.cpu) / (large.jobs - small.jobs) * 1000
+        print(
+            f"slope {small.jobs:,} -> {large.jobs:,} jobs: {slope:.2f} wall s ({cpu:.2f} CPU s)"
+            " per 1,000 jobs"
+        )
+    for m in rows:
+        print(
+            f"baseline: the cluster itself takes {m.span / 3600:.1f} h"
+            f"{' (cut)' if m.cut else f' for the {m.jobs:,} jobs'};"
+            f" the simulator {m.wall:.1f} s ({m.span / m.wall:,.0f}x real time)"
+        )
+    if smoke:
+        print(
+            f"(goal: {GOAL_JOBS:,} jobs, a week on {GOAL_NODES:,} nodes,"
+            f" in <= {GOAL_SECONDS:.0f} s; not judged at smoke size)"
+        )
+    else:
+        goal(rows)
+    for m in rows:
+        if m.unfinished and not m.cut:
+            reasons = sorted(m.run.unschedulable.items(), key=lambda item: -item[1])[:3]
+            print(
+                f"note: {m.unfinished} of {m.jobs:,} jobs never finished (the scheduler left them "
+                f"waiting; most frequent reasons: {', '.join(r for r, _ in reasons)})"
+            )
+
+
+def goal(rows: list[Measured]) -> None:
+    """The week's figure beside the goal: measured when the 100,000-job run is whole, else
+    extrapolated from the longest run on the goal's cluster (the trace's arrival rate depends
+    on the nodes only, so every size on 5,000 nodes is a stretch of the same week)."""
+    week = [m for m in rows if m.jobs == GOAL_JOBS and not m.cut]
+    if week:
+        m = week[0]
+        met = m.wall <= GOAL_SECONDS and m.span >= 0.99 * WEEK
+        share = m.run.scheduler_seconds / m.wall
+        print(
+            f"goal: a week of {GOAL_JOBS:,} jobs in <= {GOAL_SECONDS:.0f} s: "
+            f"{m.wall:.0f} s, {'met' if met else 'MISS'} ({100 * share:.0f}% of it in the "
+            "scheduler's snapshot and sessions)"
+        )
+        return
+    same = [m for m in rows if m.nodes == GOAL_NODES]
+    if not same:
+        print(f"goal: not judged (no run on {GOAL_NODES:,} nodes)")
+        return
+    m = max(same, key=lambda m: m.span)
+    estimate, cpu = m.wall * WEEK / m.span, m.cpu * WEEK / m.span
+    share = m.run.scheduler_seconds / m.wall
+    print(
+        f"goal: a week of {GOAL_JOBS:,} jobs in <= {GOAL_SECONDS:.0f} s: {estimate:,.0f} s"
+        f" ({cpu:,.0f} CPU s) extrapolated from {m.span / 3600:.1f} simulated hours in"
+        f" {m.wall:.0f} s, {'met' if estimate <= GOAL_SECONDS else 'MISS'} by that estimate"
+        f" ({estimate / GOAL_SECONDS:.1f}x the goal; {100 * share:.0f}% of the time in the"
+        " scheduler's snapshot and sessions)"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true", help="two tiny traces (CI)")
+    parser.add_argument("--sizes", default="", help="trace sizes in jobs, comma-separated")
+    parser.add_argument("--nodes", type=int, default=0, help="nodes (default 5,000; 10 smoke)")
+    parser.add_argument("--profile", action="store_true", help="profile each run (cProfile)")
+    parser.add_argument(
+        "--hours", type=float, default=0.0, help="stop each run after this many simulated hours"
+    )
+    parser.add_argument(
+        "--period", type=float, default=1.0, help="the schedule period, s (default 1, Volcano's)"
+    )
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",") if s] or (
+        [50, 100] if args.smoke else [10_000, 50_000, 100_000]
+    )
+    nodes = args.nodes or (10 if args.smoke else 5000)
+    print(machine())
+    print(f"schedule period {args.period:g} s")
+    rows = [
+        measure(jobs, nodes, profile=args.profile, hours=args.hours or None, period=args.period)
+        for jobs in sizes
+    ]
+    report(rows, args.smoke)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,120 @@
+"""The scheduling modes a trace runs under, all in the same loop, so results are comparisons:
+
+- ``scheduler``: the configuration given (Volcano's format; Volcano's default without one);
+- ``pod-by-pod``: a kube-scheduler-like baseline without gangs or queues: every PodGroup is
+  admitted at once, and pending pods are placed one at a time in FIFO order (higher priority
+  first, then by creation; pods the job controller created at the same instant enter the queue
+  round-robin across their Jobs, as concurrent controller workers create them), each on the
+  best node by kube-scheduler's default scores (the ``nodeorder`` plugin: least-allocated and
+  balanced resources) among those the ``predicates`` plugin allows. No preemption;
+- ``fifo``: the given configuration without queues: every Job goes to one queue, and the plugins
+  that order jobs or divide the cluster by queue (priority, drf, proportion) are left out, as
+  are preempt and reclaim; gangs are still placed whole, first come first served.
+
+``PodByPodAction`` is the baseline's only action, registered in the baseline's own registry;
+everything else it uses (``scheduler.actions.placer``, the plugins) is the scheduler's.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+from scheduler.actions.allocate import fits_idle
+from scheduler.actions.enqueue import INQUEUE, PENDING_PHASES
+from scheduler.actions.placer import Placer, fit_error_message
+from scheduler.api.types import TaskInfo, TaskStatus
+from scheduler.conf import SchedulerConf, parse_conf
+from scheduler.framework.runner import Registry
+from scheduler.registry import REGISTRY
+
+if TYPE_CHECKING:
+    from scheduler.framework.session import Session
+
+
+class Mode(enum.StrEnum):
+    SCHEDULER = "scheduler"
+    POD_BY_POD = "pod-by-pod"
+    FIFO = "fifo"
+
+
+LABELS: Final = {
+    Mode.SCHEDULER: "configured scheduler",
+    Mode.POD_BY_POD: "pod by pod (no gang, no queues)",
+    Mode.FIFO: "FIFO (no queues)",
+}
+POD_BY_POD_ACTION: Final = "pod-by-pod"
+POD_BY_POD_CONF: Final = """\
+actions: "pod-by-pod"
+tiers:
+- plugins:
+  - name: predicates
+  - name: nodeorder
+"""
+# Plugins that order jobs or divide the cluster by queue, and actions that take from one job
+# for another: what "first come, first served in one queue" has none of.
+FIFO_DROPPED_PLUGINS: Final = frozenset({"priority", "drf", "proportion"})
+FIFO_DROPPED_ACTIONS: Final = frozenset({"preempt", "reclaim"})
+
+OrderKey = Callable[[TaskInfo], tuple[float, int, int]]
+
+
+class PodByPodAction:
+    """Places pending pods one at a time, FIFO; see the module docstring."""
+
+    name = POD_BY_POD_ACTION
+
+    def __init__(self, order: OrderKey) -> None:
+        self.order = order
+
+    def execute(self, ssn: Session) -> None:
+        for job in ssn.jobs.values():
+            if job.phase in PENDING_PHASES:  # nothing gates admission without a batch scheduler
+                job.phase = INQUEUE
+                ssn.result.podgroup_phase_inqueue.append(job.key)
+        pending = [t for job in ssn.jobs.values() for t in job.tasks_in(TaskStatus.PENDING)]
+        pending.sort(key=lambda t: (-t.priority, self.order(t), t.key))
+        placer = Placer(ssn)
+        for task in pending:
+            name, cand = placer.best(task)
+            if name is None:
+                message = fit_error_message(len(ssn.nodes), cand.reasons.values())
+                ssn.result.unschedulable[task.key] = task.fit_error = message
+                continue
+            if not fits_idle(task.init_resreq, ssn.nodes[name]):
+                continue  # room only once pods being deleted are gone: try again then
+            stmt = ssn.statement()
+            stmt.allocate(task, name)
+            stmt.commit()
+
+
+def registry_for(mode: Mode, order: OrderKey) -> Registry:
+    """The actions and plugins a mode may name."""
+    if mode is not Mode.POD_BY_POD:
+        return REGISTRY
+    actions: Mapping[str, Callable[[Mapping[str, Any]], Any]] = {
+        **REGISTRY.actions,
+        POD_BY_POD_ACTION: lambda _args: PodByPodAction(order),
+    }
+    return Registry(plugins=REGISTRY.plugins, actions=actions)
+
+
+def conf_for(mode: Mode, conf: SchedulerConf, order: OrderKey) -> SchedulerConf:
+    """The configuration a mode runs: ``conf`` itself, the pod-by-pod baseline's, or ``conf``
+    without queues."""
+    if mode is Mode.SCHEDULER:
+        return conf
+    if mode is Mode.POD_BY_POD:
+        registry = registry_for(mode, order)
+        return parse_conf(POD_BY_POD_CONF, actions=registry.actions, plugins=registry.plugins)
+    tiers = tuple(
+        tier
+        for tier in (
+            tuple(option for option in tier if option.name not in FIFO_DROPPED_PLUGINS)
+            for tier in conf.tiers
+        )
+        if tier
+    )
+    actions = tuple(a for a in conf.actions if a not in FIFO_DROPPED_ACTIONS)
+    return SchedulerConf(actions, tiers, conf.action_arguments)
