@@ -12,7 +12,7 @@ each target's query, evaluated over the recorded scrapes by a small PromQL subse
 with matchers, ``rate`` and ``increase``, ``sum``/``max`` ``by``, ``histogram_quantile`` and
 division by a number (unit/test_dashboard_png.py checks that every query of the dashboard is
 understood). Dashboard variables (``$namespace``, ...) select everything, as "All" does. Drawing
-needs matplotlib (``pip install matplotlib``), which Caldera itself does not use.
+needs matplotlib (the ``simulate`` extra, in ``dev``), which Caldera's processes do not use.
 """
 
 from __future__ import annotations
