@@ -40,7 +40,7 @@ from typing import TypeVar
 import structlog
 
 from caldera.api.core import Pod
-from caldera.api.kinds import NODE, POD, PODGROUP, PRIORITY_CLASS, QUEUE
+from caldera.api.kinds import HYPERNODE, NODE, POD, PODGROUP, PRIORITY_CLASS, QUEUE
 from caldera.api.meta import ObjectMeta, ObjectReference, find_condition
 from caldera.api.resources import Resources
 from caldera.api.volcano import (
@@ -148,6 +148,7 @@ class SchedulerLoop:
         self.podgroups = factory.informer(PODGROUP)
         self.queues = factory.informer(QUEUE)
         self.priority_classes = factory.informer(PRIORITY_CLASS)
+        self.hypernodes = factory.informer(HYPERNODE)
         self.factory = factory
         self._wake = asyncio.Event()
 
@@ -158,6 +159,7 @@ class SchedulerLoop:
         _note(self.nodes, wake)
         _note(self.podgroups, wake)
         _note(self.queues, wake)
+        _note(self.hypernodes, wake)
         self.assumed: dict[str, str] = {}  # pod uid -> node, until the cache sees the bind
         self._requests = CachedRequests()
         # The snapshot, kept up to date: the handlers only note what changed.
@@ -174,12 +176,14 @@ class SchedulerLoop:
         _note(self.podgroups, live.podgroup_changed)
         _note(self.queues, live.queue_changed)
         _note(self.priority_classes, live.priority_class_changed)
+        _note(self.hypernodes, live.hypernode_changed)
         self.cached = CachedObjects(
             pods=self.pods.store,
             nodes=self.nodes.store,
             podgroups=self.podgroups.store,
             queues=self.queues.store,
             priority_classes=self.priority_classes.store,
+            hypernodes=self.hypernodes.store,
         )
         self._bind_gate = asyncio.Semaphore(settings.bind_workers)
         self._binding: set[asyncio.Task[None]] = set()  # binds in flight
@@ -346,11 +350,15 @@ class SchedulerLoop:
         for status in result.podgroup_status.values():
             if status.phase in ("Pending", "Inqueue", "Unknown"):
                 not_ready += 1
-        for key in result.podgroup_status.keys() | result.podgroup_why.keys():
+        keys = result.podgroup_status.keys() | result.podgroup_why.keys()
+        for key in keys | result.podgroup_hypernode.keys():
             current: PodGroup | None = self.podgroups.store.get(key)
             if current is not None:
                 updated = with_findings(
-                    current, result.podgroup_status.get(key), result.podgroup_why.get(key)
+                    current,
+                    result.podgroup_status.get(key),
+                    result.podgroup_why.get(key),
+                    hypernode=result.podgroup_hypernode.get(key),
                 )
                 writes.append(write(key, updated))
         await asyncio.gather(*writes)

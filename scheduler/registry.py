@@ -15,6 +15,7 @@ from scheduler.plugins.binpack import BinpackPlugin
 from scheduler.plugins.conformance import ConformancePlugin
 from scheduler.plugins.drf import DrfPlugin
 from scheduler.plugins.gang import GangPlugin
+from scheduler.plugins.network_topology_aware import NetworkTopologyAwarePlugin
 from scheduler.plugins.nodeorder import NodeOrderPlugin
 from scheduler.plugins.overcommit import OvercommitPlugin
 from scheduler.plugins.predicates import PredicatesPlugin
@@ -37,6 +38,7 @@ PLUGINS: dict[str, PluginFactory] = {
         ConformancePlugin,
         OvercommitPlugin,
         PreemptionTolerationPlugin,
+        NetworkTopologyAwarePlugin,
     )
 }
 

@@ -7,7 +7,8 @@ What the snapshot holds (Volcano's rules):
 - every node, with the resources of ALL pods bound to it (any scheduler's), so Caldera never
   overcommits a node another scheduler also uses;
 - pods this process has bound but the cache has not seen bound yet ("assumed") count as Binding
-  on their node, so a slow watch never lets a node be given out twice.
+  on their node, so a slow watch never lets a node be given out twice;
+- the HyperNodes, resolved against the nodes' names and labels (``hypernode_tree``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import msgspec
 from caldera.api.core import Node, Pod, PriorityClass
 from caldera.api.meta import condition_is_true, find_condition, parse_time
 from caldera.api.resources import Resources, pod_requests
+from caldera.api.topology import HyperNode
+from caldera.api.topology_tree import HyperNodeTree, build_tree
 from caldera.api.volcano import KUBE_GROUP_NAME_KEY, TASK_SPEC_KEY, PodGroup, Queue
 from scheduler.api.types import ClusterInfo, JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus
 
@@ -221,6 +224,14 @@ def task_placement(
     )
 
 
+def hypernode_tree(hypernodes: Sequence[HyperNode], nodes: Iterable[Node]) -> HyperNodeTree:
+    """The HyperNodes resolved against the nodes; the empty tree when there are none (the
+    topology-blind case costs nothing)."""
+    if not hypernodes:
+        return HyperNodeTree()
+    return build_tree(hypernodes, {n.metadata.name: n.metadata.labels for n in nodes})
+
+
 def skeleton(
     *,
     nodes: Iterable[Node],
@@ -229,10 +240,13 @@ def skeleton(
     priority_classes: Sequence[PriorityClass],
     how: Derivation,
     now: dt.datetime,
+    hypernodes: Sequence[HyperNode] = (),
 ) -> tuple[ClusterInfo, SnapshotReport]:
     """The snapshot without its tasks: queues, nodes, and a job for every PodGroup whose queue
     exists (the others are reported)."""
     cluster = ClusterInfo(now=now)
+    nodes = list(nodes)
+    cluster.hypernodes = hypernode_tree(hypernodes, nodes)
     cluster.priority_classes = {pc.metadata.name: pc for pc in priority_classes}
     report = SnapshotReport()
     for q in queues:
@@ -259,6 +273,7 @@ def build_cluster(
     assumed: Mapping[str, str] | None = None,  # pod uid -> node, binds not yet seen
     requests: RequestsFn = pod_resources,
     now: dt.datetime | None = None,
+    hypernodes: Sequence[HyperNode] = (),
 ) -> tuple[ClusterInfo, SnapshotReport]:
     """The session's view, built from every cached object; see the module docstring."""
     classes = list(priority_classes)
@@ -270,6 +285,7 @@ def build_cluster(
         priority_classes=classes,
         how=how,
         now=now or dt.datetime.now(dt.UTC),
+        hypernodes=hypernodes,
     )
     assumed = assumed or {}
     for pod in pods:

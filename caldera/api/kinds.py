@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Generic, TypeVar
 from urllib.parse import quote
 
-from caldera.api import core, volcano
+from caldera.api import core, topology, volcano
 from caldera.api.codec import ListDecoder, ObjectDecoder, WatchEventDecoder
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "CONFIGMAP",
     "CRONJOB",
     "EVENT",
+    "HYPERNODE",
     "JOB",
     "LEASE",
     "NAMESPACE",
@@ -138,6 +139,9 @@ QUEUE: Final = KindInfo(
     volcano.Queue,
     ("q", "queue-v1beta1"),
 )
+HYPERNODE: Final = KindInfo(
+    "HyperNode", "topology.volcano.sh", "v1alpha1", "hypernodes", False, topology.HyperNode, ("hn",)
+)
 
 ALL_KINDS: Final[tuple[KindInfo[Any], ...]] = (
     POD,
@@ -156,6 +160,7 @@ ALL_KINDS: Final[tuple[KindInfo[Any], ...]] = (
     COMMAND,
     PODGROUP,
     QUEUE,
+    HYPERNODE,
 )
 _BY_API_VERSION_KIND: Final = {(info.api_version, info.kind): info for info in ALL_KINDS}
 _BY_TYPE: Final[dict[type[Any], KindInfo[Any]]] = {info.type: info for info in ALL_KINDS}

@@ -17,7 +17,7 @@ node for every pod.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from scheduler.api.types import NodeInfo, TaskInfo
@@ -41,6 +41,9 @@ NODE_LOCAL_PLUGINS = frozenset(
         "nodeorder",
         "binpack",
         "preemption-toleration",
+        # registers no predicate or score: it steers jobs with networkTopology to a
+        # HyperNode's nodes, whose verdicts are the same (scheduler.actions.topology)
+        "network-topology-aware",
     }
 )
 # Plugins whose node scores also depend on the pod's job and task (task-topology reads where
@@ -89,9 +92,10 @@ class Candidates:
 class Placer:
     """Finds the best node for a pod, reusing what is still valid from earlier pods."""
 
-    def __init__(self, ssn: Session) -> None:
+    def __init__(self, ssn: Session, nodes: Mapping[str, NodeInfo] | None = None) -> None:
+        """``nodes``: only these of the session's nodes are candidates (a HyperNode's)."""
         self.ssn = ssn
-        self.nodes = ssn.nodes
+        self.nodes = ssn.nodes if nodes is None else nodes
         self.log = ssn.node_changes
         configured = {opt.name for tier in ssn.tiers for opt in tier}
         self.reuse = configured <= NODE_LOCAL_PLUGINS | JOB_LOCAL_PLUGINS
@@ -142,9 +146,9 @@ class Placer:
         else:
             seen, nodes = cand.seen, self.nodes
             for name in self.log[cand.position :]:
-                node = nodes[name]
-                if seen.get(name) != node.generation:
-                    self._evaluate(cand, task, node)
+                changed = nodes.get(name)
+                if changed is not None and seen.get(name) != changed.generation:
+                    self._evaluate(cand, task, changed)
         cand.position = len(self.log)
         return cand
 

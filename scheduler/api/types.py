@@ -21,6 +21,7 @@ import msgspec
 
 from caldera.api.core import Node, Pod, PriorityClass
 from caldera.api.resources import Resources
+from caldera.api.topology_tree import HyperNodeTree
 from caldera.api.volcano import PodGroup, Queue
 
 
@@ -318,6 +319,8 @@ class ClusterInfo:
     queues: dict[str, QueueInfo] = field(default_factory=dict)
     namespace_weights: dict[str, int] = field(default_factory=dict)
     priority_classes: dict[str, PriorityClass] = field(default_factory=dict)  # by name
+    # The HyperNodes resolved against the nodes (empty: no HyperNode, topology-blind).
+    hypernodes: HyperNodeTree = field(default_factory=HyperNodeTree)
     now: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
 
     def total_allocatable(self) -> Resources:

@@ -1,0 +1,183 @@
+"""Placing a job that sets networkTopology: one HyperNode at a time, lowest tier first.
+
+Volcano's allocate for hard-mode jobs, with the HyperNode gradients of its
+network-topology-aware plugin:
+
+- the search: every HyperNode of tier at most the allowed one (``highestTierAllowed``, or the
+  tier of ``highestTierName``); for a job with pods already placed (or a remembered HyperNode,
+  the PodGroup's ``volcano.sh/job-allocated-hypernode``), only the HyperNodes under the highest
+  allowed ancestor of where it sits, so later pods (a restarted task) join the others;
+- the gradient: tier by tier, lowest first; within a tier the HyperNode already holding the
+  job first, then by the plugin's binpack score (the fullest island that fits), then by name;
+  a HyperNode whose idle and future-idle resources both lack what the gang still needs is
+  skipped without a trial;
+- a trial places the pending pods on that HyperNode's nodes only, in one Statement: committed
+  when the gang is ready, kept when it is pipelined, else discarded and the next is tried.
+  Volcano tries every HyperNode of a tier and keeps the best-scored success; the score does not
+  depend on the trial, so trying in score order and stopping at the first success chooses the
+  same HyperNode with fewer trials (``unit/test_sched_topology.py`` holds the two equal);
+- hard mode: nothing fits, nothing is placed; every waiting pod's fit error (and so the
+  PodGroup's Unschedulable condition and Event) says "no hypernode of tier <= N fits M pods";
+- soft mode: nothing fits, the job is placed as a topology-blind one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from caldera.api.resources import Resources
+from caldera.api.topology import JOB_ALLOCATED_HYPERNODE_KEY
+from caldera.api.topology_tree import HyperNodeTree
+from scheduler.actions.placer import Placer
+from scheduler.api.types import ALLOCATED_STATUSES, JobInfo, QueueInfo, TaskInfo, TaskStatus
+from scheduler.framework.hypernodes import Constraint, constraint, fits, island_resources
+from scheduler.why import DETAIL
+
+if TYPE_CHECKING:
+    from scheduler.framework.session import Session
+
+HOLDING = ALLOCATED_STATUSES | {TaskStatus.PIPELINED}
+
+
+def job_constraint(ssn: Session, job: JobInfo) -> Constraint | None:
+    """The job's networkTopology when the plugin is configured, else None (topology-blind)."""
+    if ssn.topology is None or job.podgroup is None:
+        return None
+    return constraint(job.podgroup.spec.network_topology, ssn.cluster.hypernodes)
+
+
+def placed_nodes(job: JobInfo) -> set[str]:
+    """The nodes holding the job's pods (placed, or promised to pipelined ones)."""
+    return {t.node_name for t in job.tasks_in(*HOLDING) if t.node_name}
+
+
+def pinned(tree: HyperNodeTree, job: JobInfo) -> str | None:
+    """Where the job sits: the lowest HyperNode holding its placed pods, else the one its
+    PodGroup remembers (if it still exists)."""
+    nodes = placed_nodes(job)
+    if nodes:
+        return tree.lowest_common(nodes)
+    remembered = (
+        job.podgroup.metadata.annotations.get(JOB_ALLOCATED_HYPERNODE_KEY, "")
+        if (job.podgroup is not None)
+        else ""
+    )
+    return remembered if remembered in tree.islands else None
+
+
+def search_space(tree: HyperNodeTree, rule: Constraint, pin: str | None) -> list[str]:
+    """The HyperNodes a job may be placed under, before ordering."""
+    highest = rule.highest_tier
+    if highest is None:
+        return []
+    if pin is None:
+        return [name for name, island in tree.islands.items() if island.tier <= highest]
+    allowed = [a for a in tree.ancestors(pin) if tree.islands[a].tier <= highest]
+    if not allowed:
+        return []
+    root = allowed[-1]
+    out, stack = [], [root]
+    while stack:
+        name = stack.pop()
+        if name in out:
+            continue
+        out.append(name)
+        stack.extend(tree.islands[name].children)
+    return [name for name in out if tree.islands[name].tier <= highest]
+
+
+def still_needed(job: JobInfo, pending: Sequence[TaskInfo]) -> tuple[int, Resources]:
+    """How many pods the gang still needs placed and what they request (the first ones in
+    task order)."""
+    count = min(max(job.min_available - job.ready_task_num(), 1), len(pending))
+    return count, Resources.sum(t.resreq for t in pending[:count])
+
+
+def gradient(
+    ssn: Session, names: Iterable[str], request: Resources, pin: str | None
+) -> list[tuple[str, bool]]:
+    """(HyperNode, has room) in trial order: tier, holding the job first, score, name."""
+    tree, scorer = ssn.cluster.hypernodes, ssn.topology
+    assert scorer is not None
+    holding = set(tree.ancestors(pin)) if pin else set()
+    ranked = []
+    for name in names:
+        island = tree.islands[name]
+        res = island_resources(ssn.nodes, island.nodes)
+        room = fits(request, res.idle) or fits(request, res.future_idle)
+        score = scorer.score(request, res)
+        ranked.append(((island.tier, name not in holding, -score, name), name, room))
+    ranked.sort()
+    return [(name, room) for _, name, room in ranked]
+
+
+def trial(
+    ssn: Session, queue: QueueInfo, job: JobInfo, pending: Sequence[TaskInfo], nodes: frozenset[str]
+) -> bool:
+    """Place ``pending`` on ``nodes`` only; True (statement committed or kept) when the gang is
+    ready or pipelined there, else everything undone."""
+    subset = {n: ssn.nodes[n] for n in nodes if n in ssn.nodes}
+    placer = Placer(ssn, nodes=subset)
+    stmt = ssn.statement()
+    for task in pending:
+        if task.status != TaskStatus.PENDING or not ssn.allocatable(queue, task):
+            continue
+        name, _ = placer.best(task)
+        if name is None:
+            break
+        if fits_now(task, ssn.nodes[name].allocatable - ssn.nodes[name].used):
+            stmt.allocate(task, name)
+        else:
+            stmt.pipeline(task, name)
+    if ssn.job_ready(job):
+        stmt.commit()
+        return True
+    if job.is_pipelined() and ssn.job_pipelined(job):
+        return True
+    stmt.discard()
+    return False
+
+
+def fits_now(task: TaskInfo, idle: Resources) -> bool:
+    return all(amount <= idle.get(n) for n, amount in task.init_resreq.items())
+
+
+def place_in_hypernode(
+    ssn: Session, queue: QueueInfo, job: JobInfo, tasks: Iterable[TaskInfo], rule: Constraint
+) -> bool:
+    """One turn of a job with networkTopology. True when it was handled (placed, or waiting
+    in hard mode); False when a soft-mode job found no HyperNode and should be placed as a
+    topology-blind job."""
+    tree = ssn.cluster.hypernodes
+    pending = [t for t in tasks if t.status == TaskStatus.PENDING]
+    if not pending:
+        return True
+    pin = pinned(tree, job)
+    count, request = still_needed(job, pending)
+    for name, room in gradient(ssn, search_space(tree, rule, pin), request, pin):
+        if not room:
+            continue
+        if trial(ssn, queue, job, pending, tree.islands[name].nodes):
+            remember(ssn, tree, job)
+            return True
+    if not rule.hard:
+        return False
+    message = f"no hypernode of {rule.describe()} fits {count} pods"
+    for task in pending:
+        if task.status == TaskStatus.PENDING:
+            job.fit_errors[task.uid] = task.fit_error = message
+    ssn.note_wait(job.key, DETAIL, message)
+    return True
+
+
+def remember(ssn: Session, tree: HyperNodeTree, job: JobInfo) -> None:
+    """Record the lowest HyperNode holding the job's pods when it changed."""
+    where = tree.lowest_common(placed_nodes(job))
+    current = (
+        job.podgroup.metadata.annotations.get(JOB_ALLOCATED_HYPERNODE_KEY)
+        if job.podgroup is not None
+        else None
+    )
+    if where is not None and where != current:
+        ssn.result.podgroup_hypernode[job.key] = where

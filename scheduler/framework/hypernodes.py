@@ -1,0 +1,108 @@
+"""How HyperNodes are ranked for a job, and what a job's networkTopology asks (pure).
+
+The network-topology-aware plugin builds a ``HyperNodeScorer`` from its arguments when a
+session opens and sets it as ``Session.topology``; the allocate, preempt and reclaim actions
+read it (``scheduler.actions.topology``). Without the plugin, ``networkTopology`` is ignored,
+as in Volcano, where the plugin provides the HyperNode gradients.
+
+Scores follow Volcano's plugin: a HyperNode's binpack score for a request is, per weighted
+resource, ``(used + request) / allocatable`` over the HyperNode's nodes, averaged with the
+weights, and 0 when the request does not fit; so a job fills the fullest island it fits in and
+free islands stay whole. The final score is scaled by 100 x ``weight``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from caldera.api.resources import Resources
+from caldera.api.topology_tree import HyperNodeTree
+from caldera.api.volcano import NetworkTopologyMode, NetworkTopologySpec
+from scheduler.api.types import NodeInfo
+
+MAX_NODE_SCORE = 100.0
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """A job's networkTopology, resolved against the tiers that exist."""
+
+    hard: bool
+    highest_tier: int | None  # None: no tier is allowed (a tier name no HyperNode carries)
+    spec: NetworkTopologySpec
+
+    def describe(self) -> str:
+        if self.spec.highest_tier_name and self.spec.highest_tier_allowed is None:
+            return f"tier {self.spec.highest_tier_name!r}"
+        return f"tier <= {self.highest_tier}"
+
+
+def constraint(spec: NetworkTopologySpec | None, tree: HyperNodeTree) -> Constraint | None:
+    """What ``spec`` asks of ``tree``, or None for a job without networkTopology."""
+    if spec is None:
+        return None
+    hard = spec.mode != NetworkTopologyMode.SOFT
+    highest: int | None
+    if spec.highest_tier_allowed is not None:
+        highest = spec.highest_tier_allowed
+    elif spec.highest_tier_name:
+        highest = tree.tier_of_name(spec.highest_tier_name)
+    else:
+        # Neither field: any tier (the whole topology), still one HyperNode in hard mode.
+        highest = tree.tiers[-1] if tree.tiers else 0
+    return Constraint(hard=hard, highest_tier=highest, spec=spec)
+
+
+@dataclass(frozen=True)
+class IslandResources:
+    allocatable: Resources
+    used: Resources
+    idle: Resources
+    future_idle: Resources
+
+
+def island_resources(nodes: Mapping[str, NodeInfo], names: frozenset[str]) -> IslandResources:
+    """The summed resources of the island's nodes present in the session (ready ones only)."""
+    alloc, used, future = Resources(), Resources(), Resources()
+    for name in names:
+        node = nodes.get(name)
+        if node is None or not node.ready:
+            continue
+        alloc = alloc + node.allocatable
+        used = used + node.used
+        future = future + node.future_idle()
+    return IslandResources(alloc, used, alloc.sub_clamped(used), future)
+
+
+def fits(request: Resources, available: Resources) -> bool:
+    return all(amount <= available.get(name) for name, amount in request.items() if amount > 0)
+
+
+@dataclass(frozen=True)
+class HyperNodeScorer:
+    """The plugin's arguments, and the scores built on them."""
+
+    weight: int = 1
+    resource_weights: Mapping[str, int] = field(default_factory=lambda: {"cpu": 1, "memory": 1})
+    normal_pod_enable: bool = True
+    normal_pod_fading: float = 0.8
+    evict_max_hypernodes: int = 8
+
+    def binpack(self, request: Resources, island: IslandResources) -> float:
+        """Volcano's HyperNode binpack score in [0, 1] of placing ``request`` there."""
+        total, weights = 0.0, 0
+        for name, amount in request.items():
+            weight = self.resource_weights.get(name)
+            if weight is None or amount <= 0:
+                continue
+            allocatable = island.allocatable.get(name)
+            used = island.used.get(name)
+            if allocatable <= 0 or used + amount > allocatable:
+                return 0.0
+            total += weight * (used + amount) / allocatable
+            weights += weight
+        return total / weights if weights > 0 else 0.0
+
+    def score(self, request: Resources, island: IslandResources) -> float:
+        return MAX_NODE_SCORE * self.weight * self.binpack(request, island)
