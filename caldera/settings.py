@@ -214,6 +214,7 @@ WEBHOOK_PATHS = (
     "/podgroups/validate",
     "/pods/validate",
     "/cronjobs/validate",
+    "/hypernodes/validate",
 )
 
 

@@ -3,8 +3,9 @@
 `Admission.review(path, content_type, body)` is the whole admission decision, synchronous and
 without I/O: it checks the content type, decodes the review and the object with the model of the
 path's kind, calls the pure mutate/validate functions of `webhooks.jobs`, `cronjobs`, `queues`,
-`podgroups` and `pods` with a `ClusterView`, and encodes the answer. The aiohttp server only
-reads the body, calls it, and writes what it returns; tests and the benchmark call it directly.
+`podgroups`, `pods` and `hypernodes` with a `ClusterView`, and encodes the answer. The aiohttp
+server only reads the body, calls it, and writes what it returns; tests and the benchmark call it
+directly.
 
 Failure modes, none of which raises:
 - not JSON, a wrong content type, an empty body, no `request`: HTTP 400 with an errored
@@ -27,6 +28,7 @@ import msgspec
 import structlog
 
 from caldera.api.core import POD_DECODER
+from caldera.api.topology import HYPERNODE_DECODER
 from caldera.api.volcano import CRONJOB_DECODER, JOB_DECODER, PODGROUP_DECODER, QUEUE_DECODER
 from webhooks.admission import (
     PRESENCE_DECODER,
@@ -37,6 +39,7 @@ from webhooks.admission import (
     encode_response,
 )
 from webhooks.cronjobs import validate_cronjob
+from webhooks.hypernodes import validate_hypernode
 from webhooks.jobs import mutate_job, validate_job_create, validate_job_update
 from webhooks.podgroups import mutate_podgroup, validate_podgroup
 from webhooks.pods import validate_pod
@@ -136,6 +139,9 @@ class Admission:
             "/podgroups/validate": _Route("scheduling.volcano.sh", "PodGroup", self._validate_pg),
             "/pods/validate": _Route("", "Pod", self._validate_pod),
             "/cronjobs/validate": _Route("batch.volcano.sh", "CronJob", self._validate_cronjob),
+            "/hypernodes/validate": _Route(
+                "topology.volcano.sh", "HyperNode", self._validate_hypernode
+            ),
         }
         self.routes = {p: r for p, r in routes.items() if paths is None or p in paths}
 
@@ -209,6 +215,12 @@ class Admission:
                 cronjob, metadata=msgspec.structs.replace(cronjob.metadata, namespace=req.namespace)
             )
         return _verdict(validate_cronjob(cronjob, scheduler_name=self.options.scheduler_names[0]))
+
+    def _validate_hypernode(self, req: AdmissionRequest) -> Verdict:
+        if req.operation not in (Operation.CREATE, Operation.UPDATE):
+            return Verdict.allow()
+        hypernode = _decode(HYPERNODE_DECODER, req.raw_object, "object")
+        return _verdict(validate_hypernode(hypernode, self.cluster))
 
     # --- the protocol ---------------------------------------------------------------------------
 

@@ -61,6 +61,14 @@ VALIDATING = (
         "cronjobs",
         ["CREATE", "UPDATE"],
     ),
+    (
+        "validatehypernode",
+        "/hypernodes/validate",
+        "topology.volcano.sh",
+        "v1alpha1",
+        "hypernodes",
+        ["CREATE", "UPDATE"],
+    ),
 )
 
 
