@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
 ENV_PREFIX = "CALDERA_"
-KNOWN_CONTROLLERS = ("job", "queue", "podgroup", "command", "gc", "cronjob")
+KNOWN_CONTROLLERS = ("job", "queue", "podgroup", "command", "gc", "cronjob", "hypernode")
 
 
 class SettingsError(ValueError):
@@ -85,7 +85,8 @@ class ProcessSettings:
 
 @dataclass(frozen=True, kw_only=True)
 class ControllersSettings(ProcessSettings):
-    """``caldera controllers``: the job, queue, podgroup, command, gc and cronjob controllers."""
+    """``caldera controllers``: the job, queue, podgroup, command, gc, cronjob and hypernode
+    controllers."""
 
     controllers: tuple[str, ...] = _opt(
         (),
@@ -106,6 +107,11 @@ class ControllersSettings(ProcessSettings):
     )
     resync_period: float = _opt(
         600.0, "seconds between local re-deliveries of every object (insurance, no API calls)"
+    )
+    network_topology_discovery: str = _opt(
+        "",
+        "path of Volcano's controller configuration whose networkTopologyDiscovery label "
+        "source the hypernode controller runs; empty: no discovery (nodeCount is still kept)",
     )
 
     def validate(self) -> None:

@@ -13,7 +13,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     register_process(
         sub,
         "controllers",
-        "run the job, queue, podgroup, command, gc and cronjob controllers",
+        "run the job, queue, podgroup, command, gc, cronjob and hypernode controllers",
         ControllersSettings,
         run,
     )

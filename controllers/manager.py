@@ -29,6 +29,7 @@ from caldera.settings import ControllersSettings
 from controllers.command.controller import CommandController
 from controllers.cronjob.controller import CronJobController
 from controllers.gc.controller import GarbageCollector
+from controllers.hypernode.controller import HyperNodeController
 from controllers.job.controller import JobController
 from controllers.podgroup.controller import PodGroupController
 from controllers.queue.controller import QueueController
@@ -45,6 +46,7 @@ AVAILABLE: dict[str, type[Controller]] = {
     CommandController.name: CommandController,
     GarbageCollector.name: GarbageCollector,
     CronJobController.name: CronJobController,
+    HyperNodeController.name: HyperNodeController,
 }
 
 log = structlog.get_logger("manager")

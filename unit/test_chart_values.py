@@ -48,7 +48,12 @@ _WEBHOOK_NO_LEASE = "unused by the webhook: replicas are active-active, no leade
 
 # Settings that are not values, and why. docs/configuration.md repeats each reason.
 CHART_MANAGED: dict[str, dict[str, str]] = {
-    "controllers": {"kubeconfig": _IN_CLUSTER, "context": _IN_CLUSTER},
+    "controllers": {
+        "kubeconfig": _IN_CLUSTER,
+        "context": _IN_CLUSTER,
+        "network_topology_discovery": "the chart renders controllers.networkTopologyDiscovery "
+        "into a ConfigMap, mounts it and points the flag at it",
+    },
     "scheduler": {
         "kubeconfig": _IN_CLUSTER,
         "context": _IN_CLUSTER,
