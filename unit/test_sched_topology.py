@@ -199,7 +199,7 @@ def _volcano_choice(cluster: ClusterInfo, job: JobInfo) -> str | None:
             free = [cluster.nodes[n].idle.get("cpu") // 4000 for n in tree.islands[name].nodes]
             if sum(free) >= len(job.tasks):
                 res = island_resources(cluster.nodes, tree.islands[name].nodes)
-                successes.append((-ssn.topology.score(request, res), name))
+                successes.append((-ssn.topology.scorer.score(request, res), name))
         if successes:
             return min(successes)[1]
     return None

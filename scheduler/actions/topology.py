@@ -31,7 +31,7 @@ from caldera.api.topology import JOB_ALLOCATED_HYPERNODE_KEY
 from caldera.api.topology_tree import HyperNodeTree
 from scheduler.actions.placer import Placer
 from scheduler.api.types import ALLOCATED_STATUSES, JobInfo, QueueInfo, TaskInfo, TaskStatus
-from scheduler.framework.hypernodes import Constraint, constraint, fits, island_resources
+from scheduler.framework.hypernodes import Constraint, constraint, fits
 from scheduler.why import DETAIL
 
 if TYPE_CHECKING:
@@ -98,16 +98,16 @@ def gradient(
     ssn: Session, names: Iterable[str], request: Resources, pin: str | None
 ) -> list[tuple[str, bool]]:
     """(HyperNode, has room) in trial order: tier, holding the job first, score, name."""
-    tree, scorer = ssn.cluster.hypernodes, ssn.topology
-    assert scorer is not None
+    tree, state = ssn.cluster.hypernodes, ssn.topology
+    assert state is not None
     holding = set(tree.ancestors(pin)) if pin else set()
     ranked = []
     for name in names:
-        island = tree.islands[name]
-        res = island_resources(ssn.nodes, island.nodes)
+        res = state.resources(name)
         room = fits(request, res.idle) or fits(request, res.future_idle)
-        score = scorer.score(request, res)
-        ranked.append(((island.tier, name not in holding, -score, name), name, room))
+        # Only HyperNodes with room are tried, so only they need a score.
+        score = state.scorer.score(request, res) if room else 0.0
+        ranked.append(((tree.islands[name].tier, name not in holding, -score, name), name, room))
     ranked.sort()
     return [(name, room) for _, name, room in ranked]
 

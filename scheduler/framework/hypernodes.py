@@ -1,8 +1,9 @@
 """How HyperNodes are ranked for a job, and what a job's networkTopology asks (pure).
 
-The network-topology-aware plugin builds a ``HyperNodeScorer`` from its arguments when a
-session opens and sets it as ``Session.topology``; the allocate, preempt and reclaim actions
-read it (``scheduler.actions.topology``). Without the plugin, ``networkTopology`` is ignored,
+The network-topology-aware plugin builds a ``HyperNodeScorer`` from its arguments, and when a
+session opens sets a ``HyperNodeState`` (the scorer and the HyperNodes' summed resources, kept
+as tasks are allocated and released in the session) as ``Session.topology``; the allocate,
+preempt and reclaim actions read it (``scheduler.actions.topology``). Without the plugin, ``networkTopology`` is ignored,
 as in Volcano, where the plugin provides the HyperNode gradients.
 
 Scores follow Volcano's plugin: a HyperNode's binpack score for a request is, per weighted
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 from caldera.api.resources import Resources
 from caldera.api.topology_tree import HyperNodeTree
 from caldera.api.volcano import NetworkTopologyMode, NetworkTopologySpec
-from scheduler.api.types import NodeInfo
+from scheduler.api.types import NodeInfo, TaskInfo
 
 MAX_NODE_SCORE = 100.0
 
@@ -106,3 +107,26 @@ class HyperNodeScorer:
 
     def score(self, request: Resources, island: IslandResources) -> float:
         return MAX_NODE_SCORE * self.weight * self.binpack(request, island)
+
+
+class HyperNodeState:
+    """A session's view of the HyperNodes: each one's summed resources, computed when first
+    asked and forgotten when a task is allocated or released on one of its nodes (Volcano's
+    hyperNodeResourceCache, kept by the same event handlers)."""
+
+    def __init__(
+        self, scorer: HyperNodeScorer, tree: HyperNodeTree, nodes: Mapping[str, NodeInfo]
+    ) -> None:
+        self.scorer, self.tree, self.nodes = scorer, tree, nodes
+        self._cache: dict[str, IslandResources] = {}
+
+    def resources(self, name: str) -> IslandResources:
+        found = self._cache.get(name)
+        if found is None:
+            found = self._cache[name] = island_resources(self.nodes, self.tree.islands[name].nodes)
+        return found
+
+    def task_moved(self, task: TaskInfo) -> None:
+        """An allocate handler: the task's node changed, and so did its HyperNodes."""
+        for name in self.tree.by_node.get(task.node_name, ()):
+            self._cache.pop(name, None)

@@ -37,7 +37,7 @@ from scheduler.framework.plugin import PluginOption
 from scheduler.framework.statement import Statement
 
 if TYPE_CHECKING:
-    from scheduler.framework.hypernodes import HyperNodeScorer
+    from scheduler.framework.hypernodes import HyperNodeState
 
 T = TypeVar("T")
 
@@ -162,7 +162,7 @@ class Session:
             job.changes = self.job_changes
         # Set by the network-topology-aware plugin when it opens: how HyperNodes are scored
         # (scheduler.framework.hypernodes); None leaves every job topology-blind.
-        self.topology: HyperNodeScorer | None = None
+        self.topology: HyperNodeState | None = None
 
     # ---- registration -----------------------------------------------------------------------
 

@@ -8,7 +8,8 @@ other resources, e.g. ``nvidia.com/gpu``) with ``hypernode.binpack.resources.<na
 ``hypernode.gradient.evict.max-hypernodes`` (8). A negative weight falls back to its default,
 as in Volcano.
 
-The plugin only sets ``Session.topology`` (``scheduler.framework.hypernodes``): the allocate
+The plugin only sets ``Session.topology`` (``scheduler.framework.hypernodes``) and keeps the
+HyperNodes' resources current as tasks move: the allocate
 action walks the HyperNodes tier by tier for jobs with networkTopology
 (``scheduler.actions.topology``), and preempt and reclaim keep a hard-mode job's victims in
 one HyperNode. It registers no node predicate or score, so pods without networkTopology are
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from scheduler.framework.hypernodes import HyperNodeScorer
+from scheduler.framework.hypernodes import HyperNodeScorer, HyperNodeState
 from scheduler.framework.plugin import Arguments
 
 if TYPE_CHECKING:
@@ -62,7 +63,10 @@ class NetworkTopologyAwarePlugin:
         self.scorer = scorer_from(args)
 
     def on_session_open(self, ssn: Session) -> None:
-        ssn.topology = self.scorer
+        tree = ssn.cluster.hypernodes
+        state = ssn.topology = HyperNodeState(self.scorer, tree, ssn.nodes)
+        if tree:
+            ssn.add_allocate_handler(self.name, state.task_moved, state.task_moved)
 
     def on_session_close(self, ssn: Session) -> None:
         pass
