@@ -3,8 +3,9 @@
 The network-topology-aware plugin builds a ``HyperNodeScorer`` from its arguments, and when a
 session opens sets a ``HyperNodeState`` (the scorer and the HyperNodes' summed resources, kept
 as tasks are allocated and released in the session) as ``Session.topology``; the allocate,
-preempt and reclaim actions read it (``scheduler.actions.topology``). Without the plugin, ``networkTopology`` is ignored,
-as in Volcano, where the plugin provides the HyperNode gradients.
+preempt and reclaim actions read it (``scheduler.actions.topology``). Without the plugin,
+``networkTopology`` is ignored, as in Volcano, where the plugin provides the HyperNode
+gradients.
 
 Scores follow Volcano's plugin: a HyperNode's binpack score for a request is, per weighted
 resource, ``(used + request) / allocatable`` over the HyperNode's nodes, averaged with the
