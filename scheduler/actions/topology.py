@@ -23,7 +23,8 @@ network-topology-aware plugin:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import heapq
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from caldera.api.resources import Resources
@@ -112,6 +113,29 @@ def gradient(
     return [(name, room) for _, name, room in ranked]
 
 
+def candidates(
+    ssn: Session, rule: Constraint, pin: str | None, request: Resources
+) -> Iterator[str]:
+    """The HyperNodes with room to try, in trial order (see ``gradient``), produced lazily:
+    tier by tier, so that a job placed in a rack never ranks the spines. Without a pin the
+    whole tier is searched through ``HyperNodeState.in_tier``'s groups."""
+    tree, state = ssn.cluster.hypernodes, ssn.topology
+    assert state is not None
+    if pin is not None:
+        for name, room in gradient(ssn, search_space(tree, rule, pin), request, pin):
+            if room:
+                yield name
+        return
+    highest = rule.highest_tier
+    for tier in tree.tiers:
+        if highest is None or tier > highest:
+            return
+        ranked = state.in_tier(tier, request)
+        heapq.heapify(ranked)
+        while ranked:
+            yield heapq.heappop(ranked)[1]
+
+
 def trial(
     ssn: Session, queue: QueueInfo, job: JobInfo, pending: Sequence[TaskInfo], nodes: frozenset[str]
 ) -> bool:
@@ -155,9 +179,7 @@ def place_in_hypernode(
         return True
     pin = pinned(tree, job)
     count, request = still_needed(job, pending)
-    for name, room in gradient(ssn, search_space(tree, rule, pin), request, pin):
-        if not room:
-            continue
+    for name in candidates(ssn, rule, pin, request):
         if trial(ssn, queue, job, pending, tree.islands[name].nodes):
             remember(ssn, tree, job)
             return True

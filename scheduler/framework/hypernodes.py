@@ -65,16 +65,34 @@ class IslandResources:
 
 
 def island_resources(nodes: Mapping[str, NodeInfo], names: frozenset[str]) -> IslandResources:
-    """The summed resources of the island's nodes present in the session (ready ones only)."""
-    alloc, used, future = Resources(), Resources(), Resources()
+    """The summed resources of the island's nodes present in the session (ready ones only);
+    summed in plain dicts (a rack of a 5,000-node cluster is asked for this once per session
+    and again each time a pod lands on it)."""
+    alloc: dict[str, int] = {}
+    used: dict[str, int] = {}
+    moving: dict[str, int] = {}  # releasing - pipelined: future idle = alloc - used + moving
     for name in names:
         node = nodes.get(name)
         if node is None or not node.ready:
             continue
-        alloc = alloc + node.allocatable
-        used = used + node.used
-        future = future + node.future_idle()
-    return IslandResources(alloc, used, alloc.sub_clamped(used), future)
+        for key, amount in node.allocatable.items():
+            alloc[key] = alloc.get(key, 0) + amount
+        for key, amount in node.used.items():
+            used[key] = used.get(key, 0) + amount
+        if not node.releasing.is_empty():
+            for key, amount in node.releasing.items():
+                moving[key] = moving.get(key, 0) + amount
+        if not node.pipelined.is_empty():
+            for key, amount in node.pipelined.items():
+                moving[key] = moving.get(key, 0) - amount
+    idle = {k: v - used.get(k, 0) for k, v in alloc.items()}
+    future = {k: v + moving.get(k, 0) for k, v in idle.items()}
+    return IslandResources(
+        Resources(alloc),
+        Resources(used),
+        Resources({k: max(v, 0) for k, v in idle.items()}),
+        Resources(future),
+    )
 
 
 def fits(request: Resources, available: Resources) -> bool:
@@ -113,13 +131,21 @@ class HyperNodeScorer:
 class HyperNodeState:
     """A session's view of the HyperNodes: each one's summed resources, computed when first
     asked and forgotten when a task is allocated or released on one of its nodes (Volcano's
-    hyperNodeResourceCache, kept by the same event handlers)."""
+    hyperNodeResourceCache, kept by the same event handlers).
+
+    For the search over a whole tier, the HyperNodes of the tier are also grouped by their
+    resources: HyperNodes with equal resources have equal room and equal scores, so a job
+    computes room and score once per group (a tier of 600 racks is mostly a few groups: empty,
+    full, and a few partly used), not once per HyperNode."""
 
     def __init__(
         self, scorer: HyperNodeScorer, tree: HyperNodeTree, nodes: Mapping[str, NodeInfo]
     ) -> None:
         self.scorer, self.tree, self.nodes = scorer, tree, nodes
         self._cache: dict[str, IslandResources] = {}
+        self._groups: dict[int, dict[IslandResources, set[str]]] = {}  # by tier
+        self._group_of: dict[str, IslandResources] = {}
+        self._dirty: set[str] = set()
 
     def resources(self, name: str) -> IslandResources:
         found = self._cache.get(name)
@@ -131,3 +157,36 @@ class HyperNodeState:
         """An allocate handler: the task's node changed, and so did its HyperNodes."""
         for name in self.tree.by_node.get(task.node_name, ()):
             self._cache.pop(name, None)
+            self._dirty.add(name)
+
+    def _tier_groups(self, tier: int) -> dict[IslandResources, set[str]]:
+        groups = self._groups.get(tier)
+        if groups is None:
+            groups = self._groups[tier] = {}
+            for name, island in self.tree.islands.items():
+                if island.tier == tier:
+                    res = self._group_of[name] = self.resources(name)
+                    groups.setdefault(res, set()).add(name)
+            self._dirty = {n for n in self._dirty if self.tree.islands[n].tier != tier}
+            return groups
+        moved = [n for n in self._dirty if self.tree.islands[n].tier == tier]
+        for name in moved:
+            self._dirty.discard(name)
+            old = self._group_of[name]
+            members = groups[old]
+            members.discard(name)
+            if not members:
+                del groups[old]
+            res = self._group_of[name] = self.resources(name)
+            groups.setdefault(res, set()).add(name)
+        return groups
+
+    def in_tier(self, tier: int, request: Resources) -> list[tuple[float, str]]:
+        """(-score, name) of the tier's HyperNodes with room for ``request`` (idle or future
+        idle), unordered: the caller takes them best first."""
+        out: list[tuple[float, str]] = []
+        for res, names in self._tier_groups(tier).items():
+            if fits(request, res.idle) or fits(request, res.future_idle):
+                score = -self.scorer.score(request, res)
+                out.extend((score, name) for name in names)
+        return out
