@@ -14,7 +14,17 @@ from collections.abc import Callable, Sequence
 
 from caldera import __version__
 from caldera.settings import SettingsError
-from cli import completion, controllers, cronjob, job, pod, queue, scheduler, webhook
+from cli import (
+    completion,
+    controllers,
+    cronjob,
+    hypernode,
+    job,
+    pod,
+    queue,
+    scheduler,
+    webhook,
+)
 from cli.errors import fail
 
 
@@ -31,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     job.register(sub)
     queue.register(sub)
     cronjob.register(sub)
+    hypernode.register(sub)
     pod.register(sub)
     completion.register(sub)
     return parser
