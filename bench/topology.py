@@ -94,8 +94,10 @@ TOPOLOGY_CONF: Final = """\
 actions: "allocate"
 tiers:
 - plugins: [{name: priority}, {name: gang}]
-- plugins: [{name: predicates}, {name: binpack},
-            {name: network-topology-aware, arguments: {hypernode.binpack.resources: nvidia.com/gpu}}]
+- plugins:
+  - {name: predicates}
+  - {name: binpack}
+  - {name: network-topology-aware, arguments: {hypernode.binpack.resources: nvidia.com/gpu}}
 """
 
 
@@ -151,9 +153,7 @@ def topology(nodes: int) -> list[HyperNode]:
 
 
 def new_cluster(nodes: int, with_hypernodes: bool) -> ClusterInfo:
-    alloc = Resources.from_list(
-        {"cpu": "128", "memory": "1Ti", GPU: str(NODE_GPUS), "pods": "110"}
-    )
+    alloc = Resources.from_list({"cpu": "128", "memory": "1Ti", GPU: str(NODE_GPUS), "pods": "110"})
     cluster = ClusterInfo(now=T0)
     cluster.queues["default"] = QueueInfo("default")
     for i in range(nodes):
@@ -260,7 +260,6 @@ def simulate(mode: str, arrivals: Sequence[Arrival], nodes: int) -> Outcome:
     tree = build_tree(topology(nodes), {n: {} for n in cluster.nodes})
     conf = conf_of(BLIND_CONF if mode == "blind" else TOPOLOGY_CONF)
     out = Outcome(mode)
-    capacity = nodes * NODE_GPUS
     ends: list[tuple[float, str]] = []
     arrived: dict[str, Arrival] = {}
     pending: set[str] = set()
@@ -338,7 +337,8 @@ def simulate(mode: str, arrivals: Sequence[Arrival], nodes: int) -> Outcome:
 def report_stream(outcomes: list[Outcome], capacity: int) -> bool:
     print(
         f"{'mode':<7}{'placed':>7}{'1 rack (fit)':>14}{'1 rack':>8}{'1 spine':>9}{'span':>6}"
-        f"{'wait s':>8}{'p95 s':>8}{'GPU util':>10}{'free racks':>12}{'sessions':>10}{'s/session':>11}"
+        f"{'wait s':>8}{'p95 s':>8}{'GPU util':>10}{'free racks':>12}{'sessions':>10}"
+        f"{'s/session':>11}"
     )
     blind = next(o for o in outcomes if o.mode == "blind")
     ok = True
@@ -398,7 +398,10 @@ def report_cost(nodes: int, jobs: int) -> bool:
     blind = rows["blind"][0]
     print(f"{'session at':<12}{'nodes':>7}{'gangs':>7}{'binds':>8}{'seconds':>9}{'vs blind':>10}")
     for mode, (seconds, binds) in rows.items():
-        print(f"{mode:<12}{nodes:>7,}{jobs:>7,}{binds:>8,}{seconds:>9.3f}{seconds / blind - 1:>+10.1%}")
+        print(
+            f"{mode:<12}{nodes:>7,}{jobs:>7,}{binds:>8,}{seconds:>9.3f}"
+            f"{seconds / blind - 1:>+10.1%}"
+        )
     extra = rows["hard"][0] / blind - 1
     verdict = "met" if extra < 0.20 else "MISS"
     print(f"goal: hard-mode session {extra:+.1%} against blind (goal < +20%): {verdict}")

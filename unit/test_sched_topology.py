@@ -248,3 +248,56 @@ def test_gradient_puts_the_holding_hypernode_first() -> None:
     order = gradient(ssn, ["r0", "r1", "r2", "s0"], job.total_request(), "r2")
     assert [name for name, _ in order][:1] == ["r2"]
     assert order[-1] == ("s0", True)
+
+
+def test_preempt_takes_victims_within_one_rack() -> None:
+    """A hard-mode gang of two 8-cpu pods preempts in the one rack where both can fit: r0
+    holds a pod that may not be preempted, so both victims come from r1, not one from each."""
+    from scheduler.actions.preempt import PreemptAction
+    from scheduler.conf import SchedulerConf
+    from scheduler.framework.plugin import PluginOption
+    from scheduler.framework.runner import Registry, run_session
+    from scheduler.framework.session import Session
+    from unit.sched_fixtures import REGISTRY
+
+    cluster, where = topology_cluster(spines=1, racks=2, nodes=2)
+    for i, node in enumerate(["n0", "n1", "n2", "n3"]):
+        add_job(
+            cluster,
+            f"low{i}",
+            running=[node],
+            size="8",
+            priority=1,
+            task_priorities=[1],
+            min_available=0,
+        )
+    blocker = next(iter(cluster.jobs["ns/low1"].tasks.values()))
+    blocker.preemptable = False
+    job = add_job(
+        cluster,
+        "high",
+        pending=2,
+        size="8",
+        min_available=2,
+        priority=100,
+        phase="Inqueue",
+        task_priorities=[100, 100],
+    )
+    with_topology(job, highest_tier_allowed=1)
+    tiers = (
+        ("priority", "gang", "conformance"),
+        ("predicates", "nodeorder", "network-topology-aware"),
+    )
+    conf = SchedulerConf(
+        actions=("enqueue", "allocate", "preempt"),
+        tiers=tuple(tuple(PluginOption(p) for p in tier) for tier in tiers),
+    )
+    registry = Registry(
+        plugins=REGISTRY.plugins, actions={**REGISTRY.actions, "preempt": PreemptAction}
+    )
+    ssn = Session(cluster, conf.tiers)
+    run_session(ssn, conf, registry)
+    evicted = {e.task.node_name for e in ssn.result.evictions}
+    assert evicted == {"n2", "n3"}
+    assert {t.node_name for t in job.tasks.values()} == {"n2", "n3"}
+    assert {where[n][0] for n in evicted} == {"r1"}

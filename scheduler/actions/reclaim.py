@@ -17,6 +17,9 @@ and the same node walk as preempt (``scheduler.actions.room``): evict victims in
 node until the task fits, then pipeline it there. The job's statement is committed only if the
 job is then pipelined, else discarded, so a gang is never half reclaimed for; Volcano evicts
 task by task without a statement.
+
+A job whose networkTopology is hard reclaims within one HyperNode at a time, as in preempt
+(``scheduler.actions.topology.eviction_domains``).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from scheduler.actions.room import (
     pending_in_order,
     wants_room,
 )
+from scheduler.actions.topology import eviction_domains
 from scheduler.api.types import JobInfo, QueueInfo, TaskInfo, TaskStatus
 from scheduler.framework.session import Session
 from scheduler.why import DETAIL
@@ -69,6 +73,25 @@ class ReclaimAction:
 
     @staticmethod
     def _reclaim_for(ssn: Session, finder: RoomFinder, queue: QueueInfo, job: JobInfo) -> None:
+        domains = eviction_domains(ssn, job)
+        if domains is None:
+            ReclaimAction._attempt(ssn, finder, queue, job)
+            return
+        for i, nodes in enumerate(domains):  # a hard-mode gang: victims within one HyperNode
+            finder.restrict(nodes)
+            try:
+                # Why no room was found is told for the last HyperNode tried only.
+                if ReclaimAction._attempt(ssn, finder, queue, job, note=i == len(domains) - 1):
+                    return
+            finally:
+                finder.restrict(None)
+
+    @staticmethod
+    def _attempt(
+        ssn: Session, finder: RoomFinder, queue: QueueInfo, job: JobInfo, *, note: bool = True
+    ) -> bool:
+        """One try at reclaiming room for ``job``; True when committed."""
+
         def candidate(task: TaskInfo) -> bool:
             if task.status != TaskStatus.RUNNING or task.resreq.is_empty():
                 return False
@@ -103,6 +126,9 @@ class ReclaimAction:
                 attempt.statements.append(stmt)
             else:
                 failed = failed or task
-        if not attempt.finish(ssn, job) and failed is not None:
+        if attempt.finish(ssn, job):
+            return True
+        if failed is not None and note:
             why = finder.why_no_room(failed, queue=queue, where="in other queues", owners=owners)
             ssn.note_wait(job.key, DETAIL, why)
+        return False

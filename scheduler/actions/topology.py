@@ -203,3 +203,23 @@ def remember(ssn: Session, tree: HyperNodeTree, job: JobInfo) -> None:
     )
     if where is not None and where != current:
         ssn.result.podgroup_hypernode[job.key] = where
+
+
+def eviction_domains(ssn: Session, job: JobInfo) -> list[frozenset[str]] | None:
+    """For a hard-mode job, the node sets of the HyperNodes preempt and reclaim may evict in
+    for it, one at a time (victims within one HyperNode): those whose capacity could hold
+    what the gang still needs, widest first, at most ``hypernode.gradient.evict.max-hypernodes``
+    of them (Volcano's eviction gradient: reversed, capped); None for any other job."""
+    rule = job_constraint(ssn, job)
+    if rule is None or not rule.hard or ssn.topology is None:
+        return None
+    tree, state = ssn.cluster.hypernodes, ssn.topology
+    pending = sorted(job.tasks_in(TaskStatus.PENDING), key=ssn.task_order_key())
+    _, request = still_needed(job, pending) if pending else (0, Resources())
+    names = [
+        n
+        for n in search_space(tree, rule, pinned(tree, job))
+        if fits(request, state.resources(n).allocatable)
+    ]
+    names.sort(key=lambda n: (-tree.islands[n].tier, n))
+    return [tree.islands[n].nodes for n in names[: state.scorer.evict_max_hypernodes]]
