@@ -278,7 +278,13 @@ class LiveSnapshot:
             now=now,
             hypernodes=objects.hypernodes.list() if objects.hypernodes is not None else (),
         )
-        self._node_labels = {n.metadata.name: n.metadata.labels for n in objects.nodes.list()}
+        # Node labels matter only while HyperNodes select nodes (a HyperNode's arrival
+        # resolves the tree again and records them then).
+        self._node_labels = (
+            {n.metadata.name: n.metadata.labels for n in objects.nodes.list()}
+            if cluster.hypernodes
+            else {}
+        )
         self._hypernodes_changed = False
         self.cluster = cluster
         self.rebuilds += 1
