@@ -36,3 +36,27 @@ def test_tree_with_free_resources_per_island() -> None:
     assert lines[2].split() == ["├─", "r0", "1", "rack", "2", "16/16", "28/32", "128Gi/128Gi"]
     assert lines[3].split()[:2] == ["└─", "r1"]
     assert render_tree(tree, resources, []) == "No resources found\n"
+
+
+def test_job_view_shows_the_topology_and_the_hypernode() -> None:
+    """The PodGroup section of `caldera job view` names the mode, the tier and the HyperNode."""
+    from caldera.api.meta import ObjectMeta
+    from caldera.api.topology import JOB_ALLOCATED_HYPERNODE_KEY
+    from caldera.api.volcano import NetworkTopologySpec, PodGroup, PodGroupSpec
+    from cli.output import _job_podgroup
+
+    pg = PodGroup(
+        metadata=ObjectMeta(name="llm-1234", annotations={JOB_ALLOCATED_HYPERNODE_KEY: "spine-0"}),
+        spec=PodGroupSpec(
+            min_member=32, network_topology=NetworkTopologySpec(highest_tier_allowed=2)
+        ),
+    )
+    lines = _job_podgroup(pg, [])
+    assert "  Network topology: hard mode, tier <= 2" in lines
+    assert "  HyperNode: spine-0" in lines
+    named = PodGroup(
+        spec=PodGroupSpec(
+            network_topology=NetworkTopologySpec(mode="soft", highest_tier_name="rack")
+        )
+    )
+    assert "  Network topology: soft mode, tier 'rack'" in _job_podgroup(named, [])
