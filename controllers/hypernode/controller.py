@@ -1,12 +1,13 @@
 """The hypernode controller: builds and keeps HyperNodes from node labels (Volcano's label
 discovery) and keeps every HyperNode's ``status.nodeCount``.
 
-Keys: ``DISCOVERY`` for the label discovery (one key: each run derives every discovered
-HyperNode from every node, as Volcano's discoverer does), and a HyperNode's name for its
-status. A node that comes, goes or changes a configured label queues the discovery; any node
-change that may alter what a HyperNode selects queues every HyperNode's status; a HyperNode's
-own events queue its status, and a deleted one the discovery (an owned HyperNode deleted by
-hand comes back, as in Volcano).
+Two keys: ``DISCOVERY`` for the label discovery (each run derives every discovered HyperNode
+from every node, as Volcano's discoverer does), and ``COUNTS`` for every HyperNode's
+``status.nodeCount`` (one run resolves the whole tree once: a rack's count changes its
+spine's). A node that comes, goes or changes a configured label queues the discovery; a node
+that comes, goes or changes labels, and any HyperNode event, queue the counts; a deleted
+HyperNode also queues the discovery (an owned HyperNode deleted by hand comes back, as in
+Volcano). The work queue holds each key once, so a burst of events costs one run.
 
 The discovery reconcile reads the cache, asks ``controllers.hypernode.discovery.plan`` and
 writes creates, PUTs (with the cached resourceVersion, so a stale read answers 409 and is
@@ -39,7 +40,9 @@ from controllers.hypernode.discovery import (
 from controllers.runtime import Controller, Result
 from informers.store import HandlerFuncs
 
-DISCOVERY: Final = "~label-discovery"  # no HyperNode can be called this (not a DNS name)
+# Not DNS names: no HyperNode can be called this.
+DISCOVERY: Final = "~label-discovery"
+COUNTS: Final = "~node-counts"
 
 
 def load_discovery(path: str) -> list[LabelTopology]:
@@ -69,15 +72,17 @@ class HyperNodeController(Controller):
         )
         self.hypernodes.add_handler(
             HandlerFuncs(
-                add=self.enqueue,
-                update=lambda _old, new: self.enqueue(new),
+                add=self._hypernode_changed,
+                update=lambda _old, new: self._hypernode_changed(new),
                 delete=self._hypernode_gone,
             )
         )
 
     def _all_statuses(self) -> None:
-        for hn in self.hypernodes.store.list():
-            self.enqueue(hn)
+        self.queue.add(COUNTS)
+
+    def _hypernode_changed(self, _hn: HyperNode) -> None:
+        self.queue.add(COUNTS)
 
     def _node_came(self, _node: Node) -> None:
         if self.topologies:
@@ -101,8 +106,8 @@ class HyperNodeController(Controller):
     async def reconcile(self, key: str) -> Result | None:
         if key == DISCOVERY:
             await self._discover()
-        else:
-            await self._count(key)
+        elif key == COUNTS:
+            await self._count()
         return None
 
     async def _discover(self) -> None:
@@ -131,20 +136,21 @@ class HyperNodeController(Controller):
                 deleted=len(todo.delete),
             )
 
-    async def _count(self, name: str) -> None:
-        hn = self.hypernodes.store.get(name)
-        if hn is None or hn.metadata.deletion_timestamp:
-            return
+    async def _count(self) -> None:
+        """Write every HyperNode's nodeCount that changed."""
         labels = {n.metadata.name: n.metadata.labels for n in self.nodes.store.list()}
-        tree = build_tree(self.hypernodes.store.list(), labels)
-        island = tree.islands.get(name)
-        count = len(island.nodes) if island is not None else 0
-        if hn.status.node_count == count:
-            return
-        body = msgspec.structs.replace(
-            hn, status=msgspec.structs.replace(hn.status, node_count=count)
-        )
-        try:
-            await self.ctx.client.update_status(HYPERNODE, body)
-        except NotFound:
-            return
+        hypernodes = self.hypernodes.store.list()
+        tree = build_tree(hypernodes, labels)
+        for hn in hypernodes:
+            if hn.metadata.deletion_timestamp:
+                continue
+            island = tree.islands.get(hn.metadata.name)
+            count = len(island.nodes) if island is not None else 0
+            if hn.status.node_count == count:
+                continue
+            body = msgspec.structs.replace(
+                hn, status=msgspec.structs.replace(hn.status, node_count=count)
+            )
+            # Gone meanwhile: nothing to count. A 409 (a newer version in flight) is retried.
+            with contextlib.suppress(NotFound):
+                await self.ctx.client.update_status(HYPERNODE, body)
