@@ -36,6 +36,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+import msgspec
+
 from caldera.api.meta import ObjectMeta
 from caldera.api.topology import (
     NETWORK_TOPOLOGY_SOURCE_KEY,
@@ -181,18 +183,13 @@ def plan(desired: Mapping[str, HyperNode], existing: Iterable[HyperNode]) -> Dis
             have.metadata.labels.get(k) != v for k, v in want.metadata.labels.items()
         ):
             labels = {**have.metadata.labels, **want.metadata.labels}
-            meta = have.metadata
+            # The whole object as cached (finalizers, owners, annotations kept), its labels
+            # and spec as discovered; its resourceVersion makes a stale read answer 409.
             update.append(
-                HyperNode(
-                    metadata=ObjectMeta(
-                        name=meta.name,
-                        resource_version=meta.resource_version,
-                        uid=meta.uid,
-                        labels=labels,
-                        annotations=dict(meta.annotations),
-                    ),
+                msgspec.structs.replace(
+                    have,
+                    metadata=msgspec.structs.replace(have.metadata, labels=labels),
                     spec=want.spec,
-                    status=have.status,
                 )
             )
     delete = [hn for name, hn in sorted(current.items()) if owned(hn) and name not in desired]
