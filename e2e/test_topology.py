@@ -7,7 +7,10 @@ gang anyway; the PodGroup says where the job sits and why a gang waits.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +29,7 @@ from e2e.waiting import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("crds")]
 
+CALDERA = str(Path(sys.prefix) / "bin" / "caldera")
 SCHEDULER_CONF = """\
 actions: "enqueue, allocate, backfill"
 tiers:
@@ -170,6 +174,7 @@ async def _placed(kube: KubeClient, namespace: str, group: str, pods: int) -> di
 
 
 async def test_hard_mode_racks_spines_wait_and_land(
+    cluster: Cluster,
     kube: KubeClient,
     namespace: str,
     topology: dict[str, tuple[str, str]],
@@ -205,6 +210,27 @@ async def test_hard_mode_racks_spines_wait_and_land(
 
     message = await eventually(waits, timeout=30, what="d to wait for a whole spine")
     assert "fits 8 pods" in message
+
+    # The CLI draws the tree with each island's free cpu: 12 racks' worth used of 16.
+    shown = await asyncio.to_thread(
+        subprocess.run,
+        [
+            CALDERA,
+            "hypernode",
+            "get",
+            found["s0"].metadata.name,
+            f"--kubeconfig={cluster.kubeconfig}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[0].split()[:4] == ["NAME", "TIER", "TIERNAME", "NODES"]
+    assert lines[1].split()[:4] == [found["s0"].metadata.name, "2", SPINE_LABEL, "4"]
+    assert any(found["r0"].metadata.name in line for line in lines[2:])
     listed = (await kube.list(POD, namespace=namespace)).items
     assert not [p for p in listed if p.metadata.name.startswith("d-") and p.spec.node_name]
 
