@@ -25,24 +25,14 @@ from caldera.kube.errors import NotFound
 from e2e.caldera_process import CalderaProcess
 from e2e.cluster.control_plane import RACK_LABEL, SPINE_LABEL, NodeSpec
 from e2e.conftest import Cluster
+from e2e.kwok_tasks import gang_pod
 from e2e.waiting import eventually
+from scheduler.conf import DEFAULT_CONF
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("crds")]
 
 CALDERA = str(Path(sys.prefix) / "bin" / "caldera")
-SCHEDULER_CONF = """\
-actions: "enqueue, allocate, backfill"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-  - name: conformance
-- plugins:
-  - name: overcommit
-  - name: predicates
-  - name: nodeorder
-  - name: network-topology-aware
-"""
+SCHEDULER_CONF = DEFAULT_CONF + "  - name: network-topology-aware\n"
 DISCOVERY = {
     "networkTopologyDiscovery": [
         {
@@ -136,28 +126,13 @@ def _group(name: str, pods: int, topology: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _pod(name: str, group: str, label: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "annotations": {"scheduling.k8s.io/group-name": group}},
-        "spec": {
-            "schedulerName": "volcano",
-            "nodeSelector": {"e2e-topology": label},
-            "tolerations": [{"operator": "Exists"}],
-            "containers": [
-                {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "4"}}}
-            ],
-        },
-    }
-
-
 async def _gang(
     kube: KubeClient, namespace: str, name: str, pods: int, topology: dict[str, Any]
 ) -> None:
     await kube.create(PODGROUP, _group(name, pods, topology), namespace=namespace)
     for i in range(pods):
-        await kube.create(POD, _pod(f"{name}-{i}", name, namespace), namespace=namespace)
+        pod = gang_pod(f"{name}-{i}", name, "4", {"e2e-topology": namespace})
+        await kube.create(POD, pod, namespace=namespace)
 
 
 async def _placed(kube: KubeClient, namespace: str, group: str, pods: int) -> dict[str, str]:

@@ -37,7 +37,7 @@ from scheduler.actions.room import (
     pending_in_order,
     wants_room,
 )
-from scheduler.actions.topology import eviction_domains
+from scheduler.actions.topology import in_one_hypernode
 from scheduler.api.types import JobInfo, QueueInfo, TaskInfo, TaskStatus
 from scheduler.framework.session import Session
 from scheduler.why import DETAIL
@@ -73,18 +73,12 @@ class ReclaimAction:
 
     @staticmethod
     def _reclaim_for(ssn: Session, finder: RoomFinder, queue: QueueInfo, job: JobInfo) -> None:
-        domains = eviction_domains(ssn, job)
-        if domains is None:
-            ReclaimAction._attempt(ssn, finder, queue, job)
-            return
-        for i, nodes in enumerate(domains):  # a hard-mode gang: victims within one HyperNode
-            finder.restrict(nodes)
-            try:
-                # Why no room was found is told for the last HyperNode tried only.
-                if ReclaimAction._attempt(ssn, finder, queue, job, note=i == len(domains) - 1):
-                    return
-            finally:
-                finder.restrict(None)
+        in_one_hypernode(
+            ssn,
+            finder,
+            job,
+            lambda note: ReclaimAction._attempt(ssn, finder, queue, job, note=note),
+        )
 
     @staticmethod
     def _attempt(

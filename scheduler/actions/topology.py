@@ -24,7 +24,7 @@ network-topology-aware plugin:
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from caldera.api.resources import Resources
@@ -36,7 +36,12 @@ from scheduler.framework.hypernodes import Constraint, constraint, fits
 from scheduler.why import DETAIL
 
 if TYPE_CHECKING:
+    from scheduler.actions.room import RoomFinder
     from scheduler.framework.session import Session
+
+# One try of preempt or reclaim at making room for a job; its argument says whether to note
+# why it failed; True when it committed.
+Attempting = Callable[[bool], bool]
 
 HOLDING = ALLOCATED_STATUSES | {TaskStatus.PIPELINED}
 
@@ -223,3 +228,21 @@ def eviction_domains(ssn: Session, job: JobInfo) -> list[frozenset[str]] | None:
     ]
     names.sort(key=lambda n: (-tree.islands[n].tier, n))
     return [tree.islands[n].nodes for n in names[: state.scorer.evict_max_hypernodes]]
+
+
+def in_one_hypernode(ssn: Session, finder: RoomFinder, job: JobInfo, attempt: Attempting) -> None:
+    """Run preempt's or reclaim's ``attempt(note)`` for ``job``: once, anywhere, for a job
+    without hard networkTopology; else within one HyperNode at a time (``eviction_domains``)
+    until one attempt commits. ``note`` is True for the last try only, so the job's wait
+    record tells why the last HyperNode gave no room."""
+    domains = eviction_domains(ssn, job)
+    if domains is None:
+        attempt(True)
+        return
+    for i, nodes in enumerate(domains):
+        finder.restrict(nodes)
+        try:
+            if attempt(i == len(domains) - 1):
+                return
+        finally:
+            finder.restrict(None)
