@@ -61,7 +61,7 @@ def topology(cluster: Cluster, namespace: str) -> Iterator[dict[str, tuple[str, 
     spec = NodeSpec(cpu="8", memory="64Gi", labels={"e2e-topology": namespace})
     where = cluster.plane.create_topology_nodes(2, 2, 2, spec, prefix=f"{namespace}-")
     yield where
-    cluster.plane.kubectl("delete", "node", "--wait=false", *where)
+    cluster.plane.kubectl("delete", "node", "--wait=false", "--ignore-not-found", *where)
 
 
 @pytest.fixture
