@@ -127,11 +127,16 @@ def _group(name: str, pods: int, topology: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _gang(
-    kube: KubeClient, namespace: str, name: str, pods: int, topology: dict[str, Any]
+    kube: KubeClient,
+    namespace: str,
+    name: str,
+    pods: int,
+    topology: dict[str, Any],
+    selector: dict[str, str] | None = None,
 ) -> None:
     await kube.create(PODGROUP, _group(name, pods, topology), namespace=namespace)
     for i in range(pods):
-        pod = gang_pod(f"{name}-{i}", name, "4", {"e2e-topology": namespace})
+        pod = gang_pod(f"{name}-{i}", name, "4", {"e2e-topology": namespace, **(selector or {})})
         await kube.create(POD, pod, namespace=namespace)
 
 
@@ -155,24 +160,34 @@ async def test_hard_mode_racks_spines_wait_and_land(
     topology: dict[str, tuple[str, str]],
     processes: tuple[CalderaProcess, CalderaProcess],
 ) -> None:
-    """A 4-pod gang of tier 1 fills one rack; a second one fills a rack of the other spine;
-    an 8-pod gang of tier <= 2 then waits (16 cpu free in each spine, 32 in all) with the
-    reason on its PodGroup, instead of spanning spines; once the second gang goes, it lands
-    within the spine that freed up, and its PodGroup names that spine."""
+    """A 4-pod gang of tier 1 fills one rack; a second one, whose pods select a rack of the
+    other spine, fills that rack; an 8-pod gang of tier <= 2 then waits with the reason on
+    its PodGroup, although 32 cpu are free (16 in each spine), instead of spanning spines;
+    once the second gang goes, it lands within the spine that freed up, and its PodGroup
+    names that spine."""
     prefix = f"{namespace}-"
     found = await _discovered(kube, prefix, 6)
     assert {hn.spec.tier for hn in found.values()} == {1, 2}
     assert found["s0"].status.node_count == 4
     assert found["r0"].status.node_count == 2
 
-    # Three 4-pod gangs of tier 1 take three racks, one each: one spine is full, the
-    # other has one rack free.
-    placed = {}
-    for group in ("a", "b", "c"):
-        await _gang(kube, namespace, group, 4, {"mode": "hard", "highestTierAllowed": 1})
-        placed[group] = await _placed(kube, namespace, group, 4)
-        assert len({topology[n][0] for n in placed[group].values()}) == 1, placed[group]
-    assert len({topology[n][0] for nodes in placed.values() for n in nodes.values()}) == 3
+    await _gang(kube, namespace, "a", 4, {"mode": "hard", "highestTierAllowed": 1})
+    a = await _placed(kube, namespace, "a", 4)
+    assert len({topology[n][0] for n in a.values()}) == 1, a
+    spine_a = topology[next(iter(a.values()))][1]
+    other_rack, other_spine = next(
+        (rack, spine) for rack, spine in topology.values() if spine != spine_a
+    )
+    await _gang(
+        kube,
+        namespace,
+        "b",
+        4,
+        {"mode": "hard", "highestTierAllowed": 1},
+        selector={RACK_LABEL: other_rack},
+    )
+    b = await _placed(kube, namespace, "b", 4)
+    assert {topology[n][0] for n in b.values()} == {other_rack}
 
     await _gang(kube, namespace, "d", 8, {"mode": "hard", "highestTierName": SPINE_LABEL})
 
@@ -186,7 +201,7 @@ async def test_hard_mode_racks_spines_wait_and_land(
     message = await eventually(waits, timeout=30, what="d to wait for a whole spine")
     assert "fits 8 pods" in message
 
-    # The CLI draws the tree with each island's free cpu: 12 racks' worth used of 16.
+    # The CLI draws a spine's tree (its racks under it, with their free resources).
     shown = await asyncio.to_thread(
         subprocess.run,
         [
@@ -209,22 +224,18 @@ async def test_hard_mode_racks_spines_wait_and_land(
     listed = (await kube.list(POD, namespace=namespace)).items
     assert not [p for p in listed if p.metadata.name.startswith("d-") and p.spec.node_name]
 
-    # The gang alone in its spine finishes: that spine is whole again and d lands in it.
-    by_spine: dict[str, list[str]] = {}
-    for group, nodes in placed.items():
-        by_spine.setdefault(topology[next(iter(nodes.values()))][1], []).append(group)
-    lone_spine, lone = next((s, g) for s, g in by_spine.items() if len(g) == 1)
+    # b finishes: its spine is whole again, and d lands in it.
     for i in range(4):
-        await kube.delete(POD, f"{lone[0]}-{i}", namespace=namespace, grace_period_seconds=0)
+        await kube.delete(POD, f"b-{i}", namespace=namespace, grace_period_seconds=0)
     d = await _placed(kube, namespace, "d", 8)
-    assert {topology[n][1] for n in d.values()} == {lone_spine}
+    assert {topology[n][1] for n in d.values()} == {other_spine}
 
     async def remembered() -> str | None:
         pg = await kube.get(PODGROUP, "d", namespace=namespace)
         return pg.metadata.annotations.get(JOB_ALLOCATED_HYPERNODE_KEY)
 
     where = await eventually(remembered, timeout=20, what="d's HyperNode on its PodGroup")
-    assert where == found[lone_spine[len(prefix) :]].metadata.name
+    assert where == found[other_spine[len(prefix) :]].metadata.name
 
 
 async def test_soft_mode_prefers_a_rack_and_spans_when_none_fits(
