@@ -128,7 +128,7 @@ class AllocateAction:
     ) -> bool:
         """One job's turn; True when the job should get another turn."""
         rule = job_constraint(ssn, job)
-        if rule is not None and place_in_hypernode(ssn, queue, job, tasks, rule):
+        if rule is not None and place_in_hypernode(ssn, placer, queue, job, tasks, rule):
             return False
         stmt = ssn.statement()
         again = False

@@ -142,17 +142,20 @@ def candidates(
 
 
 def trial(
-    ssn: Session, queue: QueueInfo, job: JobInfo, pending: Sequence[TaskInfo], nodes: frozenset[str]
+    ssn: Session,
+    placer: Placer,
+    queue: QueueInfo,
+    job: JobInfo,
+    pending: Sequence[TaskInfo],
+    nodes: frozenset[str],
 ) -> bool:
     """Place ``pending`` on ``nodes`` only; True (statement committed or kept) when the gang is
     ready or pipelined there, else everything undone."""
-    subset = {n: ssn.nodes[n] for n in nodes if n in ssn.nodes}
-    placer = Placer(ssn, nodes=subset)
     stmt = ssn.statement()
     for task in pending:
         if task.status != TaskStatus.PENDING or not ssn.allocatable(queue, task):
             continue
-        name, _ = placer.best(task)
+        name = placer.best_among(task, nodes)
         if name is None:
             break
         if fits_now(task, ssn.nodes[name].allocatable - ssn.nodes[name].used):
@@ -173,11 +176,16 @@ def fits_now(task: TaskInfo, idle: Resources) -> bool:
 
 
 def place_in_hypernode(
-    ssn: Session, queue: QueueInfo, job: JobInfo, tasks: Iterable[TaskInfo], rule: Constraint
+    ssn: Session,
+    placer: Placer,
+    queue: QueueInfo,
+    job: JobInfo,
+    tasks: Iterable[TaskInfo],
+    rule: Constraint,
 ) -> bool:
     """One turn of a job with networkTopology. True when it was handled (placed, or waiting
     in hard mode); False when a soft-mode job found no HyperNode and should be placed as a
-    topology-blind job."""
+    topology-blind job. ``placer``: the action's, whose verdicts serve every HyperNode."""
     tree = ssn.cluster.hypernodes
     pending = [t for t in tasks if t.status == TaskStatus.PENDING]
     if not pending:
@@ -185,7 +193,7 @@ def place_in_hypernode(
     pin = pinned(tree, job)
     count, request = still_needed(job, pending)
     for name in candidates(ssn, rule, pin, request):
-        if trial(ssn, queue, job, pending, tree.islands[name].nodes):
+        if trial(ssn, placer, queue, job, pending, tree.islands[name].nodes):
             remember(ssn, tree, job)
             return True
     if not rule.hard:

@@ -15,13 +15,13 @@ free islands stay whole. The final score is scaled by 100 x ``weight``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from caldera.api.resources import Resources
 from caldera.api.topology_tree import HyperNodeTree
 from caldera.api.volcano import NetworkTopologyMode, NetworkTopologySpec
-from scheduler.api.types import NodeInfo, TaskInfo
+from scheduler.api.types import NodeInfo
 
 MAX_NODE_SCORE = 100.0
 
@@ -64,35 +64,52 @@ class IslandResources:
     future_idle: Resources
 
 
+class _Sums:
+    """A HyperNode's resources summed over its ready nodes, kept as they change."""
+
+    __slots__ = ("alloc", "moving", "used")
+
+    def __init__(self) -> None:
+        self.alloc: dict[str, int] = {}
+        self.used: dict[str, int] = {}
+        self.moving: dict[str, int] = {}  # releasing - pipelined
+
+    def add_node(self, node: NodeInfo) -> None:
+        _add(self.alloc, node.allocatable)
+        self.add_tasks(node.used, node.releasing, node.pipelined)
+
+    def add_tasks(
+        self, used: Resources, releasing: Resources, pipelined: Resources, sign: int = 1
+    ) -> None:
+        """Count a node's tasks (with ``sign`` -1: take them away)."""
+        _add(self.used, used, sign)
+        _add(self.moving, releasing, sign)
+        _add(self.moving, pipelined, -sign)
+
+    def view(self) -> IslandResources:
+        alloc, used, moving = self.alloc, self.used, self.moving
+        idle = {k: v - used.get(k, 0) for k, v in alloc.items()}
+        return IslandResources(
+            Resources(alloc),
+            Resources(used),
+            Resources({k: max(v, 0) for k, v in idle.items()}),
+            Resources({k: v + moving.get(k, 0) for k, v in idle.items()}),
+        )
+
+
+def _add(into: dict[str, int], amounts: Resources, sign: int = 1) -> None:
+    for key, amount in amounts.items():
+        into[key] = into.get(key, 0) + sign * amount
+
+
 def island_resources(nodes: Mapping[str, NodeInfo], names: frozenset[str]) -> IslandResources:
-    """The summed resources of the island's nodes present in the session (ready ones only);
-    summed in plain dicts (a rack of a 5,000-node cluster is asked for this once per session
-    and again each time a pod lands on it)."""
-    alloc: dict[str, int] = {}
-    used: dict[str, int] = {}
-    moving: dict[str, int] = {}  # releasing - pipelined: future idle = alloc - used + moving
+    """The summed resources of the island's nodes present in the session (ready ones only)."""
+    sums = _Sums()
     for name in names:
         node = nodes.get(name)
-        if node is None or not node.ready:
-            continue
-        for key, amount in node.allocatable.items():
-            alloc[key] = alloc.get(key, 0) + amount
-        for key, amount in node.used.items():
-            used[key] = used.get(key, 0) + amount
-        if not node.releasing.is_empty():
-            for key, amount in node.releasing.items():
-                moving[key] = moving.get(key, 0) + amount
-        if not node.pipelined.is_empty():
-            for key, amount in node.pipelined.items():
-                moving[key] = moving.get(key, 0) - amount
-    idle = {k: v - used.get(k, 0) for k, v in alloc.items()}
-    future = {k: v + moving.get(k, 0) for k, v in idle.items()}
-    return IslandResources(
-        Resources(alloc),
-        Resources(used),
-        Resources({k: max(v, 0) for k, v in idle.items()}),
-        Resources(future),
-    )
+        if node is not None and node.ready:
+            sums.add_node(node)
+    return sums.view()
 
 
 def fits(request: Resources, available: Resources) -> bool:
@@ -129,9 +146,13 @@ class HyperNodeScorer:
 
 
 class HyperNodeState:
-    """A session's view of the HyperNodes: each one's summed resources, computed when first
-    asked and forgotten when a task is allocated or released on one of its nodes (Volcano's
-    hyperNodeResourceCache, kept by the same event handlers).
+    """A session's view of the HyperNodes: each one's summed resources (Volcano's
+    hyperNodeResourceCache), summed over its nodes when first asked and then kept by
+    difference: the session logs every node whose tasks change (``Session.node_changes``),
+    and before answering, each logged node's change since it was last counted is added to
+    the sums of the HyperNodes holding it. A placement costs a few additions per HyperNode
+    above the node, not a new sum over a spine's nodes; a session without a job that asks
+    for a HyperNode sums nothing.
 
     For the search over a whole tier, the HyperNodes of the tier are also grouped by their
     resources: HyperNodes with equal resources have equal room and equal scores, so a job
@@ -139,25 +160,65 @@ class HyperNodeState:
     full, and a few partly used), not once per HyperNode."""
 
     def __init__(
-        self, scorer: HyperNodeScorer, tree: HyperNodeTree, nodes: Mapping[str, NodeInfo]
+        self,
+        scorer: HyperNodeScorer,
+        tree: HyperNodeTree,
+        nodes: Mapping[str, NodeInfo],
+        changes: Sequence[str] = (),
     ) -> None:
-        self.scorer, self.tree, self.nodes = scorer, tree, nodes
-        self._cache: dict[str, IslandResources] = {}
+        """``changes``: the session's log of changed nodes (appended to as tasks move)."""
+        self.scorer, self.tree, self.nodes, self.changes = scorer, tree, nodes, changes
+        self._sums: dict[str, _Sums] = {}
+        # The (used, releasing, pipelined) of each node as counted in the sums, for the nodes
+        # of summed HyperNodes; Resources are immutable, so a node's change is a new object.
+        self._counted: dict[str, tuple[Resources, Resources, Resources]] = {}
+        self._seen = len(changes)  # how much of the log is counted
+        self._views: dict[str, IslandResources] = {}
         self._groups: dict[int, dict[IslandResources, set[str]]] = {}  # by tier
         self._group_of: dict[str, IslandResources] = {}
-        self._dirty: set[str] = set()
+        self._dirty: set[str] = set()  # summed HyperNodes changed since they were grouped
 
     def resources(self, name: str) -> IslandResources:
-        found = self._cache.get(name)
+        self._catch_up()
+        found = self._views.get(name)
         if found is None:
-            found = self._cache[name] = island_resources(self.nodes, self.tree.islands[name].nodes)
+            sums = self._sums.get(name) or self._sum(name)
+            found = self._views[name] = sums.view()
         return found
 
-    def task_moved(self, task: TaskInfo) -> None:
-        """An allocate handler: the task's node changed, and so did its HyperNodes."""
-        for name in self.tree.by_node.get(task.node_name, ()):
-            self._cache.pop(name, None)
-            self._dirty.add(name)
+    def _sum(self, name: str) -> _Sums:
+        sums = self._sums[name] = _Sums()
+        for node_name in self.tree.islands[name].nodes:
+            node = self.nodes.get(node_name)
+            if node is None or not node.ready:
+                continue
+            sums.add_node(node)
+            self._counted[node_name] = (node.used, node.releasing, node.pipelined)
+        return sums
+
+    def _catch_up(self) -> None:
+        """Count the nodes logged since the last call into the sums holding them."""
+        log = self.changes
+        if self._seen == len(log):
+            return
+        for node_name in set(log[self._seen :]):
+            counted = self._counted.get(node_name)
+            if counted is None:
+                continue  # in no summed HyperNode (or not ready: never counted)
+            node = self.nodes[node_name]
+            now = (node.used, node.releasing, node.pipelined)
+            if now[0] is counted[0] and now[1] is counted[1] and now[2] is counted[2]:
+                continue
+            self._counted[node_name] = now
+            for held_by in self.tree.by_node.get(node_name, ()):
+                sums = self._sums.get(held_by)
+                if sums is None:
+                    continue
+                sums.add_tasks(*counted, sign=-1)
+                sums.add_tasks(*now)
+                self._views.pop(held_by, None)
+                self._dirty.add(held_by)
+        self._seen = len(log)
 
     def _tier_groups(self, tier: int) -> dict[IslandResources, set[str]]:
         groups = self._groups.get(tier)
@@ -169,6 +230,7 @@ class HyperNodeState:
                     groups.setdefault(res, set()).add(name)
             self._dirty = {n for n in self._dirty if self.tree.islands[n].tier != tier}
             return groups
+        self._catch_up()
         moved = [n for n in self._dirty if self.tree.islands[n].tier == tier]
         for name in moved:
             self._dirty.discard(name)

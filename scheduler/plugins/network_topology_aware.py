@@ -8,9 +8,9 @@ other resources, e.g. ``nvidia.com/gpu``) with ``hypernode.binpack.resources.<na
 ``hypernode.gradient.evict.max-hypernodes`` (8). A negative weight falls back to its default,
 as in Volcano.
 
-The plugin only sets ``Session.topology`` (``scheduler.framework.hypernodes``) and keeps the
-HyperNodes' resources current as tasks move: the allocate
-action walks the HyperNodes tier by tier for jobs with networkTopology
+The plugin only sets ``Session.topology`` (``scheduler.framework.hypernodes``, which keeps
+the HyperNodes' resources current as tasks move, from the session's log of changed nodes): the
+allocate action walks the HyperNodes tier by tier for jobs with networkTopology
 (``scheduler.actions.topology``), and preempt and reclaim keep a hard-mode job's victims in
 one HyperNode. It registers no node predicate or score, so pods without networkTopology are
 placed exactly as without it (the normal-pod arguments are accepted and not used: see
@@ -63,10 +63,9 @@ class NetworkTopologyAwarePlugin:
         self.scorer = scorer_from(args)
 
     def on_session_open(self, ssn: Session) -> None:
-        tree = ssn.cluster.hypernodes
-        state = ssn.topology = HyperNodeState(self.scorer, tree, ssn.nodes)
-        if tree:
-            ssn.add_allocate_handler(self.name, state.task_moved, state.task_moved)
+        ssn.topology = HyperNodeState(
+            self.scorer, ssn.cluster.hypernodes, ssn.nodes, ssn.node_changes
+        )
 
     def on_session_close(self, ssn: Session) -> None:
         pass
