@@ -20,7 +20,7 @@ from scheduler.api.types import ClusterInfo, JobInfo
 from scheduler.framework.hypernodes import constraint, island_resources
 from scheduler.framework.plugin import Arguments
 from scheduler.plugins.network_topology_aware import scorer_from
-from unit.sched_fixtures import add_job, binds, cpu_cluster, open_session, run
+from unit.sched_fixtures import add_job, binds, cpu, cpu_cluster, open_session, run
 from unit.topology_fixtures import racks_and_spines
 
 TOPOLOGY_PLUGINS = (
@@ -301,3 +301,51 @@ def test_preempt_takes_victims_within_one_rack() -> None:
     assert evicted == {"n2", "n3"}
     assert {t.node_name for t in job.tasks.values()} == {"n2", "n3"}
     assert {where[n][0] for n in evicted} == {"r1"}
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    moves=st.lists(
+        st.tuples(st.sampled_from(("allocate", "pipeline")), st.integers(0, 7), st.booleans()),
+        max_size=12,
+    ),
+    asks=st.lists(st.integers(0, 3), min_size=1, max_size=4),
+)
+def test_hypernode_sums_kept_by_difference_match_a_fresh_sum(
+    moves: Sequence[tuple[str, int, bool]], asks: Sequence[int]
+) -> None:
+    """After any allocations and pipelines (some discarded), a HyperNode's kept resources are
+    the sum over its nodes, a spine's included (summed from its racks), and a tier's HyperNodes
+    with room come highest score first, then name."""
+    from scheduler.plugins.network_topology_aware import NetworkTopologyAwarePlugin
+
+    cluster, _ = topology_cluster()
+    add_job(cluster, "busy", running=["n1", "n2"], size="3")
+    job = add_job(cluster, "moving", pending=len(moves), size="2")
+    ssn = open_session(cluster, [])
+    NetworkTopologyAwarePlugin(Arguments("network-topology-aware", {})).on_session_open(ssn)
+    state, tree = ssn.topology, cluster.hypernodes
+    assert state is not None
+    tasks = sorted(job.tasks.values(), key=lambda t: t.name)
+    for step, ((how, node, keep), task) in enumerate(zip(moves, tasks, strict=False)):
+        stmt = ssn.statement()
+        getattr(stmt, how)(task, f"n{node}")
+        stmt.commit() if keep else stmt.discard()
+        if step % 2 == 0:  # ask between moves too, so the sums are kept, not rebuilt
+            state.resources("s0")
+        for name, island in tree.islands.items():
+            assert state.resources(name) == island_resources(ssn.nodes, island.nodes)
+    for cpus in asks:
+        request = cpu(str(cpus + 1)) if cpus else cpu("9")
+        for tier in tree.tiers:
+            expected = sorted(
+                (-state.scorer.score(request, res), name)
+                for name, island in tree.islands.items()
+                if island.tier == tier
+                and (
+                    (res := island_resources(ssn.nodes, island.nodes)).idle.get("cpu")
+                    >= request.get("cpu")
+                    or res.future_idle.get("cpu") >= request.get("cpu")
+                )
+            )
+            assert list(state.in_tier(tier, request)) == [name for _, name in expected]

@@ -23,7 +23,6 @@ network-topology-aware plugin:
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
@@ -135,10 +134,7 @@ def candidates(
     for tier in tree.tiers:
         if highest is None or tier > highest:
             return
-        ranked = state.in_tier(tier, request)
-        heapq.heapify(ranked)
-        while ranked:
-            yield heapq.heappop(ranked)[1]
+        yield from state.in_tier(tier, request)
 
 
 def trial(

@@ -15,11 +15,11 @@ free islands stay whole. The final score is scaled by 100 x ``weight``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from caldera.api.resources import Resources
-from caldera.api.topology_tree import HyperNodeTree
+from caldera.api.topology_tree import HyperNodeTree, Island
 from caldera.api.volcano import NetworkTopologyMode, NetworkTopologySpec
 from scheduler.api.types import NodeInfo
 
@@ -78,13 +78,17 @@ class _Sums:
         _add(self.alloc, node.allocatable)
         self.add_tasks(node.used, node.releasing, node.pipelined)
 
-    def add_tasks(
-        self, used: Resources, releasing: Resources, pipelined: Resources, sign: int = 1
-    ) -> None:
-        """Count a node's tasks (with ``sign`` -1: take them away)."""
-        _add(self.used, used, sign)
-        _add(self.moving, releasing, sign)
-        _add(self.moving, pipelined, -sign)
+    def add_tasks(self, used: Resources, releasing: Resources, pipelined: Resources) -> None:
+        """Count a node's tasks."""
+        _add(self.used, used)
+        _add(self.moving, releasing)
+        _add(self.moving, pipelined, -1)
+
+    def add_change(self, used: Mapping[str, int], moving: Mapping[str, int]) -> None:
+        """Count a node's change (see ``_change``)."""
+        for into, amounts in ((self.used, used), (self.moving, moving)):
+            for key, amount in amounts.items():
+                into[key] = into.get(key, 0) + amount
 
     def view(self) -> IslandResources:
         alloc, used, moving = self.alloc, self.used, self.moving
@@ -100,6 +104,24 @@ class _Sums:
 def _add(into: dict[str, int], amounts: Resources, sign: int = 1) -> None:
     for key, amount in amounts.items():
         into[key] = into.get(key, 0) + sign * amount
+
+
+Counted = tuple[Resources, Resources, Resources]  # a node's used, releasing, pipelined
+
+
+def _change(was: Counted, now: Counted) -> tuple[dict[str, int], dict[str, int]]:
+    """What a node's change adds to the used and to the releasing - pipelined of the sums
+    holding it; computed once, added to each of its HyperNodes."""
+    used: dict[str, int] = {}
+    moving: dict[str, int] = {}
+    if now[0] is not was[0]:
+        _add(used, now[0])
+        _add(used, was[0], -1)
+    for later, earlier, sign in ((now[1], was[1], 1), (now[2], was[2], -1)):
+        if later is not earlier:
+            _add(moving, later, sign)
+            _add(moving, earlier, -sign)
+    return used, moving
 
 
 def island_resources(nodes: Mapping[str, NodeInfo], names: frozenset[str]) -> IslandResources:
@@ -171,7 +193,7 @@ class HyperNodeState:
         self._sums: dict[str, _Sums] = {}
         # The (used, releasing, pipelined) of each node as counted in the sums, for the nodes
         # of summed HyperNodes; Resources are immutable, so a node's change is a new object.
-        self._counted: dict[str, tuple[Resources, Resources, Resources]] = {}
+        self._counted: dict[str, Counted] = {}
         self._seen = len(changes)  # how much of the log is counted
         self._views: dict[str, IslandResources] = {}
         self._groups: dict[int, dict[IslandResources, set[str]]] = {}  # by tier
@@ -187,14 +209,36 @@ class HyperNodeState:
         return found
 
     def _sum(self, name: str) -> _Sums:
+        island = self.tree.islands[name]
+        children = [self.tree.islands[c] for c in island.children if c in self.tree.islands]
+        if children and self._partitioned_by(island.nodes, children):
+            # A spine of racks: the racks' sums added up, not its nodes again.
+            sums = self._sums[name] = _Sums()
+            for child in children:
+                part = self._sums.get(child.name) or self._sum(child.name)
+                for into, amounts in (
+                    (sums.alloc, part.alloc),
+                    (sums.used, part.used),
+                    (sums.moving, part.moving),
+                ):
+                    for key, amount in amounts.items():
+                        into[key] = into.get(key, 0) + amount
+            return sums
         sums = self._sums[name] = _Sums()
-        for node_name in self.tree.islands[name].nodes:
+        for node_name in island.nodes:
             node = self.nodes.get(node_name)
             if node is None or not node.ready:
                 continue
             sums.add_node(node)
             self._counted[node_name] = (node.used, node.releasing, node.pipelined)
         return sums
+
+    @staticmethod
+    def _partitioned_by(nodes: frozenset[str], children: Sequence[Island]) -> bool:
+        """Whether the children's nodes are ``nodes``, each node in exactly one child."""
+        return sum(len(c.nodes) for c in children) == len(nodes) and all(
+            c.nodes <= nodes for c in children
+        )
 
     def _catch_up(self) -> None:
         """Count the nodes logged since the last call into the sums holding them."""
@@ -210,12 +254,12 @@ class HyperNodeState:
             if now[0] is counted[0] and now[1] is counted[1] and now[2] is counted[2]:
                 continue
             self._counted[node_name] = now
+            used, moving = _change(counted, now)
             for held_by in self.tree.by_node.get(node_name, ()):
                 sums = self._sums.get(held_by)
                 if sums is None:
                     continue
-                sums.add_tasks(*counted, sign=-1)
-                sums.add_tasks(*now)
+                sums.add_change(used, moving)
                 self._views.pop(held_by, None)
                 self._dirty.add(held_by)
         self._seen = len(log)
@@ -243,12 +287,13 @@ class HyperNodeState:
             groups.setdefault(res, set()).add(name)
         return groups
 
-    def in_tier(self, tier: int, request: Resources) -> list[tuple[float, str]]:
-        """(-score, name) of the tier's HyperNodes with room for ``request`` (idle or future
-        idle), unordered: the caller takes them best first."""
-        out: list[tuple[float, str]] = []
+    def in_tier(self, tier: int, request: Resources) -> Iterator[str]:
+        """The tier's HyperNodes with room for ``request`` (idle or future idle), best first:
+        highest score, then name. Produced lazily, a score at a time: a job placed in the
+        best rack never sorts the others."""
+        by_score: dict[float, list[str]] = {}
         for res, names in self._tier_groups(tier).items():
             if fits(request, res.idle) or fits(request, res.future_idle):
-                score = -self.scorer.score(request, res)
-                out.extend((score, name) for name in names)
-        return out
+                by_score.setdefault(self.scorer.score(request, res), []).extend(names)
+        for score in sorted(by_score, reverse=True):
+            yield from sorted(by_score[score])
