@@ -21,8 +21,9 @@
 
 2. The cost: one session placing a backlog of gangs on 5,000 nodes (625 racks, 79 spines), as
    blind (no HyperNodes, no plugin), with the feature on and unused (HyperNodes and the plugin,
-   jobs without networkTopology), and with every job in hard mode; the median of three runs
-   each. Goal: the hard-mode session under 20% more than blind.
+   jobs without networkTopology), and with every job in hard mode; the modes in turn, seven
+   times, the medians of wall and CPU time. Goal: the hard-mode session under 20% more CPU
+   time than blind (on a shared machine the wall time counts the other processes too).
 
 Nothing here is a test: a missed goal prints MISS and what was measured.
 """
@@ -243,7 +244,7 @@ class Outcome:
     window: float = 0.0
     free_racks: list[int] = field(default_factory=list)
     sessions: int = 0
-    session_seconds: float = 0.0
+    session_seconds: float = 0.0  # CPU time
 
     def utilisation(self, capacity: int) -> float:
         return self.gpu_time / (capacity * self.window) if self.window else 0.0
@@ -299,9 +300,9 @@ def simulate(mode: str, arrivals: Sequence[Arrival], nodes: int) -> Outcome:
             continue
         cluster.now = T0 + dt.timedelta(seconds=now)
         ssn = Session(cluster, conf.tiers)
-        started = time.perf_counter()
+        started = time.process_time()
         result = run_session(ssn, conf, REGISTRY)
-        out.session_seconds += time.perf_counter() - started
+        out.session_seconds += time.process_time() - started
         out.sessions += 1
         for node in cluster.nodes.values():
             node.changes = None
@@ -338,7 +339,7 @@ def report_stream(outcomes: list[Outcome], capacity: int) -> bool:
     print(
         f"{'mode':<7}{'placed':>7}{'1 rack (fit)':>14}{'1 rack':>8}{'1 spine':>9}{'span':>6}"
         f"{'wait s':>8}{'p95 s':>8}{'GPU util':>10}{'free racks':>12}{'sessions':>10}"
-        f"{'s/session':>11}"
+        f"{'cpu s/sess':>11}"
     )
     blind = next(o for o in outcomes if o.mode == "blind")
     ok = True
@@ -379,32 +380,42 @@ def backlog(mode: str, jobs: int, seed: int = 5) -> list[JobInfo]:
     return out
 
 
-def one_session(nodes: int, jobs: int, mode: str) -> tuple[float, int]:
+def one_session(nodes: int, jobs: int, mode: str) -> tuple[float, float, int]:
+    """(wall seconds, CPU seconds, binds) of one session over a fresh backlog."""
     cluster = new_cluster(nodes, with_hypernodes=mode != "blind")
     for job in backlog(mode, jobs):
         cluster.jobs[job.key] = job
     conf = conf_of(BLIND_CONF if mode == "blind" else TOPOLOGY_CONF)
     ssn = Session(cluster, conf.tiers)
-    started = time.perf_counter()
+    wall, cpu = time.perf_counter(), time.process_time()
     result = run_session(ssn, conf, REGISTRY)
-    return time.perf_counter() - started, len(result.binds)
+    return time.perf_counter() - wall, time.process_time() - cpu, len(result.binds)
 
 
-def report_cost(nodes: int, jobs: int) -> bool:
-    rows = {}
-    for mode in ("blind", "on-unused", "hard"):
-        runs = [one_session(nodes, jobs, mode) for _ in range(3)]
-        rows[mode] = (statistics.median(r[0] for r in runs), runs[0][1])
-    blind = rows["blind"][0]
-    print(f"{'session at':<12}{'nodes':>7}{'gangs':>7}{'binds':>8}{'seconds':>9}{'vs blind':>10}")
-    for mode, (seconds, binds) in rows.items():
+def report_cost(nodes: int, jobs: int, runs: int) -> bool:
+    """The modes' sessions taken in turn ``runs`` times (a load that comes and goes falls on
+    every mode alike); the medians. The goal is judged on CPU time, the session's own work:
+    on a shared machine the wall time also counts the other processes' turns."""
+    modes = ("blind", "on-unused", "hard")
+    taken: dict[str, list[tuple[float, float, int]]] = {mode: [] for mode in modes}
+    for _ in range(runs):
+        for mode in modes:
+            taken[mode].append(one_session(nodes, jobs, mode))
+    wall = {mode: statistics.median(r[0] for r in taken[mode]) for mode in modes}
+    cpu = {mode: statistics.median(r[1] for r in taken[mode]) for mode in modes}
+    print(
+        f"{'session at':<12}{'nodes':>7}{'gangs':>7}{'binds':>8}{'wall s':>9}{'vs blind':>10}"
+        f"{'cpu s':>8}{'vs blind':>10}   (median of {runs})"
+    )
+    for mode in modes:
         print(
-            f"{mode:<12}{nodes:>7,}{jobs:>7,}{binds:>8,}{seconds:>9.3f}"
-            f"{seconds / blind - 1:>+10.1%}"
+            f"{mode:<12}{nodes:>7,}{jobs:>7,}{taken[mode][0][2]:>8,}"
+            f"{wall[mode]:>9.3f}{wall[mode] / wall['blind'] - 1:>+10.1%}"
+            f"{cpu[mode]:>8.3f}{cpu[mode] / cpu['blind'] - 1:>+10.1%}"
         )
-    extra = rows["hard"][0] / blind - 1
+    extra = cpu["hard"] / cpu["blind"] - 1
     verdict = "met" if extra < 0.20 else "MISS"
-    print(f"goal: hard-mode session {extra:+.1%} against blind (goal < +20%): {verdict}")
+    print(f"goal: hard-mode session CPU {extra:+.1%} against blind (goal < +20%): {verdict}")
     return extra < 0.20
 
 
@@ -423,9 +434,9 @@ def main() -> int:
     outcomes = [simulate(mode, arrivals, nodes) for mode in ("blind", "hard", "soft")]
     report_stream(outcomes, nodes * NODE_GPUS)
     if args.smoke:
-        report_cost(504, 40)
+        report_cost(504, 40, runs=1)
     else:
-        report_cost(5000, 800)
+        report_cost(5000, 800, runs=7)
     return 0
 
 
