@@ -35,22 +35,15 @@ from collections import deque
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from caldera.api.resources import Resources
 from caldera.api.volcano import PodGroupCondition
 from scheduler.actions.enqueue import INQUEUE, PENDING_PHASES, queue_rounds
-from scheduler.actions.placer import Placer, fit_error_message
+from scheduler.actions.placer import Placer, fit_error_message, fits_idle
 from scheduler.actions.topology import job_constraint, place_in_hypernode
-from scheduler.api.types import JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus
+from scheduler.api.types import JobInfo, QueueInfo, TaskInfo, TaskStatus
 from scheduler.framework.statement import Statement
 
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
-
-
-def fits_idle(request: Resources, node: NodeInfo) -> bool:
-    """Whether ``request`` fits what the node has free right now."""
-    alloc, used = node.allocatable, node.used
-    return all(amount <= alloc.get(n) - used.get(n) for n, amount in request.items())
 
 
 def discard(stmt: Statement) -> None:

@@ -20,6 +20,7 @@ import heapq
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
+from caldera.api.resources import Resources
 from scheduler.api.types import NodeInfo, TaskInfo
 from scheduler.plugins.predicates import shortfall
 from scheduler.plugins.task_topology import Topology
@@ -75,6 +76,12 @@ def evaluate(ssn: Session, task: TaskInfo, node: NodeInfo) -> float | list[str]:
     if reason:
         return [reason]
     return ssn.node_score(task, node)
+
+
+def fits_idle(request: Resources, node: NodeInfo) -> bool:
+    """Whether ``request`` fits what the node has free right now."""
+    alloc, used = node.allocatable, node.used
+    return all(amount <= alloc.get(n) - used.get(n) for n, amount in request.items())
 
 
 class NodeSetHeap:

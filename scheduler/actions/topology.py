@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from caldera.api.resources import Resources
 from caldera.api.topology import JOB_ALLOCATED_HYPERNODE_KEY
 from caldera.api.topology_tree import HyperNodeTree
-from scheduler.actions.placer import Placer
+from scheduler.actions.placer import Placer, fits_idle
 from scheduler.api.types import ALLOCATED_STATUSES, JobInfo, QueueInfo, TaskInfo, TaskStatus
 from scheduler.framework.hypernodes import Constraint, constraint, fits
 from scheduler.why import DETAIL
@@ -154,7 +154,7 @@ def trial(
         name = placer.best_among(task, nodes)
         if name is None:
             break
-        if fits_now(task, ssn.nodes[name].allocatable - ssn.nodes[name].used):
+        if fits_idle(task.init_resreq, ssn.nodes[name]):
             stmt.allocate(task, name)
         else:
             stmt.pipeline(task, name)
@@ -165,10 +165,6 @@ def trial(
         return True
     stmt.discard()
     return False
-
-
-def fits_now(task: TaskInfo, idle: Resources) -> bool:
-    return all(amount <= idle.get(n) for n, amount in task.init_resreq.items())
 
 
 def place_in_hypernode(

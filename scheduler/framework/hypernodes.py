@@ -64,6 +64,9 @@ class IslandResources:
     future_idle: Resources
 
 
+GroupKey = tuple[tuple[tuple[str, int], ...], ...]  # see ``_Sums.key``
+
+
 class _Sums:
     """A HyperNode's resources summed over its ready nodes, kept as they change."""
 
@@ -89,6 +92,14 @@ class _Sums:
         for into, amounts in ((self.used, used), (self.moving, moving)):
             for key, amount in amounts.items():
                 into[key] = into.get(key, 0) + amount
+
+    def key(self) -> GroupKey:
+        """Equal for equal sums (the amounts, sorted by resource name)."""
+        return (
+            tuple(sorted(self.alloc.items())),
+            tuple(sorted(self.used.items())),
+            tuple(sorted(self.moving.items())),
+        )
 
     def view(self) -> IslandResources:
         alloc, used, moving = self.alloc, self.used, self.moving
@@ -196,8 +207,9 @@ class HyperNodeState:
         self._counted: dict[str, Counted] = {}
         self._seen = len(changes)  # how much of the log is counted
         self._views: dict[str, IslandResources] = {}
-        self._groups: dict[int, dict[IslandResources, set[str]]] = {}  # by tier
-        self._group_of: dict[str, IslandResources] = {}
+        self._groups: dict[int, dict[GroupKey, set[str]]] = {}  # by tier
+        self._group_of: dict[str, GroupKey] = {}
+        self._group_views: dict[GroupKey, IslandResources] = {}
         self._dirty: set[str] = set()  # summed HyperNodes changed since they were grouped
 
     def resources(self, name: str) -> IslandResources:
@@ -264,17 +276,21 @@ class HyperNodeState:
                 self._dirty.add(held_by)
         self._seen = len(log)
 
-    def _tier_groups(self, tier: int) -> dict[IslandResources, set[str]]:
+    def _key(self, name: str) -> GroupKey:
+        return (self._sums.get(name) or self._sum(name)).key()
+
+    def _tier_groups(self, tier: int) -> dict[GroupKey, set[str]]:
+        """The tier's HyperNodes by their sums (brought up to date)."""
+        self._catch_up()
         groups = self._groups.get(tier)
         if groups is None:
             groups = self._groups[tier] = {}
             for name, island in self.tree.islands.items():
                 if island.tier == tier:
-                    res = self._group_of[name] = self.resources(name)
-                    groups.setdefault(res, set()).add(name)
+                    key = self._group_of[name] = self._key(name)
+                    groups.setdefault(key, set()).add(name)
             self._dirty = {n for n in self._dirty if self.tree.islands[n].tier != tier}
             return groups
-        self._catch_up()
         moved = [n for n in self._dirty if self.tree.islands[n].tier == tier]
         for name in moved:
             self._dirty.discard(name)
@@ -283,8 +299,8 @@ class HyperNodeState:
             members.discard(name)
             if not members:
                 del groups[old]
-            res = self._group_of[name] = self.resources(name)
-            groups.setdefault(res, set()).add(name)
+            key = self._group_of[name] = self._key(name)
+            groups.setdefault(key, set()).add(name)
         return groups
 
     def in_tier(self, tier: int, request: Resources) -> Iterator[str]:
@@ -292,7 +308,11 @@ class HyperNodeState:
         highest score, then name. Produced lazily, a score at a time: a job placed in the
         best rack never sorts the others."""
         by_score: dict[float, list[str]] = {}
-        for res, names in self._tier_groups(tier).items():
+        views = self._group_views
+        for key, names in self._tier_groups(tier).items():
+            res = views.get(key)
+            if res is None:
+                res = views[key] = self._sums[next(iter(names))].view()
             if fits(request, res.idle) or fits(request, res.future_idle):
                 by_score.setdefault(self.scorer.score(request, res), []).extend(names)
         for score in sorted(by_score, reverse=True):
