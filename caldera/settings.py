@@ -38,6 +38,7 @@ KNOWN_CONTROLLERS = (
     "cronjob",
     "jobflow",
     "jobtemplate",
+    "hypernode",
 )
 # Volcano's --controllers names for the same controllers (its job controller also takes the
 # Commands aimed at Jobs, as Caldera's does), and those of Volcano's that Caldera has not.
@@ -49,10 +50,10 @@ VOLCANO_CONTROLLERS = {
     "cronjob-controller": "cronjob",
     "jobflow-controller": "jobflow",
     "jobtemplate-controller": "jobtemplate",
+    "hyperNode-controller": "hypernode",
 }
 VOLCANO_ONLY_CONTROLLERS = frozenset(
     {
-        "hyperNode-controller",
         "sharding-controller",
         "colocation-config-controller",
     }
@@ -176,8 +177,8 @@ class ProcessSettings:
 
 @dataclass(frozen=True, kw_only=True)
 class ControllersSettings(ProcessSettings):
-    """``caldera controllers``: the job, queue, podgroup, command, gc, cronjob, jobflow and
-    jobtemplate controllers."""
+    """``caldera controllers``: the job, queue, podgroup, command, gc, cronjob, jobflow,
+    jobtemplate and hypernode controllers."""
 
     controllers: tuple[str, ...] = _opt(
         (),
@@ -206,6 +207,11 @@ class ControllersSettings(ProcessSettings):
     )
     check_crds: bool = _opt(True, CHECK_CRDS_HELP)
     volcano_metrics: bool = _opt(False, VOLCANO_METRICS_HELP)
+    network_topology_discovery: str = _opt(
+        "",
+        "path of Volcano's controller configuration whose networkTopologyDiscovery label "
+        "source the hypernode controller runs; empty: no discovery (nodeCount is still kept)",
+    )
 
     def validate(self) -> None:
         super().validate()
@@ -382,6 +388,7 @@ WEBHOOK_PATHS = (
     "/pods/validate",
     "/cronjobs/validate",
     "/jobflows/validate",
+    "/hypernodes/validate",
 )
 
 

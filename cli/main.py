@@ -23,17 +23,29 @@ from cli.errors import CliError, fail
 SERVER_COMMANDS: Final = (
     (
         "controllers",
-        "run the job, queue, podgroup, command, gc, cronjob, jobflow and jobtemplate controllers",
+        "run the job, queue, podgroup, command, gc, cronjob, jobflow, jobtemplate and hypernode "
+        "controllers",
     ),
     ("scheduler", "run the gang scheduler"),
     ("webhook", "run the admission webhook (validates and defaults jobs, queues, podgroups, pods)"),
 )
 
-# User commands whose parsers live with their handlers (cli.flow): built, like the server
-# commands, only when given.
-FLOW_COMMANDS: Final = (
-    ("jobflow", "create, list, get, describe and delete JobFlows (vcctl jobflow)"),
-    ("jobtemplate", "create, list, get, describe and delete JobTemplates (vcctl jobtemplate)"),
+# User commands whose parsers live with their handlers (module, command, aliases, help): built,
+# like the server commands, only when given.
+MODULE_COMMANDS: Final = (
+    ("cli.flow", "jobflow", (), "create, list, get, describe and delete JobFlows (vcctl jobflow)"),
+    (
+        "cli.flow",
+        "jobtemplate",
+        (),
+        "create, list, get, describe and delete JobTemplates (vcctl jobtemplate)",
+    ),
+    (
+        "cli.hypernode",
+        "hypernode",
+        ("hn",),
+        "show the HyperNode tree (network topology) with free resources per island",
+    ),
 )
 
 # `caldera simulate`: its parser (cli.simulate) imports only argparse; the simulator itself is
@@ -52,7 +64,8 @@ def _section(title: str, rows: Sequence[tuple[str, str]], width: int) -> str:
 
 
 def _epilog() -> str:
-    user = (*commands.USER_COMMANDS, *FLOW_COMMANDS, SIMULATE_COMMAND)
+    lazy = tuple((name, help) for _, name, _, help in MODULE_COMMANDS)
+    user = (*commands.USER_COMMANDS, *lazy, SIMULATE_COMMAND)
     width = max(len(name) for name, _ in (*user, *SERVER_COMMANDS))
     return (
         _section("user commands", user, width)
@@ -64,7 +77,7 @@ def _epilog() -> str:
 
 def build_parser(command: str = ALL) -> argparse.ArgumentParser:
     """The parser. `command` is the one given on the command line: a server command's flags
-    (which need its settings class), and jobflow's and jobtemplate's, are built only when it
+    (which need its settings class), and those of `MODULE_COMMANDS`, are built only when it
     is that one, or for `ALL`."""
     parser = argparse.ArgumentParser(
         prog="caldera",
@@ -80,11 +93,14 @@ def build_parser(command: str = ALL) -> argparse.ArgumentParser:
     )
     commands.register(sub)
     importlib.import_module("cli.simulate").register(sub)
-    if command in (ALL, *(name for name, _ in FLOW_COMMANDS)):
-        importlib.import_module("cli.flow").register(sub)
-    else:
-        for name, help in FLOW_COMMANDS:
-            sub.add_parser(name, help=help)  # a name only, never parsed
+    built: set[str] = set()
+    for module, name, aliases, _ in MODULE_COMMANDS:
+        if command in (ALL, name, *aliases) and module not in built:
+            importlib.import_module(module).register(sub)
+            built.add(module)
+    for module, name, aliases, help in MODULE_COMMANDS:
+        if module not in built:
+            sub.add_parser(name, aliases=list(aliases), help=help)  # a name only, never parsed
     for name, help in SERVER_COMMANDS:
         if command in (ALL, name):
             importlib.import_module(f"cli.{name}").register(sub)

@@ -21,6 +21,7 @@ import yaml
 from caldera.api.core import Event, Pod
 from caldera.api.flow import JobFlow, JobTemplate
 from caldera.api.meta import parse_time
+from caldera.api.topology import JOB_ALLOCATED_HYPERNODE_KEY
 from caldera.api.volcano import (
     JOB_NAME_KEY,
     JOB_TYPE_KEY,
@@ -654,6 +655,19 @@ def _job_podgroup(podgroup: PodGroup | None, events: Sequence[Event]) -> list[st
             f"  {pg.metadata.name}: phase {pg.status.phase or 'Pending'}, minMember "
             f"{pg.spec.min_member}, running {pg.status.running}, queue {pg.spec.queue}"
         )
+        topology = pg.spec.network_topology
+        if topology is not None:
+            limit = (
+                f"tier <= {topology.highest_tier_allowed}"
+                if topology.highest_tier_allowed is not None
+                else f"tier {topology.highest_tier_name!r}"
+                if topology.highest_tier_name
+                else "any tier"
+            )
+            lines.append(f"  Network topology: {topology.mode} mode, {limit}")
+        hypernode = pg.metadata.annotations.get(JOB_ALLOCATED_HYPERNODE_KEY)
+        if hypernode:
+            lines.append(f"  HyperNode: {hypernode}")
         for cond in pg.status.conditions:
             text = f"  Condition {cond.type}={cond.status}"
             if cond.reason:

@@ -36,6 +36,7 @@ from caldera.settings import ControllersSettings
 from controllers.command.controller import CommandController
 from controllers.cronjob.controller import CronJobController
 from controllers.gc.controller import GarbageCollector
+from controllers.hypernode.controller import HyperNodeController
 from controllers.job.controller import JobController
 from controllers.jobflow.controller import JobFlowController
 from controllers.jobtemplate.controller import JobTemplateController
@@ -56,6 +57,7 @@ AVAILABLE: dict[str, type[Controller]] = {
     CronJobController.name: CronJobController,
     JobFlowController.name: JobFlowController,
     JobTemplateController.name: JobTemplateController,
+    HyperNodeController.name: HyperNodeController,
 }
 
 log = structlog.get_logger("manager")

@@ -1,6 +1,7 @@
 """Volcano Job tasks whose pods kwok runs as a test says, through the annotations of
 ``e2e/cluster/stages.yaml``: run ``run-for``, then exit with ``exit-code`` (without one, run until
-deleted). Pure: shared by the job-controller tests and the chaos run."""
+deleted); and bare pods of a PodGroup (``gang_pod``) for the scheduler tests. Pure: shared by the
+job-controller tests, the scheduler tests and the chaos run."""
 
 from __future__ import annotations
 
@@ -45,4 +46,22 @@ def task(
             },
         },
         **extra,
+    }
+
+
+def gang_pod(name: str, group: str, cpu: str, node_selector: dict[str, str]) -> dict[str, Any]:
+    """A bare pod of PodGroup ``group`` for Caldera's scheduler (kwok runs it), requesting
+    ``cpu`` and selecting nodes by ``node_selector``."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "annotations": {"scheduling.k8s.io/group-name": group}},
+        "spec": {
+            "schedulerName": "volcano",
+            "nodeSelector": node_selector,
+            "tolerations": [{"operator": "Exists"}],
+            "containers": [
+                {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": cpu}}}
+            ],
+        },
     }

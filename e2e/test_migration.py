@@ -281,7 +281,7 @@ def test_switch_from_volcano_keeps_every_job(switch: Switch) -> None:
 
     # ---- Step 2: Volcano's processes go, then its release but not its CRDs.
     check_crds, remove = doc_blocks("2.")
-    assert sw.shell(check_crds).stdout.strip() == "7"  # helm uninstall would delete them
+    assert sw.shell(check_crds).stdout.strip() == "8"  # helm uninstall would delete them
     assert sw.stop("volcano-controllers") == 0
     assert sw.stop("volcano-scheduler") == 0
     sw.shell(remove)

@@ -16,6 +16,7 @@ from caldera.api.kinds import EVENT, POD, PODGROUP, QUEUE
 from caldera.kube.client import KubeClient
 from e2e.caldera_process import CalderaProcess
 from e2e.conftest import Cluster
+from e2e.kwok_tasks import gang_pod
 from e2e.waiting import eventually
 
 pytestmark = pytest.mark.e2e
@@ -44,19 +45,7 @@ def _podgroup(name: str, min_member: int) -> dict[str, Any]:
 
 
 def _pod(name: str, group: str, cpu: str, node_label: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "annotations": {"scheduling.k8s.io/group-name": group}},
-        "spec": {
-            "schedulerName": "volcano",
-            "nodeSelector": {"e2e-gang": node_label},
-            "tolerations": [{"operator": "Exists"}],
-            "containers": [
-                {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": cpu}}}
-            ],
-        },
-    }
+    return gang_pod(name, group, cpu, {"e2e-gang": node_label})
 
 
 async def _bound(kube: KubeClient, namespace: str) -> list[str]:

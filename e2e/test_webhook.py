@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 import yaml
 
-from caldera.api.kinds import CRONJOB, JOB, JOBFLOW, POD, PODGROUP, QUEUE, resource_path
+from caldera.api.kinds import CRONJOB, HYPERNODE, JOB, JOBFLOW, POD, PODGROUP, QUEUE, resource_path
 from caldera.kube.client import KubeClient
 from caldera.kube.errors import ApiError
 from caldera.kube.requests import PatchType
@@ -876,3 +876,89 @@ async def test_certificate_rotation(webhook: Webhook, cluster: Cluster, kube: Ku
     )
     refusal = await _refusal(kube, JOB, _job(webhook, job_dict(queue="ghost"), "r1"))
     assert "unable to find job queue" in refusal
+
+
+# --- hypernodes ---------------------------------------------------------------------------------
+
+TOPOLOGY_EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "topology-3tier.yaml"
+PYTORCH_EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "pytorch-32-hard.yaml"
+
+
+def _hypernode(name: str, tier: int, members: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "apiVersion": "topology.volcano.sh/v1alpha1",
+        "kind": "HyperNode",
+        "metadata": {"name": name},
+        "spec": {"tier": tier, "members": members},
+    }
+
+
+@pytest.mark.parametrize(
+    ("members", "message"),
+    [
+        (
+            [{"type": "Node", "selector": {}}],
+            "member selector must have one of exactMatch, regexMatch, or labelMatch",
+        ),
+        (
+            [
+                {
+                    "type": "Node",
+                    "selector": {"exactMatch": {"name": "a"}, "regexMatch": {"pattern": "b"}},
+                }
+            ],
+            "cannot specify more than one selector type (exactMatch, regexMatch, labelMatch)",
+        ),
+        (
+            [{"type": "Node", "selector": {"regexMatch": {"pattern": "gpu-["}}}],
+            'spec.members[0].selector.regexMatch.pattern: Invalid value: "gpu-[": '
+            "member regexMatch pattern is invalid",
+        ),
+    ],
+)
+async def test_hypernode_rule(
+    webhook: Webhook, kube: KubeClient, members: list[dict[str, Any]], message: str
+) -> None:
+    """Each bad HyperNode is refused by /hypernodes/validate with a message naming the field."""
+    refusal = await _refusal(kube, HYPERNODE, _hypernode(f"wh-{TOKEN}-bad", 1, members))
+    assert "denied the request" in refusal
+    assert message in refusal
+
+
+async def test_hypernode_cycle_and_examples(webhook: Webhook, kube: KubeClient) -> None:
+    """The example topology and 32-pod PyTorch job are admitted; a HyperNode that would
+    contain its own ancestor is refused (the webhook finds the loop among the HyperNodes it
+    has cached); no members at all is refused by the CRD (minItems)."""
+    for doc in yaml.safe_load_all(TOPOLOGY_EXAMPLE.read_text()):
+        await kube.create(HYPERNODE, doc, dry_run=True)
+    job = yaml.safe_load(PYTORCH_EXAMPLE.read_text())
+    job["metadata"]["namespace"] = webhook.namespace
+    job["spec"]["queue"] = webhook.open
+    await kube.create(JOB, job, namespace=webhook.namespace, dry_run=True)
+
+    spine = f"wh-{TOKEN}-spine"
+    labelled = {"labelMatch": {"matchLabels": {"caldera.io/e2e-wh": TOKEN}}}
+    await kube.create(
+        HYPERNODE, _hypernode(spine, 2, [{"type": "HyperNode", "selector": labelled}])
+    )
+    try:
+        loop = _hypernode(
+            f"wh-{TOKEN}-loop",
+            1,
+            [{"type": "HyperNode", "selector": {"exactMatch": {"name": spine}}}],
+        )
+        loop["metadata"]["labels"] = {"caldera.io/e2e-wh": TOKEN}
+
+        async def refused() -> str | None:
+            try:
+                await kube.create(HYPERNODE, loop, dry_run=True)
+            except ApiError as exc:
+                return exc.message
+            return None  # the webhook's cache has not seen the spine yet
+
+        message = await eventually(refused, timeout=20, what="the cycle to be refused")
+        assert f"hypernode member cycle: wh-{TOKEN}-loop -> {spine} -> wh-{TOKEN}-loop" in message
+        empty = await _refusal(kube, HYPERNODE, _hypernode(f"wh-{TOKEN}-empty", 1, []))
+        assert "spec.members" in empty
+    finally:
+        await kube.delete(HYPERNODE, spine)

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
 from caldera.api.core import Node, Pod, PodDisruptionBudget, PriorityClass, ResourceQuota
+from caldera.api.topology import HyperNode
 from caldera.api.volcano import PodGroup, Queue
 from scheduler.api.types import ClusterInfo, QueueInfo, TaskInfo
 from scheduler.framework.session import Session
@@ -46,6 +47,7 @@ from scheduler.snapshot import (
     SnapshotReport,
     by_namespace,
     group_key,
+    hypernode_tree,
     job_info,
     node_info,
     pod_resources,
@@ -92,6 +94,7 @@ class CachedObjects:
     # Read only by the resourcequota and pdb plugins; callers without them pass none.
     resource_quotas: Objects[ResourceQuota] = field(default_factory=KeyedObjects)
     disruption_budgets: Objects[PodDisruptionBudget] = field(default_factory=KeyedObjects)
+    hypernodes: Objects[HyperNode] | None = None  # None: no HyperNode informer (tests)
 
 
 def _key(pod: Pod) -> str:
@@ -132,6 +135,10 @@ class LiveSnapshot:
         self._classes_changed = False
         self._quotas_changed = False
         self._budgets_changed = False
+        # The HyperNode tree is resolved again when a HyperNode changes, or, while there are
+        # HyperNodes, when a node comes, goes or changes its labels.
+        self._hypernodes_changed = False
+        self._node_labels: dict[str, dict[str, str]] = {}
         self._news = False  # a handler noted something since the last update
         # What the snapshot knows, by pod key.
         self._tasks: dict[str, TaskInfo] = {}  # the pod's task, when the snapshot has one
@@ -159,6 +166,10 @@ class LiveSnapshot:
 
     def queue_changed(self, _queue: Queue) -> None:
         self._queues_changed = True
+        self._news = True
+
+    def hypernode_changed(self, _hn: HyperNode) -> None:
+        self._hypernodes_changed = True
         self._news = True
 
     def priority_class_changed(self, _pc: PriorityClass) -> None:
@@ -210,10 +221,33 @@ class LiveSnapshot:
             self._derive_group(group, objects.podgroups, cluster)
         for key in self._pods:
             self._derive_pod(key, objects.pods, cluster, stale_nodes)
+        if self._hypernodes_changed or (cluster.hypernodes and self._labels_moved(objects)):
+            self._resolve_hypernodes(objects, cluster)
         for name in stale_nodes:
             self._derive_node(name, objects.nodes, cluster)
         self._pods, self._nodes, self._groups = set(), set(), set()
         return cluster, self.report
+
+    def _labels_moved(self, objects: CachedObjects) -> bool:
+        """Whether a noted node came, went or changed its labels (what HyperNodes select)."""
+        moved = False
+        for name in self._nodes:
+            node = objects.nodes.get(name)
+            labels = node.metadata.labels if node is not None else None
+            if self._node_labels.get(name) != labels:
+                moved = True
+                if labels is None:
+                    self._node_labels.pop(name, None)
+                else:
+                    self._node_labels[name] = labels
+        return moved
+
+    def _resolve_hypernodes(self, objects: CachedObjects, cluster: ClusterInfo) -> None:
+        nodes = objects.nodes.list()
+        listed = objects.hypernodes.list() if objects.hypernodes is not None else ()
+        cluster.hypernodes = hypernode_tree(listed, nodes)
+        self._node_labels = {n.metadata.name: n.metadata.labels for n in nodes}
+        self._hypernodes_changed = False
 
     def after_session(self, session: Session) -> None:
         """Note what the session changed, so that the next update derives it again."""
@@ -260,7 +294,16 @@ class LiveSnapshot:
             now=now,
             resource_quotas=objects.resource_quotas.list(),
             disruption_budgets=objects.disruption_budgets.list(),
+            hypernodes=objects.hypernodes.list() if objects.hypernodes is not None else (),
         )
+        # Node labels matter only while HyperNodes select nodes (a HyperNode's arrival
+        # resolves the tree again and records them then).
+        self._node_labels = (
+            {n.metadata.name: n.metadata.labels for n in objects.nodes.list()}
+            if cluster.hypernodes
+            else {}
+        )
+        self._hypernodes_changed = False
         self.cluster = cluster
         self.rebuilds += 1
         self._assumed = dict(assumed)

@@ -42,6 +42,7 @@ import structlog
 
 from caldera.api.core import Pod
 from caldera.api.kinds import (
+    HYPERNODE,
     NODE,
     POD,
     POD_DISRUPTION_BUDGET,
@@ -161,6 +162,7 @@ class SchedulerLoop:
         # may name resourcequota or pdb at any time).
         self.resource_quotas = factory.informer(RESOURCE_QUOTA)
         self.disruption_budgets = factory.informer(POD_DISRUPTION_BUDGET)
+        self.hypernodes = factory.informer(HYPERNODE)
         self.factory = factory
         self._wake = asyncio.Event()
 
@@ -173,6 +175,7 @@ class SchedulerLoop:
         _note(self.queues, wake)
         _note(self.resource_quotas, wake)
         _note(self.disruption_budgets, wake)
+        _note(self.hypernodes, wake)
         self.assumed: dict[str, str] = {}  # pod uid -> node, until the cache sees the bind
         self._requests = CachedRequests()
         # The snapshot, kept up to date: the handlers only note what changed.
@@ -198,6 +201,7 @@ class SchedulerLoop:
         _note(self.priority_classes, live.priority_class_changed)
         _note(self.resource_quotas, live.resource_quota_changed)
         _note(self.disruption_budgets, live.disruption_budget_changed)
+        _note(self.hypernodes, live.hypernode_changed)
         self.cached = CachedObjects(
             pods=self.pods.store,
             nodes=self.nodes.store,
@@ -206,6 +210,7 @@ class SchedulerLoop:
             priority_classes=self.priority_classes.store,
             resource_quotas=self.resource_quotas.store,
             disruption_budgets=self.disruption_budgets.store,
+            hypernodes=self.hypernodes.store,
         )
         self._bind_gate = asyncio.Semaphore(settings.bind_workers)
         self._binding: set[asyncio.Task[None]] = set()  # binds in flight
@@ -393,11 +398,15 @@ class SchedulerLoop:
                     log.warning("podgroup status write failed", podgroup=key, error=str(exc))
 
         writes = []
-        for key in result.podgroup_status.keys() | result.podgroup_why.keys():
+        keys = result.podgroup_status.keys() | result.podgroup_why.keys()
+        for key in keys | result.podgroup_hypernode.keys():
             current: PodGroup | None = self.podgroups.store.get(key)
             if current is not None:
                 updated = with_findings(
-                    current, result.podgroup_status.get(key), result.podgroup_why.get(key)
+                    current,
+                    result.podgroup_status.get(key),
+                    result.podgroup_why.get(key),
+                    hypernode=result.podgroup_hypernode.get(key),
                 )
                 writes.append(write(key, updated))
         await asyncio.gather(*writes)

@@ -16,6 +16,7 @@ from scheduler.plugins.capacity import CapacityPlugin
 from scheduler.plugins.conformance import ConformancePlugin
 from scheduler.plugins.drf import DrfPlugin
 from scheduler.plugins.gang import GangPlugin
+from scheduler.plugins.network_topology_aware import NetworkTopologyAwarePlugin
 from scheduler.plugins.nodeorder import NodeOrderPlugin
 from scheduler.plugins.overcommit import OvercommitPlugin
 from scheduler.plugins.pdb import PdbPlugin
@@ -45,6 +46,7 @@ PLUGINS: dict[str, PluginFactory] = {
         ResourceQuotaPlugin,
         SlaPlugin,
         PdbPlugin,
+        NetworkTopologyAwarePlugin,
     )
 }
 

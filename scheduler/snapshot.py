@@ -9,7 +9,8 @@ What the snapshot holds (Volcano's rules):
 - the ResourceQuotas and PodDisruptionBudgets, by namespace (the resourcequota and pdb plugins
   read them);
 - pods this process has bound but the cache has not seen bound yet ("assumed") count as Binding
-  on their node, so a slow watch never lets a node be given out twice.
+  on their node, so a slow watch never lets a node be given out twice;
+- the HyperNodes, resolved against the nodes' names and labels (``hypernode_tree``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ import msgspec
 from caldera.api.core import Node, Pod, PodDisruptionBudget, PriorityClass, ResourceQuota
 from caldera.api.meta import condition_is_true, find_condition, parse_time
 from caldera.api.resources import Resources, pod_requests
+from caldera.api.topology import HyperNode
+from caldera.api.topology_tree import HyperNodeTree, build_tree
 from caldera.api.volcano import KUBE_GROUP_NAME_KEY, TASK_SPEC_KEY, PodGroup, Queue
 from scheduler.api.types import ClusterInfo, JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus
 
@@ -235,6 +238,14 @@ def by_namespace(objects: Iterable[Namespaced]) -> dict[str, tuple[Namespaced, .
     return {namespace: tuple(items) for namespace, items in grouped.items()}
 
 
+def hypernode_tree(hypernodes: Sequence[HyperNode], nodes: Iterable[Node]) -> HyperNodeTree:
+    """The HyperNodes resolved against the nodes; the empty tree when there are none (the
+    topology-blind case costs nothing)."""
+    if not hypernodes:
+        return HyperNodeTree()
+    return build_tree(hypernodes, {n.metadata.name: n.metadata.labels for n in nodes})
+
+
 def skeleton(
     *,
     nodes: Iterable[Node],
@@ -245,10 +256,13 @@ def skeleton(
     now: dt.datetime,
     resource_quotas: Iterable[ResourceQuota] = (),
     disruption_budgets: Iterable[PodDisruptionBudget] = (),
+    hypernodes: Sequence[HyperNode] = (),
 ) -> tuple[ClusterInfo, SnapshotReport]:
     """The snapshot without its tasks: queues, nodes, ResourceQuotas and PodDisruptionBudgets,
     and a job for every PodGroup whose queue exists (the others are reported)."""
     cluster = ClusterInfo(now=now)
+    nodes = list(nodes)
+    cluster.hypernodes = hypernode_tree(hypernodes, nodes)
     cluster.priority_classes = {pc.metadata.name: pc for pc in priority_classes}
     cluster.resource_quotas = by_namespace(resource_quotas)
     cluster.disruption_budgets = by_namespace(disruption_budgets)
@@ -279,6 +293,7 @@ def build_cluster(
     assumed: Mapping[str, str] | None = None,  # pod uid -> node, binds not yet seen
     requests: RequestsFn = pod_resources,
     now: dt.datetime | None = None,
+    hypernodes: Sequence[HyperNode] = (),
 ) -> tuple[ClusterInfo, SnapshotReport]:
     """The session's view, built from every cached object; see the module docstring."""
     classes = list(priority_classes)
@@ -292,6 +307,7 @@ def build_cluster(
         now=now or dt.datetime.now(dt.UTC),
         resource_quotas=resource_quotas,
         disruption_budgets=disruption_budgets,
+        hypernodes=hypernodes,
     )
     assumed = assumed or {}
     for pod in pods:

@@ -21,9 +21,8 @@ import enum
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from scheduler.actions.allocate import fits_idle
 from scheduler.actions.enqueue import INQUEUE, PENDING_PHASES
-from scheduler.actions.placer import Placer, fit_error_message
+from scheduler.actions.placer import Placer, fit_error_message, fits_idle
 from scheduler.api.types import TaskInfo, TaskStatus
 from scheduler.conf import SchedulerConf, parse_conf
 from scheduler.framework.runner import Registry

@@ -43,6 +43,7 @@ from scheduler.framework.session import Session
 from scheduler.plugins.binpack import BinpackPlugin
 from scheduler.plugins.conformance import ConformancePlugin
 from scheduler.plugins.gang import GangPlugin
+from scheduler.plugins.network_topology_aware import NetworkTopologyAwarePlugin
 from scheduler.plugins.nodeorder import NodeOrderPlugin
 from scheduler.plugins.overcommit import OvercommitPlugin
 from scheduler.plugins.predicates import PredicatesPlugin
@@ -60,6 +61,7 @@ REGISTRY = Registry(
         "binpack": BinpackPlugin,
         "conformance": ConformancePlugin,
         "overcommit": OvercommitPlugin,
+        "network-topology-aware": NetworkTopologyAwarePlugin,
     },
     actions={"enqueue": EnqueueAction, "allocate": AllocateAction, "backfill": BackfillAction},
 )

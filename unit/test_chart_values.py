@@ -53,7 +53,12 @@ _CERT_SOURCE = (
 
 # Settings that are not values, and why. docs/configuration.md repeats each reason.
 CHART_MANAGED: dict[str, dict[str, str]] = {
-    "controllers": {"kubeconfig": _IN_CLUSTER, "context": _IN_CLUSTER},
+    "controllers": {
+        "kubeconfig": _IN_CLUSTER,
+        "context": _IN_CLUSTER,
+        "network_topology_discovery": "the chart renders controllers.networkTopologyDiscovery "
+        "into a ConfigMap, mounts it and points the flag at it",
+    },
     "scheduler": {
         "kubeconfig": _IN_CLUSTER,
         "context": _IN_CLUSTER,

@@ -406,3 +406,47 @@ def test_idle_update_derives_nothing() -> None:
     assert cache.live.rebuilds == rebuilds
     assert all(again.jobs[k] is j for k, j in jobs.items())
     assert all(again.nodes[k] is n for k, n in nodes.items())
+
+
+def test_hypernode_tree_follows_hypernodes_and_node_labels() -> None:
+    """The live snapshot resolves HyperNodes again when one changes, or, while there are
+    HyperNodes, when a node's labels change; a node change that keeps its labels does not."""
+    from caldera.api.core import Node as CoreNode
+    from caldera.api.core import NodeStatus as CoreNodeStatus
+    from caldera.api.meta import ObjectMeta as Meta
+    from caldera.api.topology import HyperNode
+    from scheduler.live_snapshot import CachedObjects, KeyedObjects, LiveSnapshot
+    from unit.topology_fixtures import hypernode, labelled
+
+    nodes: KeyedObjects[CoreNode] = KeyedObjects()
+    hns: KeyedObjects[HyperNode] = KeyedObjects()
+    for name, rack in (("a", "r0"), ("b", "r1")):
+        nodes.items[name] = CoreNode(
+            metadata=Meta(name=name, labels={"rack": rack}),
+            status=CoreNodeStatus(allocatable={"cpu": "4"}),
+        )
+    objects = CachedObjects(
+        KeyedObjects(), nodes, KeyedObjects(), KeyedObjects(), KeyedObjects(), hypernodes=hns
+    )
+    live = LiveSnapshot()
+    cluster, _ = live.update(objects, assumed={})
+    assert not cluster.hypernodes
+
+    hns.items["r0"] = hypernode("r0", 1, [labelled("Node", {"rack": "r0"})])
+    live.hypernode_changed(hns.items["r0"])
+    cluster, _ = live.update(objects, assumed={})
+    assert cluster.hypernodes.islands["r0"].nodes == {"a"}
+
+    moved = CoreNode(
+        metadata=Meta(name="b", labels={"rack": "r0"}),
+        status=CoreNodeStatus(allocatable={"cpu": "4"}),
+    )
+    nodes.items["b"] = moved
+    live.node_changed(moved)
+    cluster, _ = live.update(objects, assumed={})
+    assert cluster.hypernodes.islands["r0"].nodes == {"a", "b"}
+
+    tree = cluster.hypernodes
+    live.node_changed(moved)  # same labels: the tree is kept as it is
+    cluster, _ = live.update(objects, assumed={})
+    assert cluster.hypernodes is tree

@@ -541,7 +541,7 @@ def test_help_names_the_volcano_aliases(capsys: pytest.CaptureFixture[str]) -> N
         ("*,-sharding-controller", KNOWN_CONTROLLERS),  # Volcano's default
         (
             "*,-job-controller,-pg-controller",
-            ("queue", "command", "gc", "cronjob", "jobflow", "jobtemplate"),
+            ("queue", "command", "gc", "cronjob", "jobflow", "jobtemplate", "hypernode"),
         ),
         ("jobflow-controller,jobtemplate-controller", ("jobflow", "jobtemplate")),
         ("job-controller,queue-controller,cronjob-controller", ("job", "queue", "cronjob")),

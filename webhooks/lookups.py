@@ -1,11 +1,12 @@
 """The `ClusterView` the webhook process gives the admission rules: lookups in its informer
-stores (queues, namespaces), never a request to the API server."""
+stores (queues, namespaces, HyperNodes), never a request to the API server."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
 from caldera.api.core import Namespace
+from caldera.api.topology import HyperNode
 from caldera.api.volcano import Queue
 from informers.store import Store
 from webhooks.view import QUEUE_PARENT_INDEX
@@ -17,9 +18,15 @@ class InformerView:
     """A `ClusterView` over informer stores; the queue store needs the `parent` indexer
     (`QUEUE_PARENT_INDEX` over `queue_parent`)."""
 
-    def __init__(self, queues: Store[Queue], namespaces: Store[Namespace] | None) -> None:
+    def __init__(
+        self,
+        queues: Store[Queue],
+        namespaces: Store[Namespace] | None,
+        hypernodes: Store[HyperNode] | None = None,
+    ) -> None:
         self._queues = queues
         self._namespaces = namespaces
+        self._hypernodes = hypernodes
 
     def queue(self, name: str) -> Queue | None:
         return self._queues.get(name)
@@ -34,3 +41,6 @@ class InformerView:
         if self._namespaces is None:
             return None
         return self._namespaces.get(name)
+
+    def hypernodes(self) -> Iterable[HyperNode]:
+        return self._hypernodes.list() if self._hypernodes is not None else ()

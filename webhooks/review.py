@@ -3,9 +3,9 @@
 `Admission.review(path, content_type, body)` is the whole admission decision, synchronous and
 without I/O: it checks the content type, decodes the review and the object with the model of the
 path's kind, calls the pure mutate/validate functions of `webhooks.jobs`, `cronjobs`, `jobflows`,
-`queues`, `podgroups` and `pods` with a `ClusterView`, and encodes the answer. The aiohttp server
-only reads the body, calls it, and writes what it returns; tests and the benchmark call it
-directly.
+`queues`, `podgroups`, `pods` and `hypernodes` with a `ClusterView`, and encodes the answer. The
+aiohttp server only reads the body, calls it, and writes what it returns; tests and the benchmark
+call it directly.
 
 Failure modes, none of which raises:
 - not JSON, a wrong content type, an empty body, no `request`: HTTP 400 with an errored
@@ -29,6 +29,7 @@ import structlog
 
 from caldera.api.core import POD_DECODER
 from caldera.api.flow import JOBFLOW_DECODER, JobFlow
+from caldera.api.topology import HYPERNODE_DECODER
 from caldera.api.volcano import (
     CRONJOB_DECODER,
     JOB_DECODER,
@@ -46,6 +47,7 @@ from webhooks.admission import (
     encode_response,
 )
 from webhooks.cronjobs import validate_cronjob
+from webhooks.hypernodes import validate_hypernode
 from webhooks.jobflows import review_jobflow
 from webhooks.jobs import mutate_job, validate_job_create, validate_job_update
 from webhooks.podgroups import mutate_podgroup, validate_podgroup
@@ -159,6 +161,9 @@ class Admission:
             "/pods/validate": _Route("", "Pod", self._validate_pod),
             "/cronjobs/validate": _Route("batch.volcano.sh", "CronJob", self._validate_cronjob),
             "/jobflows/validate": _Route("flow.volcano.sh", "JobFlow", self._validate_jobflow),
+            "/hypernodes/validate": _Route(
+                "topology.volcano.sh", "HyperNode", self._validate_hypernode
+            ),
         }
         self.routes = {p: r for p, r in routes.items() if paths is None or p in paths}
 
@@ -233,6 +238,12 @@ class Admission:
         if review.message:
             return Verdict.deny(review.message)
         return Verdict.allow(warnings=review.warnings)
+
+    def _validate_hypernode(self, req: AdmissionRequest) -> Verdict:
+        if req.operation not in (Operation.CREATE, Operation.UPDATE):
+            return Verdict.allow()
+        hypernode = _decode(HYPERNODE_DECODER, req.raw_object, "object")
+        return _verdict(validate_hypernode(hypernode, self.cluster))
 
     # --- the protocol ---------------------------------------------------------------------------
 

@@ -38,7 +38,7 @@ import structlog
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from caldera.api.kinds import NAMESPACE, QUEUE
+from caldera.api.kinds import HYPERNODE, NAMESPACE, QUEUE
 from caldera.api.volcano import Queue
 from caldera.kube.client import KubeClient
 from caldera.kube.errors import ApiError
@@ -344,8 +344,13 @@ async def _run_connected(
         if "/podgroups/mutate" in settings.enabled_admission
         else None
     )
+    hypernodes = (
+        factory.informer(HYPERNODE).store
+        if "/hypernodes/validate" in settings.enabled_admission
+        else None
+    )
     admission = Admission(
-        InformerView(queues.store, namespaces),
+        InformerView(queues.store, namespaces, hypernodes),
         admission_options(settings),
         paths=settings.enabled_admission,
     )

@@ -1,4 +1,5 @@
-"""What the admission rules read about the rest of the cluster: queues and namespaces.
+"""What the admission rules read about the rest of the cluster: queues, namespaces and
+HyperNodes.
 
 Validation is pure over a `ClusterView`: the server passes one backed by the informer cache
 (`webhooks.lookups.InformerView`), never the API server, so an admission costs no request and
@@ -12,6 +13,7 @@ from collections.abc import Iterable
 from typing import Final, Protocol
 
 from caldera.api.core import Namespace
+from caldera.api.topology import HyperNode
 from caldera.api.volcano import ROOT_QUEUE, Queue
 
 __all__ = ["QUEUE_PARENT_INDEX", "ClusterView", "StaticView", "queue_parent"]
@@ -46,13 +48,23 @@ class ClusterView(Protocol):
         """The namespace called `name`, or None."""
         ...
 
+    def hypernodes(self) -> Iterable[HyperNode]:
+        """Every HyperNode."""
+        ...
+
 
 class StaticView:
     """A `ClusterView` over fixed lists (tests, benchmarks)."""
 
-    def __init__(self, queues: Iterable[Queue] = (), namespaces: Iterable[Namespace] = ()) -> None:
+    def __init__(
+        self,
+        queues: Iterable[Queue] = (),
+        namespaces: Iterable[Namespace] = (),
+        hypernodes: Iterable[HyperNode] = (),
+    ) -> None:
         self._queues = {q.metadata.name: q for q in queues}
         self._namespaces = {n.metadata.name: n for n in namespaces}
+        self._hypernodes = list(hypernodes)
 
     def queue(self, name: str) -> Queue | None:
         return self._queues.get(name)
@@ -65,3 +77,6 @@ class StaticView:
 
     def namespace(self, name: str) -> Namespace | None:
         return self._namespaces.get(name)
+
+    def hypernodes(self) -> Iterable[HyperNode]:
+        return self._hypernodes

@@ -15,9 +15,11 @@ the models. Scope, short names, printer columns and the status subresource follo
 status with a plain update, and Command has no subresources at all. Every CRD carries
 `helm.sh/resource-policy: keep`, so uninstalling the chart does not delete users' objects.
 
-Generated: Job, CronJob, Command, PodGroup, Queue, and flow.volcano.sh JobTemplate and JobFlow
-(the cronjob, jobflow and jobtemplate controllers act on them; the webhook validates CronJobs and
-JobFlows). Volcano CRDs Caldera does not serve: topology.volcano.sh HyperNode,
+Generated: Job, CronJob, Command, PodGroup, Queue, flow.volcano.sh JobTemplate and JobFlow (the
+cronjob, jobflow and jobtemplate controllers act on them; the webhook validates CronJobs and
+JobFlows), and HyperNode (from caldera/api/topology.py; the hypernode controller discovers them
+from node labels, the webhook validates them at /hypernodes/validate). Volcano CRDs Caldera does
+not serve:
 nodeinfo.volcano.sh Numatopology, shard.volcano.sh NodeShard (and the newer Reservation and
 colocation CRDs).
 """
@@ -129,6 +131,16 @@ CRDS: Final = (
         kinds.QUEUE,
         status_subresource=True,
         printer_columns=(_column("PARENT", ".spec.parent", "string"),),
+    ),
+    CrdDef(
+        kinds.HYPERNODE,
+        status_subresource=True,
+        printer_columns=(
+            _column("Tier", ".spec.tier", "string"),
+            _column("TierName", ".spec.tierName", "string"),
+            _column("NodeCount", ".status.nodeCount", "integer"),
+            _column("Age", ".metadata.creationTimestamp", "date"),
+        ),
     ),
 )
 

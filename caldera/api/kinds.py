@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Generic, TypeVar
 from urllib.parse import quote
 
-from caldera.api import core, flow, volcano
+from caldera.api import core, flow, topology, volcano
 from caldera.api.codec import ListDecoder, ObjectDecoder, WatchEventDecoder
 from caldera.api.meta import ObjectMeta, ObjectReference, OwnerReference
 
@@ -24,6 +24,7 @@ __all__ = [
     "CONFIGMAP",
     "CRONJOB",
     "EVENT",
+    "HYPERNODE",
     "JOB",
     "JOBFLOW",
     "JOBTEMPLATE",
@@ -163,6 +164,9 @@ QUEUE: Final = KindInfo(
     volcano.Queue,
     ("q", "queue-v1beta1"),
 )
+HYPERNODE: Final = KindInfo(
+    "HyperNode", "topology.volcano.sh", "v1alpha1", "hypernodes", False, topology.HyperNode, ("hn",)
+)
 
 ALL_KINDS: Final[tuple[KindInfo[Any], ...]] = (
     POD,
@@ -185,6 +189,7 @@ ALL_KINDS: Final[tuple[KindInfo[Any], ...]] = (
     JOBFLOW,
     PODGROUP,
     QUEUE,
+    HYPERNODE,
 )
 _BY_API_VERSION_KIND: Final = {(info.api_version, info.kind): info for info in ALL_KINDS}
 _BY_TYPE: Final[dict[type[Any], KindInfo[Any]]] = {info.type: info for info in ALL_KINDS}

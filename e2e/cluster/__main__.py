@@ -18,6 +18,8 @@ from pathlib import Path
 
 from e2e.cluster.control_plane import (
     DEFAULT_DIR,
+    RACK_LABEL,
+    SPINE_LABEL,
     ClusterError,
     ControlPlane,
     NodeSpec,
@@ -84,6 +86,14 @@ def main(argv: list[str] | None = None) -> int:
     nodes = sub.add_parser("nodes", help="create fake nodes")
     nodes.add_argument("--count", type=int, required=True)
     _node_options(nodes)
+    topo = sub.add_parser(
+        "topology",
+        help=f"create fake nodes in racks under spines (labels {RACK_LABEL}, {SPINE_LABEL})",
+    )
+    topo.add_argument("--spines", type=int, default=2)
+    topo.add_argument("--racks-per-spine", type=int, default=2)
+    topo.add_argument("--nodes-per-rack", type=int, default=4)
+    _node_options(topo)
     sub.add_parser("compact", help="compact etcd history")
     demo = sub.add_parser("demo", help="start Caldera on the cluster and run an example job")
     demo.add_argument("--nodes", type=int, default=4, help="fake nodes (default 4)")
@@ -109,6 +119,16 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{name:26} {'running, pid ' + str(pid) if pid else 'stopped'}")
         elif args.command == "nodes":
             print("\n".join(plane.create_nodes(args.count, _spec(args), args.prefix)))
+        elif args.command == "topology":
+            where = plane.create_topology_nodes(
+                args.spines,
+                args.racks_per_spine,
+                args.nodes_per_rack,
+                _spec(args),
+                prefix=args.prefix,
+            )
+            for node, (rack, spine) in where.items():
+                print(f"{node} {rack} {spine}")
         elif args.command == "compact":
             print(f"compacted etcd at revision {plane.compact_etcd()}")
         elif args.command == "demo":

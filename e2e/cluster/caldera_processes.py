@@ -69,6 +69,14 @@ VALIDATING = (
         "jobflows",
         ["CREATE", "UPDATE"],
     ),
+    (
+        "validatehypernode",
+        "/hypernodes/validate",
+        "topology.volcano.sh",
+        "v1alpha1",
+        "hypernodes",
+        ["CREATE", "UPDATE"],
+    ),
 )
 
 

@@ -9,6 +9,7 @@ it started, and ``up`` after ``down`` brings the same cluster back with its data
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -36,6 +37,9 @@ DEFAULT_DIR = CACHE / "cluster" / "default"
 
 ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kwok", "kube-scheduler")
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+# The node labels the e2e topology uses for racks (tier 1) and spines (tier 2).
+RACK_LABEL = "topology.caldera.io/rack"
+SPINE_LABEL = "topology.caldera.io/spine"
 
 
 class ClusterError(RuntimeError):
@@ -222,6 +226,32 @@ class ControlPlane:
             "wait", "--for=condition=Ready", "--timeout=60s", *[f"node/{n}" for n in names]
         )
         return names
+
+    def create_topology_nodes(
+        self,
+        spines: int,
+        racks_per_spine: int,
+        nodes_per_rack: int,
+        spec: NodeSpec,
+        *,
+        prefix: str,
+        rack_key: str = RACK_LABEL,
+        spine_key: str = SPINE_LABEL,
+    ) -> dict[str, tuple[str, str]]:
+        """Fake nodes in racks under spines: ``<prefix>n<i>`` labelled ``rack_key:
+        <prefix>r<j>`` and ``spine_key: <prefix>s<k>`` (what the hypernode controller's label
+        discovery turns into HyperNodes); node -> (rack, spine)."""
+        where: dict[str, tuple[str, str]] = {}
+        rack = 0
+        for s in range(spines):
+            for _ in range(racks_per_spine):
+                labels = {rack_key: f"{prefix}r{rack}", spine_key: f"{prefix}s{s}"}
+                rack_spec = dataclasses.replace(spec, labels={**spec.labels, **labels})
+                names = self.create_nodes(nodes_per_rack, rack_spec, prefix=f"{prefix}r{rack}-")
+                for name in names:
+                    where[name] = (labels[rack_key], labels[spine_key])
+                rack += 1
+        return where
 
     def kubectl(self, *args: str, input: str | None = None) -> str:
         return run_kubectl(self.kubeconfig, *args, input=input)

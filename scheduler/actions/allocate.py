@@ -20,6 +20,10 @@ moves them to Inqueue itself. Jobs the plugins find invalid (gang: too few pods)
 with their reason as the PodGroup's Unschedulable condition. Best-effort pods (no requests) are
 left to backfill.
 
+A job with networkTopology (and the network-topology-aware plugin configured) is placed under
+one HyperNode instead (``scheduler.actions.topology``); a soft-mode job that fits under none
+is then placed as here.
+
 Speed: the best node comes from a ``scheduler.actions.placer.Placer``, which looks again only
 at the nodes that changed since a pod of the same class was placed.
 """
@@ -31,21 +35,15 @@ from collections import deque
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from caldera.api.resources import Resources
 from caldera.api.volcano import PodGroupCondition
 from scheduler.actions.enqueue import INQUEUE, PENDING_PHASES, queue_rounds
-from scheduler.actions.placer import Placer, fit_error_message
-from scheduler.api.types import JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus
+from scheduler.actions.placer import Placer, fit_error_message, fits_idle
+from scheduler.actions.topology import job_constraint, place_in_hypernode
+from scheduler.api.types import JobInfo, QueueInfo, TaskInfo, TaskStatus
 from scheduler.framework.statement import Statement
 
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
-
-
-def fits_idle(request: Resources, node: NodeInfo) -> bool:
-    """Whether ``request`` fits what the node has free right now."""
-    alloc, used = node.allocatable, node.used
-    return all(amount <= alloc.get(n) - used.get(n) for n, amount in request.items())
 
 
 def discard(stmt: Statement) -> None:
@@ -122,6 +120,9 @@ class AllocateAction:
         ssn: Session, placer: Placer, queue: QueueInfo, job: JobInfo, tasks: deque[TaskInfo]
     ) -> bool:
         """One job's turn; True when the job should get another turn."""
+        rule = job_constraint(ssn, job)
+        if rule is not None and place_in_hypernode(ssn, placer, queue, job, tasks, rule):
+            return False
         stmt = ssn.statement()
         again = False
         while tasks:

@@ -17,9 +17,10 @@ node for every pod.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
+from caldera.api.resources import Resources
 from scheduler.api.types import NodeInfo, TaskInfo
 from scheduler.plugins.predicates import shortfall
 from scheduler.plugins.task_topology import Topology
@@ -46,6 +47,9 @@ NODE_LOCAL_PLUGINS = frozenset(
         "resourcequota",
         "sla",
         "pdb",
+        # registers no predicate or score: it steers jobs with networkTopology to a
+        # HyperNode's nodes, whose verdicts are the same (scheduler.actions.topology)
+        "network-topology-aware",
     }
 )
 # Plugins whose node scores also depend on the pod's job and task (task-topology reads where
@@ -79,24 +83,43 @@ def evaluate(ssn: Session, task: TaskInfo, node: NodeInfo) -> float | list[str]:
     return ssn.node_score(task, node)
 
 
-class Candidates:
-    """One class of equivalent pods: the verdict of each node as of its generation."""
+def fits_idle(request: Resources, node: NodeInfo) -> bool:
+    """Whether ``request`` fits what the node has free right now."""
+    alloc, used = node.allocatable, node.used
+    return all(amount <= alloc.get(n) - used.get(n) for n, amount in request.items())
 
-    __slots__ = ("heap", "position", "reasons", "seen")
+
+class NodeSetHeap:
+    """A class's verdicts on one set of nodes, best first (stale entries are skipped)."""
+
+    __slots__ = ("heap", "position")
 
     def __init__(self) -> None:
         self.heap: list[tuple[float, str, int]] = []  # (-score, node, node generation)
+        self.position = 0  # how much of the change log the heap has seen
+
+
+class Candidates:
+    """One class of equivalent pods: the verdict of each node as of its generation."""
+
+    __slots__ = ("heap", "position", "reasons", "scores", "seen", "views")
+
+    def __init__(self) -> None:
+        self.heap: list[tuple[float, str, int]] = []  # (-score, node, node generation)
+        self.scores: dict[str, float] = {}  # nodes that fit, and their score
         self.reasons: dict[str, list[str]] = {}  # nodes that do not fit, and why
         self.seen: dict[str, int] = {}  # node -> generation evaluated
         self.position = -1  # how much of the change log this class has seen; -1: nothing
+        self.views: dict[frozenset[str], NodeSetHeap] = {}  # see ``Placer.best_among``
 
 
 class Placer:
     """Finds the best node for a pod, reusing what is still valid from earlier pods."""
 
-    def __init__(self, ssn: Session) -> None:
+    def __init__(self, ssn: Session, nodes: Mapping[str, NodeInfo] | None = None) -> None:
+        """``nodes``: only these of the session's nodes are candidates (a HyperNode's)."""
         self.ssn = ssn
-        self.nodes = ssn.nodes
+        self.nodes = ssn.nodes if nodes is None else nodes
         self.log = ssn.node_changes
         configured = {opt.name for tier in ssn.tiers for opt in tier}
         self.reuse = configured <= NODE_LOCAL_PLUGINS | JOB_LOCAL_PLUGINS
@@ -121,17 +144,14 @@ class Placer:
         verdict = evaluate(self.ssn, task, node)
         if isinstance(verdict, list):
             cand.reasons[node.name] = verdict
+            cand.scores.pop(node.name, None)
         else:
             cand.reasons.pop(node.name, None)
+            cand.scores[node.name] = verdict
             heapq.heappush(cand.heap, (-verdict, node.name, node.generation))
 
-    def candidates(self, task: TaskInfo) -> Candidates:
-        """The verdicts of every node for ``task``, brought up to date."""
-        if not self.reuse:
-            fresh = Candidates()
-            for node in self.nodes.values():
-                self._evaluate(fresh, task, node)
-            return fresh
+    def _class(self, task: TaskInfo) -> Candidates:
+        """The verdicts kept for ``task``'s class, as last brought up to date."""
         local = self.per_task and self._is_job_local(task.job)
         key = (
             task.init_resreq,
@@ -140,18 +160,69 @@ class Placer:
             task.job if local else "",
             task.role if local else "",
         )
-        cand = self.classes.get(key) or self.classes.setdefault(key, Candidates())
-        if cand.position < 0:
+        return self.classes.get(key) or self.classes.setdefault(key, Candidates())
+
+    def candidates(self, task: TaskInfo) -> Candidates:
+        """The verdicts of every node for ``task``, brought up to date."""
+        if not self.reuse:
+            fresh = Candidates()
             for node in self.nodes.values():
-                self._evaluate(cand, task, node)
-        else:
-            seen, nodes = cand.seen, self.nodes
-            for name in self.log[cand.position :]:
-                node = nodes[name]
-                if seen.get(name) != node.generation:
+                self._evaluate(fresh, task, node)
+            return fresh
+        cand = self._class(task)
+        seen, nodes = cand.seen, self.nodes
+        if cand.position < 0:
+            for node in nodes.values():
+                if seen.get(node.name) != node.generation:  # else seen by ``best_among``
                     self._evaluate(cand, task, node)
+        else:
+            for name in self.log[cand.position :]:
+                changed = nodes.get(name)
+                if changed is not None and seen.get(name) != changed.generation:
+                    self._evaluate(cand, task, changed)
         cand.position = len(self.log)
         return cand
+
+    def best_among(self, task: TaskInfo, names: frozenset[str]) -> str | None:
+        """The best of the nodes ``names`` (a HyperNode's) for ``task`` (highest score, then
+        name), or None when none fits. The class keeps a heap per node set, brought up to
+        date from the change log as ``best``'s is, and the verdicts are the class's: a node
+        is evaluated again only when it changed since the class last looked at it, whichever
+        node set it was looked at for."""
+        nodes = self.nodes
+        if not self.reuse:
+            fresh = Candidates()
+            for name in names:
+                if name in nodes:
+                    self._evaluate(fresh, task, nodes[name])
+            ranked = [(-score, name) for name, score in fresh.scores.items()]
+            return min(ranked)[1] if ranked else None
+        cand = self._class(task)
+        seen, scores, log = cand.seen, cand.scores, self.log
+        view = cand.views.get(names)
+        if view is None or len(log) - view.position > len(names):
+            # New, or more changes to read than nodes to look at.
+            view = cand.views[names] = NodeSetHeap()
+            looked_at: Iterable[str] = names
+        else:
+            looked_at = (name for name in log[view.position :] if name in names)
+        heap = view.heap
+        for name in looked_at:
+            node = nodes.get(name)
+            if node is None:
+                continue
+            if seen.get(name) != node.generation:
+                self._evaluate(cand, task, node)
+            score = scores.get(name)
+            if score is not None:
+                heapq.heappush(heap, (-score, name, node.generation))
+        view.position = len(log)
+        while heap:
+            _, name, generation = heap[0]
+            if nodes[name].generation == generation:
+                return name
+            heapq.heappop(heap)
+        return None
 
     def best(self, task: TaskInfo) -> tuple[str | None, Candidates]:
         """The best node for ``task`` (highest score, then name), or None when none fits."""

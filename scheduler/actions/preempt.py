@@ -26,6 +26,11 @@ evict lower-ranked running tasks of its own job (the plugins decide, e.g. priori
 priority); each such swap is committed on its own, since it does not change the job's count;
 this pass only swaps, it never places a task in free room.
 
+A job whose networkTopology is hard (with the network-topology-aware plugin) takes room within
+one HyperNode: the walk is restricted to one HyperNode's nodes at a time
+(``scheduler.actions.topology.eviction_domains``), and a HyperNode where the gang cannot be
+pipelined whole is given up before the next is tried.
+
 Pipelined tasks are not bound: they get their node in a later session, once the victims are
 gone. Best-effort tasks (no request) need no room and are left to backfill, as are pods held by
 scheduling gates.
@@ -49,6 +54,7 @@ from scheduler.actions.room import (
     eligible,
     pending_in_order,
 )
+from scheduler.actions.topology import in_one_hypernode
 from scheduler.api.types import JobInfo, QueueInfo, TaskInfo, TaskStatus
 from scheduler.framework.session import Session
 from scheduler.why import DETAIL
@@ -82,6 +88,19 @@ class PreemptAction:
 
     @staticmethod
     def _between_jobs(ssn: Session, finder: RoomFinder, queue: QueueInfo, job: JobInfo) -> None:
+        in_one_hypernode(
+            ssn,
+            finder,
+            job,
+            lambda note: PreemptAction._attempt(ssn, finder, queue, job, note=note),
+        )
+
+    @staticmethod
+    def _attempt(
+        ssn: Session, finder: RoomFinder, queue: QueueInfo, job: JobInfo, *, note: bool = True
+    ) -> bool:
+        """One try at making room for ``job``; True when committed."""
+
         def candidate(task: TaskInfo) -> bool:
             if task.job == job.key or task.status not in PREEMPTABLE_STATUSES:
                 return False
@@ -105,10 +124,13 @@ class PreemptAction:
                 attempt.statements.append(stmt)
             elif failed is None:
                 failed = task
-        if not attempt.finish(ssn, job) and failed is not None:
+        if attempt.finish(ssn, job):
+            return True
+        if failed is not None and note:
             where = f"in queue {queue.name}"
             why = finder.why_no_room(failed, queue=queue, where=where, owners=owners)
             ssn.note_wait(job.key, DETAIL, why)
+        return False
 
     @staticmethod
     def _within_job(ssn: Session, finder: RoomFinder, queue: QueueInfo, job: JobInfo) -> None:

@@ -20,6 +20,9 @@ victim below the same ancestor frees room there), then pipeline it there. Volcan
 checks only ``Preemptive`` before looking for victims, for the same reason. The job's
 statement is committed only if the job is then pipelined, else discarded, so a gang is never
 half reclaimed for; Volcano evicts task by task without a statement.
+
+A job whose networkTopology is hard reclaims within one HyperNode at a time, as in preempt
+(``scheduler.actions.topology.eviction_domains``).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from scheduler.actions.room import (
     pending_in_order,
     wants_room,
 )
+from scheduler.actions.topology import in_one_hypernode
 from scheduler.api.types import JobInfo, QueueInfo, TaskInfo, TaskStatus
 from scheduler.framework.session import Session
 from scheduler.why import DETAIL
@@ -72,6 +76,19 @@ class ReclaimAction:
 
     @staticmethod
     def _reclaim_for(ssn: Session, finder: RoomFinder, queue: QueueInfo, job: JobInfo) -> None:
+        in_one_hypernode(
+            ssn,
+            finder,
+            job,
+            lambda note: ReclaimAction._attempt(ssn, finder, queue, job, note=note),
+        )
+
+    @staticmethod
+    def _attempt(
+        ssn: Session, finder: RoomFinder, queue: QueueInfo, job: JobInfo, *, note: bool = True
+    ) -> bool:
+        """One try at reclaiming room for ``job``; True when committed."""
+
         def candidate(task: TaskInfo) -> bool:
             if task.status != TaskStatus.RUNNING or task.resreq.is_empty():
                 return False
@@ -106,6 +123,9 @@ class ReclaimAction:
                 attempt.statements.append(stmt)
             else:
                 failed = failed or task
-        if not attempt.finish(ssn, job) and failed is not None:
+        if attempt.finish(ssn, job):
+            return True
+        if failed is not None and note:
             why = finder.why_no_room(failed, queue=queue, where="in other queues", owners=owners)
             ssn.note_wait(job.key, DETAIL, why)
+        return False

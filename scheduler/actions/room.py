@@ -204,11 +204,27 @@ class RoomFinder:
         self.kind = kind
         self.reason = reason
         self.statuses = tuple(statuses)  # of candidate victims
-        self.placer = Placer(ssn)
+        self.placer = self._everywhere = Placer(ssn)
+        # Set by ``restrict``: the only nodes room may be made on (one HyperNode's, for a job
+        # whose networkTopology is hard), with a placer over them; None: every node.
+        self.allowed: frozenset[str] | None = None
+        self._placers: dict[frozenset[str], Placer] = {}
         self.victim_key = ssn.victim_order_key()
         self.choose = ssn.preemptable if kind == "preemptable" else ssn.reclaimable
         self._by_queue: dict[str, list[JobInfo]] | None = None
         self._why: dict[tuple[object, ...], str] = {}
+
+    def restrict(self, nodes: frozenset[str] | None) -> None:
+        """Make room only on ``nodes`` from now on (None: anywhere again)."""
+        self.allowed = nodes
+        if nodes is None:
+            self.placer = self._everywhere
+            return
+        placer = self._placers.get(nodes)
+        if placer is None:
+            subset = {n: self.ssn.nodes[n] for n in nodes if n in self.ssn.nodes}
+            placer = self._placers[nodes] = Placer(self.ssn, nodes=subset)
+        self.placer = placer
 
     def jobs_of(self, queues: Iterable[str]) -> list[JobInfo]:
         """The jobs of the given queues that have a task in the victim statuses, indexed once
@@ -335,9 +351,10 @@ class RoomFinder:
                 if task.node_name and candidate(task):
                     names[task.node_name] = None
         found = []
+        allowed = self.allowed
         for name in names:
             node = self.ssn.nodes.get(name)
-            if node is None or not node.ready:
+            if node is None or not node.ready or (allowed is not None and name not in allowed):
                 continue
             found.append((node, [t for t in node.tasks.values() if candidate(t)]))
         return found
@@ -362,7 +379,7 @@ class RoomFinder:
     def _free_room_scan(self, preemptor: TaskInfo) -> str | None:
         ssn = self.ssn
         best: tuple[float, str] | None = None
-        for node in ssn.nodes.values():
+        for node in self.placer.nodes.values():
             if not node.ready or not preemptor.init_resreq.less_equal(node.future_idle()):
                 continue
             if ssn.predicate(preemptor, node) is not None:

@@ -21,6 +21,7 @@ import msgspec
 
 from caldera.api.core import Node, Pod, PodDisruptionBudget, PriorityClass, ResourceQuota
 from caldera.api.resources import Resources
+from caldera.api.topology_tree import HyperNodeTree
 from caldera.api.volcano import PodGroup, Queue
 
 
@@ -322,6 +323,8 @@ class ClusterInfo:
     # By namespace, for the resourcequota and pdb plugins.
     resource_quotas: dict[str, tuple[ResourceQuota, ...]] = field(default_factory=dict)
     disruption_budgets: dict[str, tuple[PodDisruptionBudget, ...]] = field(default_factory=dict)
+    # The HyperNodes resolved against the nodes (empty: no HyperNode, topology-blind).
+    hypernodes: HyperNodeTree = field(default_factory=HyperNodeTree)
     now: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
 
     def total_allocatable(self) -> Resources:

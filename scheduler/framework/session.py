@@ -28,7 +28,7 @@ import datetime as dt
 import functools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from caldera.api.resources import Resources
 from caldera.api.volcano import PodGroupCondition, PodGroupStatus
@@ -36,6 +36,9 @@ from caldera.api.why import WaitRecord
 from scheduler.api.types import ClusterInfo, JobInfo, NodeInfo, QueueInfo, TaskInfo
 from scheduler.framework.plugin import PluginOption
 from scheduler.framework.statement import Statement
+
+if TYPE_CHECKING:
+    from scheduler.framework.hypernodes import HyperNodeState
 
 T = TypeVar("T")
 
@@ -126,6 +129,9 @@ class SessionResult:
     # and kept back (counted in why_deferred) while the last one is younger than its refresh.
     podgroup_why: dict[str, WaitRecord] = field(default_factory=dict)
     why_deferred: int = 0
+    # The HyperNode each job placed under one now sits in, by job key, when it changed (the
+    # PodGroup's volcano.sh/job-allocated-hypernode annotation).
+    podgroup_hypernode: dict[str, str] = field(default_factory=dict)
     events: list[EventRecord] = field(default_factory=list)
     # Figures for the process's metrics (plugins fill theirs when the session closes).
     action_seconds: dict[str, float] = field(default_factory=dict)
@@ -197,6 +203,9 @@ class Session:
         self.job_changes: set[str] = set()
         for job in cluster.jobs.values():
             job.changes = self.job_changes
+        # Set by the network-topology-aware plugin when it opens: how HyperNodes are scored
+        # (scheduler.framework.hypernodes); None leaves every job topology-blind.
+        self.topology: HyperNodeState | None = None
 
     def plugin_switch(self, plugin: str, switch: str, default: bool) -> bool:
         """A switch of ``plugin`` as the configuration sets it, ``default`` when it does not:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import msgspec
 
 from caldera.api.resources import Resources
+from caldera.api.topology import JOB_ALLOCATED_HYPERNODE_KEY
 from caldera.api.volcano import PodGroup, PodGroupCondition, PodGroupPhase, PodGroupStatus
 from caldera.api.why import WHY_ANNOTATION, WaitRecord, encode_record
 from scheduler.api.types import JobInfo, TaskStatus
@@ -80,14 +81,24 @@ def queue_allocation(session: Session) -> dict[str, Resources]:
 
 
 def with_findings(
-    pg: PodGroup, status: PodGroupStatus | None, record: WaitRecord | None
+    pg: PodGroup,
+    status: PodGroupStatus | None,
+    record: WaitRecord | None,
+    *,
+    hypernode: str | None = None,
 ) -> PodGroup:
-    """The PodGroup with a session's status and wait record (one write carries both: the
-    PodGroup CRD has no status subresource)."""
+    """The PodGroup with a session's status, wait record and, for a job placed under a
+    HyperNode, that HyperNode's name (one write carries them all: the PodGroup CRD has no
+    status subresource)."""
     if status is not None:
         pg = msgspec.structs.replace(pg, status=status)
+    extra: dict[str, str] = {}
     if record is not None:
-        annotations = {**pg.metadata.annotations, WHY_ANNOTATION: encode_record(record)}
+        extra[WHY_ANNOTATION] = encode_record(record)
+    if hypernode is not None:
+        extra[JOB_ALLOCATED_HYPERNODE_KEY] = hypernode
+    if extra:
+        annotations = {**pg.metadata.annotations, **extra}
         pg = msgspec.structs.replace(
             pg, metadata=msgspec.structs.replace(pg.metadata, annotations=annotations)
         )

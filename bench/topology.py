@@ -1,0 +1,444 @@
+"""Network-topology-aware gang scheduling: what it buys, and what it costs (issue 22).
+
+    .venv/bin/python bench/topology.py            # the stream and the 5,000-node cost (~minutes)
+    .venv/bin/python bench/topology.py --smoke    # CI: a short stream, 500 nodes (seconds)
+
+1. The stream. 4,096 GPUs in 512 nodes of 8 (64 racks of 8 nodes, 8 spines of 8 racks,
+   HyperNodes of tier 1 and 2); a seeded Poisson stream of jobs of 8-256 GPUs (pods of 4 GPUs,
+   gang = every pod), sizes 8/16/32/64/128/256 with weights 30/25/20/15/7/3, run times
+   exponential with a mean of an hour, offered load 90%. The scheduler's pure core runs a
+   session every 30 virtual seconds (when something arrived or finished) with ``allocate`` and
+   priority, gang | predicates, binpack, in three modes over the same stream:
+   - blind: topology-blind gang scheduling (no networkTopology, no plugin);
+   - hard: network-topology-aware, every job hard mode, highestTierAllowed 1 (a rack) for jobs
+     of 64 GPUs or fewer and 2 (a spine) above;
+   - soft: the same tiers in soft mode.
+   Figures: share of jobs placed in one rack (of those that fit a rack) and in one spine, mean
+   tier span (1 rack, 2 spine, 3 more), mean and p95 wait, GPU utilisation (allocated GPU time
+   over capacity, from the first to the last arrival), fragmentation (mean number of whole free
+   racks, the islands a 64-GPU job can take). Goal: >= 95% of the jobs that fit a rack placed in
+   one rack, utilisation within 5 points of blind.
+
+2. The cost: one session placing a backlog of gangs on 5,000 nodes (625 racks, 79 spines), as
+   blind (no HyperNodes, no plugin), with the feature on and unused (HyperNodes and the plugin,
+   jobs without networkTopology), and with every job in hard mode; the modes in turn, seven
+   times, the medians of wall and CPU time. Goal: the hard-mode session under 20% more CPU
+   time than blind (on a shared machine the wall time counts the other processes too).
+
+Nothing here is a test: a missed goal prints MISS and what was measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import heapq
+import os
+import platform
+import random
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+REPO: Final = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from caldera.api.meta import ObjectMeta  # noqa: E402
+from caldera.api.resources import Resources  # noqa: E402
+from caldera.api.topology import (  # noqa: E402
+    ExactMatch,
+    HyperNode,
+    HyperNodeSpec,
+    MemberSelector,
+    MemberSpec,
+)
+from caldera.api.topology_tree import HyperNodeTree, build_tree  # noqa: E402
+from caldera.api.volcano import NetworkTopologySpec, PodGroup, PodGroupSpec  # noqa: E402
+from scheduler.api.types import (  # noqa: E402
+    ClusterInfo,
+    JobInfo,
+    NodeInfo,
+    QueueInfo,
+    TaskInfo,
+    TaskStatus,
+)
+from scheduler.conf import SchedulerConf, parse_conf  # noqa: E402
+from scheduler.framework.runner import run_session  # noqa: E402
+from scheduler.framework.session import Session  # noqa: E402
+from scheduler.registry import REGISTRY  # noqa: E402
+
+GPU: Final = "nvidia.com/gpu"
+NODE_GPUS: Final = 8
+POD_GPUS: Final = 4
+NODES_PER_RACK: Final = 8
+RACKS_PER_SPINE: Final = 8
+SIZES: Final = (8, 16, 32, 64, 128, 256)
+WEIGHTS: Final = (30, 25, 20, 15, 7, 3)
+MEAN_RUN: Final = 3600.0
+LOAD: Final = 0.9
+PERIOD: Final = 30.0
+RACK_GPUS: Final = NODE_GPUS * NODES_PER_RACK
+T0: Final = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+BLIND_CONF: Final = """\
+actions: "allocate"
+tiers:
+- plugins: [{name: priority}, {name: gang}]
+- plugins: [{name: predicates}, {name: binpack}]
+"""
+TOPOLOGY_CONF: Final = """\
+actions: "allocate"
+tiers:
+- plugins: [{name: priority}, {name: gang}]
+- plugins:
+  - {name: predicates}
+  - {name: binpack}
+  - {name: network-topology-aware, arguments: {hypernode.binpack.resources: nvidia.com/gpu}}
+"""
+
+
+def machine() -> str:
+    load = os.getloadavg()[0]
+    return (
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+        f"Python {platform.python_version()}, load {load:.2f} (shared), {dt.date.today()}"
+    )
+
+
+def conf_of(text: str) -> SchedulerConf:
+    return parse_conf(text, actions=REGISTRY.actions, plugins=REGISTRY.plugins)
+
+
+# ---- the cluster --------------------------------------------------------------------------------
+
+
+def node_name(i: int) -> str:
+    return f"n{i:04d}"
+
+
+def topology(nodes: int) -> list[HyperNode]:
+    """Racks of NODES_PER_RACK nodes (tier 1) under spines of RACKS_PER_SPINE racks (tier 2)."""
+    hns: list[HyperNode] = []
+    racks = (nodes + NODES_PER_RACK - 1) // NODES_PER_RACK
+    for r in range(racks):
+        members = [
+            MemberSpec(type="Node", selector=MemberSelector(exact_match=ExactMatch(name=n)))
+            for n in (node_name(i) for i in range(r * NODES_PER_RACK, (r + 1) * NODES_PER_RACK))
+            if int(n[1:]) < nodes
+        ]
+        hns.append(
+            HyperNode(
+                metadata=ObjectMeta(name=f"rack-{r}"),
+                spec=HyperNodeSpec(tier=1, tier_name="rack", members=tuple(members)),
+            )
+        )
+    for s in range((racks + RACKS_PER_SPINE - 1) // RACKS_PER_SPINE):
+        members = [
+            MemberSpec(
+                type="HyperNode", selector=MemberSelector(exact_match=ExactMatch(name=f"rack-{r}"))
+            )
+            for r in range(s * RACKS_PER_SPINE, min((s + 1) * RACKS_PER_SPINE, racks))
+        ]
+        hns.append(
+            HyperNode(
+                metadata=ObjectMeta(name=f"spine-{s}"),
+                spec=HyperNodeSpec(tier=2, tier_name="spine", members=tuple(members)),
+            )
+        )
+    return hns
+
+
+def new_cluster(nodes: int, with_hypernodes: bool) -> ClusterInfo:
+    alloc = Resources.from_list({"cpu": "128", "memory": "1Ti", GPU: str(NODE_GPUS), "pods": "110"})
+    cluster = ClusterInfo(now=T0)
+    cluster.queues["default"] = QueueInfo("default")
+    for i in range(nodes):
+        cluster.nodes[node_name(i)] = NodeInfo(node_name(i), alloc)
+    if with_hypernodes:
+        cluster.hypernodes = build_tree(topology(nodes), {n: {} for n in cluster.nodes})
+    return cluster
+
+
+POD_REQUEST: Final = Resources.from_list({"cpu": "16", "memory": "128Gi", GPU: str(POD_GPUS)})
+
+
+def new_job(name: str, gpus: int, created: float, spec: NetworkTopologySpec | None) -> JobInfo:
+    pods = gpus // POD_GPUS
+    job = JobInfo(
+        key=f"bench/{name}",
+        namespace="bench",
+        name=name,
+        queue="default",
+        priority=0,
+        min_available=pods,
+        min_task_member={},
+        min_resources=Resources(),
+        creation=T0 + dt.timedelta(seconds=created),
+        podgroup=PodGroup(
+            metadata=ObjectMeta(name=name, namespace="bench"),
+            spec=PodGroupSpec(min_member=pods, network_topology=spec),
+        ),
+        phase="Inqueue",
+    )
+    for i in range(pods):
+        job.add_task(
+            TaskInfo(
+                uid=f"{name}-{i}",
+                namespace="bench",
+                name=f"{name}-{i}",
+                job=job.key,
+                role="worker",
+                resreq=POD_REQUEST,
+                init_resreq=POD_REQUEST,
+                priority=0,
+                status=TaskStatus.PENDING,
+            )
+        )
+    return job
+
+
+def rule_for(mode: str, gpus: int) -> NetworkTopologySpec | None:
+    if mode == "blind":
+        return None
+    tier = 1 if gpus <= RACK_GPUS else 2
+    return NetworkTopologySpec(mode="hard" if mode == "hard" else "soft", highest_tier_allowed=tier)
+
+
+# ---- the stream ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Arrival:
+    at: float
+    gpus: int
+    run: float
+
+
+def stream(jobs: int, capacity: int, seed: int = 22) -> list[Arrival]:
+    rng = random.Random(seed)
+    mean_gpus = sum(s * w for s, w in zip(SIZES, WEIGHTS, strict=True)) / sum(WEIGHTS)
+    rate = LOAD * capacity / (mean_gpus * MEAN_RUN)
+    out, now = [], 0.0
+    for _ in range(jobs):
+        now += rng.expovariate(rate)
+        out.append(Arrival(now, rng.choices(SIZES, WEIGHTS)[0], rng.expovariate(1 / MEAN_RUN)))
+    return out
+
+
+@dataclass
+class Outcome:
+    mode: str
+    placed: int = 0
+    in_rack: int = 0
+    rack_fit: int = 0
+    rack_fit_in_rack: int = 0
+    in_spine: int = 0
+    spans: list[int] = field(default_factory=list)
+    waits: list[float] = field(default_factory=list)
+    gpu_time: float = 0.0
+    window: float = 0.0
+    free_racks: list[int] = field(default_factory=list)
+    sessions: int = 0
+    session_seconds: float = 0.0  # CPU time
+
+    def utilisation(self, capacity: int) -> float:
+        return self.gpu_time / (capacity * self.window) if self.window else 0.0
+
+
+def tier_span(tree: HyperNodeTree, nodes: Sequence[str]) -> int:
+    common = tree.lowest_common(nodes)
+    return tree.islands[common].tier if common is not None else 3
+
+
+def simulate(mode: str, arrivals: Sequence[Arrival], nodes: int) -> Outcome:
+    cluster = new_cluster(nodes, with_hypernodes=mode != "blind")
+    # Measure placement with the same tree in every mode.
+    tree = build_tree(topology(nodes), {n: {} for n in cluster.nodes})
+    conf = conf_of(BLIND_CONF if mode == "blind" else TOPOLOGY_CONF)
+    out = Outcome(mode)
+    ends: list[tuple[float, str]] = []
+    arrived: dict[str, Arrival] = {}
+    pending: set[str] = set()
+    horizon = arrivals[-1].at
+    used_gpus, last = 0, 0.0
+    i, now = 0, 0.0
+    while i < len(arrivals) or pending or ends:
+        now += PERIOD
+        changed = False
+        while ends and ends[0][0] <= now:
+            _, key = heapq.heappop(ends)
+            job = cluster.jobs.pop(key)
+            for task in job.tasks.values():
+                cluster.nodes[task.node_name].remove_task(task)
+            used_gpus -= len(job.tasks) * POD_GPUS
+            changed = True
+        while i < len(arrivals) and arrivals[i].at <= now:
+            a = arrivals[i]
+            job = new_job(f"j{i}", a.gpus, a.at, rule_for(mode, a.gpus))
+            cluster.jobs[job.key] = job
+            arrived[job.key] = a
+            pending.add(job.key)
+            i += 1
+            changed = True
+        if now <= horizon:
+            out.gpu_time += used_gpus * (min(now, horizon) - last)
+            last = min(now, horizon)
+            out.free_racks.append(
+                sum(
+                    1
+                    for isl in tree.islands.values()
+                    if isl.tier == 1
+                    and sum(cluster.nodes[n].idle.get(GPU) for n in isl.nodes) >= RACK_GPUS * 1000
+                )
+            )
+        if not changed or not pending:
+            continue
+        cluster.now = T0 + dt.timedelta(seconds=now)
+        ssn = Session(cluster, conf.tiers)
+        started = time.process_time()
+        result = run_session(ssn, conf, REGISTRY)
+        out.session_seconds += time.process_time() - started
+        out.sessions += 1
+        for node in cluster.nodes.values():
+            node.changes = None
+        for key in list(pending):
+            job = cluster.jobs[key]
+            job.changes = None
+            job.fit_errors.clear()
+            if job.count(TaskStatus.BINDING) < len(job.tasks):
+                for task in job.tasks.values():
+                    task.last_transaction = None
+                continue
+            for task in list(job.tasks.values()):
+                job.set_status(task, TaskStatus.RUNNING)
+            pending.discard(key)
+            a = arrived[key]
+            heapq.heappush(ends, (now + a.run, key))
+            used_gpus += len(job.tasks) * POD_GPUS
+            placed_on = [t.node_name for t in job.tasks.values()]
+            span = tier_span(tree, placed_on)
+            out.placed += 1
+            out.spans.append(span)
+            out.waits.append(now - a.at)
+            out.in_rack += span == 1
+            out.in_spine += span <= 2
+            if a.gpus <= RACK_GPUS:
+                out.rack_fit += 1
+                out.rack_fit_in_rack += span == 1
+        del result
+    out.window = horizon
+    return out
+
+
+def report_stream(outcomes: list[Outcome], capacity: int) -> bool:
+    print(
+        f"{'mode':<7}{'placed':>7}{'1 rack (fit)':>14}{'1 rack':>8}{'1 spine':>9}{'span':>6}"
+        f"{'wait s':>8}{'p95 s':>8}{'GPU util':>10}{'free racks':>12}{'sessions':>10}"
+        f"{'cpu s/sess':>11}"
+    )
+    blind = next(o for o in outcomes if o.mode == "blind")
+    ok = True
+    for o in outcomes:
+        p95 = statistics.quantiles(o.waits, n=20)[18] if len(o.waits) >= 20 else max(o.waits)
+        print(
+            f"{o.mode:<7}{o.placed:>7}"
+            f"{o.rack_fit_in_rack / max(o.rack_fit, 1):>14.1%}"
+            f"{o.in_rack / max(o.placed, 1):>8.1%}{o.in_spine / max(o.placed, 1):>9.1%}"
+            f"{statistics.fmean(o.spans):>6.2f}{statistics.fmean(o.waits):>8.0f}{p95:>8.0f}"
+            f"{o.utilisation(capacity):>10.1%}{statistics.fmean(o.free_racks):>12.1f}"
+            f"{o.sessions:>10}{o.session_seconds / max(o.sessions, 1):>11.4f}"
+        )
+    for o in outcomes:
+        if o.mode == "blind":
+            continue
+        share = o.rack_fit_in_rack / max(o.rack_fit, 1)
+        gap = (blind.utilisation(capacity) - o.utilisation(capacity)) * 100
+        verdict = "met" if share >= 0.95 and gap <= 5 else "MISS"
+        ok = ok and verdict == "met"
+        print(
+            f"goal {o.mode}: {share:.1%} of rack-sized jobs in one rack (goal >= 95%), "
+            f"utilisation {gap:+.1f} points below blind (goal <= 5): {verdict}"
+        )
+    return ok
+
+
+# ---- the cost at 5,000 nodes --------------------------------------------------------------------
+
+
+def backlog(mode: str, jobs: int, seed: int = 5) -> list[JobInfo]:
+    rng = random.Random(seed)
+    out = []
+    for j in range(jobs):
+        gpus = rng.choices(SIZES, WEIGHTS)[0]
+        spec = rule_for("hard", gpus) if mode == "hard" else None
+        out.append(new_job(f"b{j}", gpus, j, spec))
+    return out
+
+
+def one_session(nodes: int, jobs: int, mode: str) -> tuple[float, float, int]:
+    """(wall seconds, CPU seconds, binds) of one session over a fresh backlog."""
+    cluster = new_cluster(nodes, with_hypernodes=mode != "blind")
+    for job in backlog(mode, jobs):
+        cluster.jobs[job.key] = job
+    conf = conf_of(BLIND_CONF if mode == "blind" else TOPOLOGY_CONF)
+    ssn = Session(cluster, conf.tiers)
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = run_session(ssn, conf, REGISTRY)
+    return time.perf_counter() - wall, time.process_time() - cpu, len(result.binds)
+
+
+def report_cost(nodes: int, jobs: int, runs: int) -> bool:
+    """The modes' sessions taken in turn ``runs`` times (a load that comes and goes falls on
+    every mode alike); the medians. The goal is judged on CPU time, the session's own work:
+    on a shared machine the wall time also counts the other processes' turns."""
+    modes = ("blind", "on-unused", "hard")
+    taken: dict[str, list[tuple[float, float, int]]] = {mode: [] for mode in modes}
+    for _ in range(runs):
+        for mode in modes:
+            taken[mode].append(one_session(nodes, jobs, mode))
+    wall = {mode: statistics.median(r[0] for r in taken[mode]) for mode in modes}
+    cpu = {mode: statistics.median(r[1] for r in taken[mode]) for mode in modes}
+    print(
+        f"{'session at':<12}{'nodes':>7}{'gangs':>7}{'binds':>8}{'wall s':>9}{'vs blind':>10}"
+        f"{'cpu s':>8}{'vs blind':>10}   (median of {runs})"
+    )
+    for mode in modes:
+        print(
+            f"{mode:<12}{nodes:>7,}{jobs:>7,}{taken[mode][0][2]:>8,}"
+            f"{wall[mode]:>9.3f}{wall[mode] / wall['blind'] - 1:>+10.1%}"
+            f"{cpu[mode]:>8.3f}{cpu[mode] / cpu['blind'] - 1:>+10.1%}"
+        )
+    extra = cpu["hard"] / cpu["blind"] - 1
+    verdict = "met" if extra < 0.20 else "MISS"
+    print(f"goal: hard-mode session CPU {extra:+.1%} against blind (goal < +20%): {verdict}")
+    return extra < 0.20
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true", help="a short stream, 500 nodes (CI)")
+    args = parser.parse_args()
+    print(machine())
+    nodes = 512
+    jobs = 120 if args.smoke else 3000
+    arrivals = stream(jobs, nodes * NODE_GPUS)
+    print(
+        f"stream: {jobs} jobs over {arrivals[-1].at / 3600:.1f} h on {nodes} nodes "
+        f"({nodes * NODE_GPUS} GPUs, {nodes // NODES_PER_RACK} racks)"
+    )
+    outcomes = [simulate(mode, arrivals, nodes) for mode in ("blind", "hard", "soft")]
+    report_stream(outcomes, nodes * NODE_GPUS)
+    if args.smoke:
+        report_cost(504, 40, runs=1)
+    else:
+        report_cost(5000, 800, runs=7)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,71 @@
+"""The network-topology-aware plugin (Volcano v1.12+): HyperNode-aware placement of jobs that
+set ``networkTopology``.
+
+Arguments, Volcano's names and defaults: ``weight`` (1), ``hypernode.binpack.cpu`` (1),
+``hypernode.binpack.memory`` (1), ``hypernode.binpack.resources`` (a comma-separated list of
+other resources, e.g. ``nvidia.com/gpu``) with ``hypernode.binpack.resources.<name>`` (1 each),
+``hypernode.binpack.normal-pod.enable`` (true), ``hypernode.binpack.normal-pod.fading`` (0.8) and
+``hypernode.gradient.evict.max-hypernodes`` (8). A negative weight falls back to its default,
+as in Volcano.
+
+The plugin only sets ``Session.topology`` (``scheduler.framework.hypernodes``, which keeps
+the HyperNodes' resources current as tasks move, from the session's log of changed nodes): the
+allocate action walks the HyperNodes tier by tier for jobs with networkTopology
+(``scheduler.actions.topology``), and preempt and reclaim keep a hard-mode job's victims in
+one HyperNode. It registers no node predicate or score, so pods without networkTopology are
+placed exactly as without it (the normal-pod arguments are accepted and not used: see
+docs/compatibility.md).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from scheduler.framework.hypernodes import HyperNodeScorer, HyperNodeState
+from scheduler.framework.plugin import Arguments
+
+if TYPE_CHECKING:
+    from scheduler.framework.session import Session
+
+PREFIX = "hypernode.binpack.resources"
+
+
+def _non_negative(args: Arguments, key: str, default: int) -> int:
+    value = args.integer(key, default)
+    return default if value < 0 else value
+
+
+def scorer_from(args: Arguments) -> HyperNodeScorer:
+    """The plugin's arguments, checked (a bad value names the plugin and the key)."""
+    weights = {
+        "cpu": _non_negative(args, "hypernode.binpack.cpu", 1),
+        "memory": _non_negative(args, "hypernode.binpack.memory", 1),
+    }
+    for name in args.string(PREFIX, "").split(","):
+        name = name.strip()
+        if name:
+            weights[name] = _non_negative(args, f"{PREFIX}.{name}", 1)
+    fading = args.number("hypernode.binpack.normal-pod.fading", 0.8)
+    evict_max = args.integer("hypernode.gradient.evict.max-hypernodes", 8)
+    return HyperNodeScorer(
+        weight=_non_negative(args, "weight", 1),
+        resource_weights=weights,
+        normal_pod_enable=args.boolean("hypernode.binpack.normal-pod.enable", True),
+        normal_pod_fading=0.8 if fading < 0 else fading,
+        evict_max_hypernodes=8 if evict_max <= 0 else evict_max,
+    )
+
+
+class NetworkTopologyAwarePlugin:
+    name = "network-topology-aware"
+
+    def __init__(self, args: Arguments) -> None:
+        self.scorer = scorer_from(args)
+
+    def on_session_open(self, ssn: Session) -> None:
+        ssn.topology = HyperNodeState(
+            self.scorer, ssn.cluster.hypernodes, ssn.nodes, ssn.node_changes
+        )
+
+    def on_session_close(self, ssn: Session) -> None:
+        pass
