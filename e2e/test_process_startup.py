@@ -44,9 +44,14 @@ async def test_a_process_waits_for_an_api_server_that_does_not_answer_yet(
     )
     proxies = Proxies(f"127.0.0.1:{plane.ports['apiserver']}", tmp_path)
     try:
-        await asyncio.sleep(5)  # longer than the client's own retries (about 3.5 s)
+        # Past the client's own retries (about 3.5 s after the process's start, which takes
+        # seconds on a loaded machine), the process says it waits, and keeps running.
+        await eventually(
+            lambda: _says(proc, "the API server does not answer yet; waiting"),
+            timeout=60,
+            what="the process saying it waits",
+        )
         assert proc.proc.poll() is None, proc.log()[-2000:]
-        assert "the API server does not answer yet; waiting" in proc.log()
         held.close()
         proxies.start(("scheduler",), port=port)  # the API server "comes back" at that address
         await eventually(
@@ -69,6 +74,10 @@ def _held_port() -> socket.socket:
             continue
         return held
     raise RuntimeError("no free port below the ephemeral range")
+
+
+async def _says(proc: CalderaProcess, line: str) -> bool:
+    return line in proc.log()
 
 
 async def _ready(proc: CalderaProcess) -> bool | None:
