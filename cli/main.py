@@ -27,7 +27,7 @@ SERVER_COMMANDS: Final = (
         "controllers",
     ),
     ("scheduler", "run the gang scheduler"),
-    ("webhook", "run the admission webhook (validates and defaults jobs, queues, podgroups, pods)"),
+    ("webhook", "run the admission webhook (validates and defaults Volcano objects and pods)"),
 )
 
 # User commands whose parsers live with their handlers (module, command, aliases, help): built,

@@ -13,7 +13,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     register_process(
         sub,
         "webhook",
-        "run the admission webhook (validates and defaults jobs, queues, podgroups, pods)",
+        "run the admission webhook (validates and defaults Volcano objects and pods)",
         WebhookSettings,
         run,
     )
