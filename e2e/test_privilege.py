@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import secrets
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -309,6 +310,18 @@ async def test_each_process_uses_only_what_its_role_grants(
         assert right in {row.right for row in comparisons[process].rows}, (process, right)
     ungranted = [row for c in comparisons.values() for row in c.ungranted]
     assert not ungranted, ungranted
-    assert all(c.refused == 0 for c in comparisons.values())
+    # The processes watch every namespace of this worker's control plane, where other tests'
+    # namespaces may be terminating: a create there is refused (403) by the API server's
+    # namespace lifecycle, not by RBAC, whose roles here are cluster-wide. Only refusals in
+    # this test's namespaces, or of cluster-scoped requests, count.
+    own = {namespace, run.identities.namespace, ""}
+    refused_here = [
+        (r.user, r.verb, r.resource, r.subresource, r.namespace)
+        for r in requests
+        if r.code == 403 and r.namespace in own
+    ]
+    elsewhere = Counter(r.namespace for r in requests if r.code == 403 and r.namespace not in own)
+    print(f"refused in other tests' namespaces (namespace lifecycle): {dict(elsewhere)}")
+    assert not refused_here, refused_here
     assert not findings, findings_table(findings)
     assert any(label.startswith("secret ") for label in run.known), "no ssh key was looked for"
