@@ -106,6 +106,17 @@ def test_a_gang_bound_short_of_min_available_is_a_violation() -> None:
     assert gang_violations({"j": late}, {"j": 2}, window=45) == [("j", 1.0, 1)]
 
 
+def test_a_gang_torn_down_while_its_binds_are_in_flight_is_whole() -> None:
+    """A restart policy deleting the job's pods right after the first bind: the sibling whose
+    bind then failed counts; a sibling created later, or deleted after the window, does not."""
+    torn = [life("a", 0, bound=1.0), life("b", 0, index="1", deleting=1.5)]
+    assert gang_violations({"j": torn}, {"j": 2}) == []
+    newer = [life("a", 0, bound=1.0), life("b", 2.0, index="1", deleting=3.0)]
+    assert gang_violations({"j": newer}, {"j": 2}) == [("j", 1.0, 1)]
+    later = [life("a", 0, bound=1.0), life("b", 0, index="1", deleting=100.0)]
+    assert gang_violations({"j": later}, {"j": 2}, window=45) == [("j", 1.0, 1)]
+
+
 def test_a_pod_rebound_beside_running_siblings_completes_the_gang() -> None:
     evicted = life("a", 0, bound=1.0, deleted=20.0)
     sibling = life("b", 0, bound=1.0, index="1")

@@ -137,7 +137,9 @@ def gang_violations(
 ) -> list[tuple[str, float, int]]:
     """(job, time, pods) for each bind after which the job's bound pods did not reach its
     minAvailable within ``window``: counting the pods bound by then that had not failed or gone
-    before the bind (a succeeded pod still counts, as it does for the gang)."""
+    before the bind (a succeeded pod still counts, as it does for the gang), and the pods the
+    job already had that were deleted unbound in that time (a restart policy tearing the gang
+    down while its binds were in flight: the pod's bind then fails, and the gang was whole)."""
     found = []
     for job, lives in by_job.items():
         need = min_available.get(job)
@@ -152,7 +154,9 @@ def gang_violations(
 
 
 def _counts_at(life: PodLife, t: float, until: float) -> bool:
-    if life.bound is None or life.bound > until:
+    if life.bound is None:
+        return life.created <= t and life.deleting is not None and t <= life.deleting <= until
+    if life.bound > until:
         return False
     if life.deleted is not None and life.deleted < t:
         return False
