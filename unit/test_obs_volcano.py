@@ -15,7 +15,7 @@ from scheduler.metrics import SchedulerMetrics
 from unit.test_chart_values import _exported_series
 
 # Volcano's metric names (pkg/scheduler/metrics and pkg/controllers/metrics, all prefixed
-# volcano_), as VOLCANO_API.md section 6.5 lists them.
+# volcano_), as docs/migrating-from-volcano.md ("Metrics under Volcano's names") lists them.
 VOLCANO_NAMES = {
     "e2e_scheduling_latency_milliseconds",
     "open_session_duration_milliseconds",
