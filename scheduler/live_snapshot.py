@@ -20,6 +20,11 @@ NodeInfos whose generation moved; Volcano clones its whole cache every session):
   next ``update`` derives them again from the cache: what a session planned never leaks into
   the next one.
 
+Across sessions it also keeps, for the session's own shortcuts, the nodes' verdicts per class
+of pod (``ClusterInfo.verdicts``: every node the update derives again, adds, removes or
+changes the tasks of is logged, so placers look again only at those) and the ready nodes'
+allocatable and used resources summed (each node's part is replaced when it changes).
+
 The result equals ``build_cluster``'s for the same objects (``unit/test_sched_live_snapshot.py``
 checks it over random changes and sessions), except for the order of tasks within a job or a
 node and of jobs, which follows the order of changes rather than of the cache. A session
@@ -37,9 +42,11 @@ from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
 from caldera.api.core import Node, Pod, PodDisruptionBudget, PriorityClass, ResourceQuota
+from caldera.api.resources import Resources
 from caldera.api.topology import HyperNode
 from caldera.api.volcano import PodGroup, Queue
 from scheduler.api.types import ClusterInfo, QueueInfo, TaskInfo
+from scheduler.api.verdicts import VerdictMemory
 from scheduler.framework.session import Session
 from scheduler.snapshot import (
     Derivation,
@@ -57,6 +64,7 @@ from scheduler.snapshot import (
 )
 
 T = TypeVar("T")
+_NONE = Resources()
 T_co = TypeVar("T_co", covariant=True)
 
 
@@ -149,6 +157,10 @@ class LiveSnapshot:
         self._pod_uid: dict[str, str] = {}
         self._uid_key: dict[str, str] = {}
         self._assumed: dict[str, str] = {}
+        # Nodes whose tasks an update changed in place, and each node's part in the totals
+        # the ClusterInfo keeps (``_sum_nodes``).
+        self._touched: set[str] = set()
+        self._node_parts: dict[str, tuple[Resources, Resources]] = {}
 
     # ---- noting changes (informer handlers) ---------------------------------------------------
 
@@ -225,7 +237,8 @@ class LiveSnapshot:
             self._resolve_hypernodes(objects, cluster)
         for name in stale_nodes:
             self._derive_node(name, objects.nodes, cluster)
-        self._pods, self._nodes, self._groups = set(), set(), set()
+        self._sum_nodes(cluster, self._touched | stale_nodes)
+        self._pods, self._nodes, self._groups, self._touched = set(), set(), set(), set()
         return cluster, self.report
 
     def _labels_moved(self, objects: CachedObjects) -> bool:
@@ -260,9 +273,11 @@ class LiveSnapshot:
             pg_phase = job.podgroup.status.phase if job.podgroup is not None else ""
             if key in touched or job.fit_errors or job.phase != (pg_phase or "Pending"):
                 self._groups.add(key)
-        # The session's change logs must not keep growing between sessions.
+        # The session's change logs must not keep growing between sessions; nodes log into
+        # the verdict memory instead, which the next session's placers read.
+        log = cluster.verdicts.log if cluster.verdicts is not None else None
         for node in cluster.nodes.values():
-            node.changes = None
+            node.changes = log
         for job in cluster.jobs.values():
             job.changes = None
 
@@ -311,7 +326,13 @@ class LiveSnapshot:
         self._group_pods, self._pod_group, self._pod_uid, self._uid_key = {}, {}, {}, {}
         for pod in objects.pods.list():
             self._add_pod(_key(pod), pod, cluster, set())
-        self._pods, self._nodes, self._groups = set(), set(), set()
+        # Every NodeInfo is new: no verdict from before applies (a fresh memory), and from
+        # now on node changes are logged for the verdicts of later sessions.
+        cluster.verdicts = VerdictMemory()
+        for node in cluster.nodes.values():
+            node.changes = cluster.verdicts.log
+        self._sum_nodes(cluster, None)
+        self._pods, self._nodes, self._groups, self._touched = set(), set(), set(), set()
         self._queues_changed = self._classes_changed = False
         self._quotas_changed = self._budgets_changed = False
         return cluster, self.report
@@ -381,6 +402,7 @@ class LiveSnapshot:
                 node = cluster.nodes.get(node_name)
                 if node is not None and node_name not in stale_nodes:
                     node.remove_task(old)
+                    self._touched.add(node_name)
         self._add_pod(key, pods.get(key), cluster, stale_nodes)
 
     def _add_pod(
@@ -404,14 +426,38 @@ class LiveSnapshot:
             node = cluster.nodes.get(task.node_name)
             if node is not None and task.node_name not in stale_nodes:
                 node.add_task(task)
+                self._touched.add(task.node_name)
 
     def _derive_node(self, name: str, nodes: Objects[Node], cluster: ClusterInfo) -> None:
-        """A node derived again, with the tasks the snapshot knows on it."""
+        """A node derived again, with the tasks the snapshot knows on it (logged for the
+        verdict memory)."""
         obj = nodes.get(name)
+        if cluster.verdicts is not None:
+            cluster.verdicts.log.append(name)
         if obj is None:
             cluster.nodes.pop(name, None)
             return
         node = node_info(obj)
         for task in self._on_node.get(name, {}).values():
             node.add_task(task)
+        node.changes = cluster.verdicts.log if cluster.verdicts is not None else None
         cluster.nodes[name] = node
+
+    def _sum_nodes(self, cluster: ClusterInfo, names: Iterable[str] | None) -> None:
+        """Bring the ready nodes' allocatable and the nodes' use, summed, up to date with
+        the nodes ``names`` (None: every node, from scratch), from each node's last
+        contribution: a session's totals cost what changed, not the number of nodes."""
+        parts = self._node_parts
+        ready, used = cluster.ready_allocatable, cluster.nodes_used
+        if names is None or ready is None or used is None:
+            parts.clear()
+            ready, used, names = Resources(), Resources(), cluster.nodes.keys()
+        for name in names:
+            old = parts.pop(name, None)
+            if old is not None:
+                ready, used = ready - old[0], used - old[1]
+            node = cluster.nodes.get(name)
+            if node is not None:
+                part = parts[name] = (node.allocatable if node.ready else _NONE, node.used)
+                ready, used = ready + part[0], used + part[1]
+        cluster.ready_allocatable, cluster.nodes_used = ready, used

@@ -33,6 +33,7 @@ from caldera.api.core import (
     ResourceRequirements,
 )
 from caldera.api.meta import Condition, ObjectMeta, ResourceList, format_time
+from caldera.api.resources import Resources
 from caldera.api.volcano import (
     KUBE_GROUP_NAME_KEY,
     PodGroup,
@@ -450,3 +451,84 @@ def test_hypernode_tree_follows_hypernodes_and_node_labels() -> None:
     live.node_changed(moved)  # same labels: the tree is kept as it is
     cluster, _ = live.update(objects, assumed={})
     assert cluster.hypernodes is tree
+
+
+def _decisions(result: SessionResult, cluster: ClusterInfo) -> tuple[object, ...]:
+    """What a session decided: binds and evictions with their nodes, PodGroup statuses and
+    the fit errors it recorded."""
+    return (
+        [(b.task.uid, b.node) for b in result.binds],
+        [(e.task.uid, e.reason) for e in result.evictions],
+        sorted((key, msgspec.json.encode(s)) for key, s in result.podgroup_status.items()),
+        sorted((key, sorted(j.fit_errors.items())) for key, j in cluster.jobs.items()),
+    )
+
+
+@pytest.mark.parametrize("chunk", range(3))
+def test_verdict_memory_decides_as_fresh_verdicts(chunk: int) -> None:
+    """Sessions that start from the verdicts of earlier sessions (the live snapshot's memory)
+    decide exactly as sessions whose verdicts start empty, over the same random changes: two
+    caches from one seed, one without memory; their sessions' decisions feed back into the
+    caches, so a single different decision would show at that session."""
+    remembered = 0
+    for seed in range(chunk, RUNS, 3):
+        kept = Cache(random.Random(seed))  # noqa: S311 - seeded test data
+        plain = Cache(random.Random(seed))  # noqa: S311 - seeded test data
+        for step in range(STEPS):
+            for cache in (kept, plain):
+                for _ in range(cache.rng.randint(0, 4)):
+                    cache.change()
+            now = T0 + dt.timedelta(seconds=step)
+            with_memory = kept.live_cluster(now)
+            without = plain.live_cluster(now)
+            without.verdicts = None
+            assert with_memory.verdicts is not None
+            remembered += len(with_memory.verdicts.classes)
+            assert with_memory.total_allocatable() == without.total_allocatable()
+            plain.rng.random()  # as ``kept``'s draw below: the two sequences stay one
+            if kept.rng.random() < 0.5:
+                got = _decisions(kept.session(with_memory), with_memory)
+                assert got == _decisions(plain.session(without), without), (
+                    f"seed {seed} step {step}"
+                )
+    assert remembered > 0  # classes were carried from session to session
+
+
+def test_node_totals_follow_changes_and_sessions() -> None:
+    """The totals the live snapshot keeps (the ready nodes' allocatable, what the nodes' tasks
+    use) equal fresh sums after any changes (nodes added, made not ready, removed; pods bound,
+    ended, deleted) and sessions (which change nodes as they plan)."""
+    for seed in range(40):
+        cache = Cache(random.Random(seed))  # noqa: S311 - seeded test data
+        for step in range(STEPS):
+            for _ in range(cache.rng.randint(0, 4)):
+                cache.change()
+            live = cache.live_cluster(T0)
+            ready = Resources.sum(n.allocatable for n in live.nodes.values() if n.ready)
+            used = Resources.sum(n.used for n in live.nodes.values())
+            assert (live.ready_allocatable, live.nodes_used) == (ready, used), (
+                f"seed {seed} step {step}"
+            )
+            if cache.rng.random() < 0.5:
+                cache.session(live)
+
+
+def test_fit_error_forgets_a_node_gone_between_sessions() -> None:
+    """A pod that fits nowhere, a node removed, the next session: its fit error counts the
+    nodes there are, not the remembered verdict about the node that went."""
+    cache = Cache(random.Random(0))  # noqa: S311 - seeded test data
+    cache.put_group("big", queue="default", min_member=1, phase="Inqueue", cls="")
+    pod = cache.new_pod("huge", "big")
+    requests = ResourceRequirements(requests={"cpu": "6"})  # each node has 4
+    container = msgspec.structs.replace(pod.spec.containers[0], resources=requests)
+    spec = msgspec.structs.replace(pod.spec, scheduler_name="volcano", containers=(container,))
+    cache.put_pod(msgspec.structs.replace(pod, spec=spec))
+    messages = []
+    for step in range(2):
+        cluster = cache.live_cluster(T0 + dt.timedelta(seconds=step))
+        cache.session(cluster)
+        messages.append(dict(cluster.jobs["ns/big"].fit_errors))
+        if step == 0:
+            cache.delete(cache.nodes, "n2")
+    assert list(messages[0].values()) == ["0/3 nodes are available: 3 Insufficient cpu."]
+    assert list(messages[1].values()) == ["0/2 nodes are available: 2 Insufficient cpu."]

@@ -7,6 +7,12 @@ the next pod of a class looks again only at the nodes changed since the class la
 allocate, preempt and reclaim all place pods through a placer, and whatever the statements of
 those actions do (allocate, pipeline, evict, discard) is seen by every class.
 
+On the live snapshot the classes outlive the session (``scheduler.api.verdicts``): a class
+seen in an earlier session looks again only at the nodes logged as changed since, so a
+session over a mostly unchanged cluster evaluates a few nodes per class, not all of them.
+Classes of job-local pods (below) and the placers over one HyperNode's nodes keep theirs for
+one session.
+
 This is exact as long as the configured plugins filter and score a node by the pod and that
 node alone, which holds for the plugins in ``NODE_LOCAL_PLUGINS``; with a plugin of
 ``JOB_LOCAL_PLUGINS`` (task-topology) a class is further limited to one task of one job for
@@ -22,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from caldera.api.resources import Resources
 from scheduler.api.types import NodeInfo, TaskInfo
+from scheduler.api.verdicts import Candidates, NodeSetHeap, VerdictMemory
 from scheduler.plugins.predicates import shortfall
 from scheduler.plugins.task_topology import Topology
 
@@ -89,30 +96,6 @@ def fits_idle(request: Resources, node: NodeInfo) -> bool:
     return all(amount <= alloc.get(n) - used.get(n) for n, amount in request.items())
 
 
-class NodeSetHeap:
-    """A class's verdicts on one set of nodes, best first (stale entries are skipped)."""
-
-    __slots__ = ("heap", "position")
-
-    def __init__(self) -> None:
-        self.heap: list[tuple[float, str, int]] = []  # (-score, node, node generation)
-        self.position = 0  # how much of the change log the heap has seen
-
-
-class Candidates:
-    """One class of equivalent pods: the verdict of each node as of its generation."""
-
-    __slots__ = ("heap", "position", "reasons", "scores", "seen", "views")
-
-    def __init__(self) -> None:
-        self.heap: list[tuple[float, str, int]] = []  # (-score, node, node generation)
-        self.scores: dict[str, float] = {}  # nodes that fit, and their score
-        self.reasons: dict[str, list[str]] = {}  # nodes that do not fit, and why
-        self.seen: dict[str, int] = {}  # node -> generation evaluated
-        self.position = -1  # how much of the change log this class has seen; -1: nothing
-        self.views: dict[frozenset[str], NodeSetHeap] = {}  # see ``Placer.best_among``
-
-
 class Placer:
     """Finds the best node for a pod, reusing what is still valid from earlier pods."""
 
@@ -126,6 +109,9 @@ class Placer:
         self.per_task = bool(configured & JOB_LOCAL_PLUGINS)
         self._job_local: dict[str, bool] = {}  # job key -> its pods score per job and task
         self.classes: dict[tuple[object, ...], Candidates] = {}
+        # Classes of pods that are not job-local live in the snapshot's verdict memory when
+        # it has one (every node is a candidate): later sessions start from their verdicts.
+        self.memory: VerdictMemory | None = ssn.cluster.verdicts if nodes is None else None
 
     def _is_job_local(self, key: str) -> bool:
         """Whether task-topology scores this job's pods (its PodGroup describes a topology)."""
@@ -151,7 +137,8 @@ class Placer:
             heapq.heappush(cand.heap, (-verdict, node.name, node.generation))
 
     def _class(self, task: TaskInfo) -> Candidates:
-        """The verdicts kept for ``task``'s class, as last brought up to date."""
+        """The verdicts kept for ``task``'s class, as last brought up to date (in this session,
+        or in an earlier one for a class from the verdict memory)."""
         local = self.per_task and self._is_job_local(task.job)
         key = (
             task.init_resreq,
@@ -160,7 +147,33 @@ class Placer:
             task.job if local else "",
             task.role if local else "",
         )
-        return self.classes.get(key) or self.classes.setdefault(key, Candidates())
+        memory = self.memory
+        if memory is None or local:
+            return self.classes.get(key) or self.classes.setdefault(key, Candidates())
+        cand = memory.classes.get(key)
+        if cand is None:
+            cand = memory.classes[key] = Candidates()
+            cand.session, cand.between = memory.session, memory.end
+        elif cand.session != memory.session:
+            self._catch_up(cand, memory, task)
+        return cand
+
+    def _catch_up(self, cand: Candidates, memory: VerdictMemory, task: TaskInfo) -> None:
+        """A class from an earlier session: look again at the nodes changed since (``task``
+        is of the class), forget those gone; the session's own log is then read from its
+        start."""
+        nodes, seen = self.nodes, cand.seen
+        for name in memory.changed_since(cand.between):
+            node = nodes.get(name)
+            if node is None:
+                cand.forget(name)
+            elif seen.get(name) != node.generation:
+                self._evaluate(cand, task, node)
+        cand.session, cand.between = memory.session, memory.end
+        if cand.position > 0:  # -1 stays: the class has not looked at every node yet
+            cand.position = 0
+        cand.views.clear()
+        cand.compact()
 
     def candidates(self, task: TaskInfo) -> Candidates:
         """The verdicts of every node for ``task``, brought up to date."""
@@ -230,7 +243,8 @@ class Placer:
         heap, nodes = cand.heap, self.nodes
         while heap:
             _, name, seen = heap[0]
-            if nodes[name].generation == seen:
+            node = nodes.get(name)  # gone since an earlier session
+            if node is not None and node.generation == seen:
                 return name, cand
             heapq.heappop(heap)
         return None, cand

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
+import itertools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -23,6 +24,12 @@ from caldera.api.core import Node, Pod, PodDisruptionBudget, PriorityClass, Reso
 from caldera.api.resources import Resources
 from caldera.api.topology_tree import HyperNodeTree
 from caldera.api.volcano import PodGroup, Queue
+from scheduler.api.verdicts import VerdictMemory
+
+# Node generations are drawn from one counter for the whole process, so that a generation names
+# one state of one node: a verdict stamped with it (``scheduler.api.verdicts``) stays true for
+# as long as the node has it, even across sessions and NodeInfos derived again.
+_generations = itertools.count(1)
 
 
 class TaskStatus(enum.Enum):
@@ -243,14 +250,15 @@ class NodeInfo:
     ready: bool = True
     unschedulable: bool = False
     max_pods: int = 110
-    # Bumped on every change of the tasks placed here, and the node's name appended to
-    # ``changes`` (the session's log) when one is attached: cached verdicts about this node
+    # A new value on every change of the tasks placed here (unique in the process: see
+    # ``_generations``), and the node's name appended to ``changes`` (the session's log, or the
+    # verdict memory's between sessions) when one is attached: cached verdicts about this node
     # (``scheduler.actions.placer``) know from them when to look again.
-    generation: int = 0
+    generation: int = field(default_factory=lambda: next(_generations))
     changes: list[str] | None = None
 
     def _changed(self) -> None:
-        self.generation += 1
+        self.generation = next(_generations)
         if self.changes is not None:
             self.changes.append(self.name)
 
@@ -326,6 +334,20 @@ class ClusterInfo:
     # The HyperNodes resolved against the nodes (empty: no HyperNode, topology-blind).
     hypernodes: HyperNodeTree = field(default_factory=HyperNodeTree)
     now: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
+    # Kept by the live snapshot across sessions; None: verdicts live one session.
+    verdicts: VerdictMemory | None = None
+    # The ready nodes' allocatable, and what the nodes' tasks use, summed as of the session's
+    # start, when the live snapshot keeps them up to date; None: summed when asked.
+    ready_allocatable: Resources | None = None
+    nodes_used: Resources | None = None
 
     def total_allocatable(self) -> Resources:
+        if self.ready_allocatable is not None:
+            return self.ready_allocatable
         return Resources.sum(n.allocatable for n in self.nodes.values() if n.ready)
+
+    def total_used(self) -> Resources:
+        """What the nodes' tasks use; read at a session's start (before it places anything)."""
+        if self.nodes_used is not None:
+            return self.nodes_used
+        return Resources.sum(n.used for n in self.nodes.values())

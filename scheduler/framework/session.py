@@ -199,6 +199,8 @@ class Session:
         self.node_changes: list[str] = []
         for node in cluster.nodes.values():
             node.changes = self.node_changes
+        if cluster.verdicts is not None:  # verdicts carried over from earlier sessions
+            cluster.verdicts.begin(tiers, len(cluster.nodes))
         # Every job one of whose tasks changed status in this session (see JobInfo.changes).
         self.job_changes: set[str] = set()
         for job in cluster.jobs.values():

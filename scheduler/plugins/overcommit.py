@@ -46,7 +46,7 @@ class OvercommitPlugin:
         self.inqueue = Resources()
 
     def on_session_open(self, ssn: Session) -> None:
-        used = Resources.sum(n.used for n in ssn.nodes.values())
+        used = ssn.cluster.total_used()
         self.promised = ssn.total_resource.scale(self.factor)
         self.idle = self.promised - used
         inqueue: list[Resources] = []

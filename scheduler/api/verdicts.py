@@ -1,0 +1,102 @@
+"""Nodes' verdicts for classes of equivalent pods, kept within a session and across sessions.
+
+A verdict is a node's score for a pod, or why the pod does not fit there. With node-local
+plugins it depends on the pod's class (its requests and scheduling constraints), the node's
+state and the configuration only, so it stays true until the node changes. A node's state is
+named by its ``NodeInfo.generation``, which is unique over every NodeInfo of the process
+(``scheduler.api.types``): a verdict stamped with the generation a node still has is still
+true, in this session or a later one.
+
+``scheduler.actions.placer`` fills and reads these. What it needs to know is which nodes
+changed since a class last looked: within a session, the session's log
+(``Session.node_changes``); between sessions, ``VerdictMemory.log``, which the live snapshot
+appends to for every node it derives again, comes, goes or whose tasks it changes
+(``scheduler.live_snapshot``). A snapshot built from scratch has no memory: its classes live
+one session, as they did before the memory existed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+
+# A class whose catching up would read more than this many logged changes per node is
+# forgotten instead (evaluating every node again costs no more than reading such a log).
+_LOG_SLACK = 2
+# A heap with more stale entries than this many times its live ones is rebuilt.
+_HEAP_SLACK = 3
+
+
+class NodeSetHeap:
+    """A class's verdicts on one set of nodes, best first (stale entries are skipped)."""
+
+    __slots__ = ("heap", "position")
+
+    def __init__(self) -> None:
+        self.heap: list[tuple[float, str, int]] = []  # (-score, node, node generation)
+        self.position = 0  # how much of the session's change log the heap has seen
+
+
+class Candidates:
+    """One class of equivalent pods: the verdict of each node as of its generation."""
+
+    __slots__ = ("between", "heap", "position", "reasons", "scores", "seen", "session", "views")
+
+    def __init__(self) -> None:
+        self.heap: list[tuple[float, str, int]] = []  # (-score, node, node generation)
+        self.scores: dict[str, float] = {}  # nodes that fit, and their score
+        self.reasons: dict[str, list[str]] = {}  # nodes that do not fit, and why
+        self.seen: dict[str, int] = {}  # node -> generation evaluated
+        self.position = -1  # how much of the session's change log it has seen; -1: nothing
+        self.views: dict[frozenset[str], NodeSetHeap] = {}  # see ``Placer.best_among``
+        # For a class kept in a ``VerdictMemory``: the session it last looked in, and how
+        # much of the memory's between-session log it has seen (an absolute position).
+        self.session = 0
+        self.between = 0
+
+    def forget(self, node: str) -> None:
+        """The node is gone: no verdict about it."""
+        self.seen.pop(node, None)
+        self.scores.pop(node, None)
+        self.reasons.pop(node, None)
+
+    def compact(self) -> None:
+        """Drop the heap's stale entries when they outnumber the live ones (across sessions
+        a class's heap keeps an entry per node change)."""
+        if len(self.heap) > _HEAP_SLACK * (len(self.scores) + 16):
+            seen = self.seen
+            self.heap = [(-score, name, seen[name]) for name, score in self.scores.items()]
+            self.heap.sort()
+
+
+class VerdictMemory:
+    """Classes' verdicts carried from one session to the next (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.classes: dict[Hashable, Candidates] = {}
+        self.log: list[str] = []  # nodes changed between sessions, in order
+        self.base = 0  # the absolute position of ``log[0]``
+        self.session = 0  # bumped by ``begin``
+        self.tiers: Sequence[object] | None = None  # the configuration the verdicts are for
+
+    @property
+    def end(self) -> int:
+        return self.base + len(self.log)
+
+    def begin(self, tiers: Sequence[object], node_count: int) -> None:
+        """A session starts: forget everything when the configuration changed, forget the
+        classes too far behind, and drop the log no class still needs."""
+        self.session += 1
+        if self.tiers != tiers:
+            self.tiers = tiers
+            self.classes.clear()
+        end = self.end
+        limit = _LOG_SLACK * max(node_count, 64)
+        for key in [k for k, cand in self.classes.items() if end - cand.between > limit]:
+            del self.classes[key]
+        low = min((cand.between for cand in self.classes.values()), default=end)
+        del self.log[: low - self.base]
+        self.base = low
+
+    def changed_since(self, position: int) -> list[str]:
+        """The nodes logged between sessions from the absolute ``position`` on."""
+        return self.log[position - self.base :]
