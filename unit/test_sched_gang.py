@@ -95,8 +95,9 @@ def test_per_task_minimums() -> None:
     invalid = job_valid(job)
     assert invalid is not None
     assert invalid.reason == "NotEnoughPodsOfTask"
-    job.min_task_member = {"ps": 1, "worker": 3}  # sum 4 > minMember 3
-    assert job_valid(job) is None
+    workers = [make_task("a", i, role="worker") for i in range(3)]
+    job = make_job("a", workers, min_available=3, min_task_member={"ps": 1, "worker": 3})
+    assert job_valid(job) is None  # sum 4 > minMember 3
 
 
 def test_ready_needs_every_task_minimum() -> None:

@@ -454,23 +454,40 @@ def test_hypernode_tree_follows_hypernodes_and_node_labels() -> None:
 
 
 def _decisions(result: SessionResult, cluster: ClusterInfo) -> tuple[object, ...]:
-    """What a session decided: binds and evictions with their nodes, PodGroup statuses and
-    the fit errors it recorded."""
+    """What a session decided and reported: binds and evictions with their nodes, PodGroup
+    statuses, the fit errors and pods' messages, Events, jobs not ready, queue figures and
+    shares."""
     return (
         [(b.task.uid, b.node) for b in result.binds],
         [(e.task.uid, e.reason) for e in result.evictions],
         sorted((key, msgspec.json.encode(s)) for key, s in result.podgroup_status.items()),
         sorted((key, sorted(j.fit_errors.items())) for key, j in cluster.jobs.items()),
+        sorted(result.unschedulable.items()),
+        sorted(repr(e) for e in result.events),
+        sorted(result.unready_jobs),
+        sorted(result.queue_deserved.items()),
+        sorted(result.queue_allocated.items()),
+        sorted((k, repr(f)) for k, f in result.queue_figures.items()),
+        sorted(result.job_share.items()),
+        sorted(result.namespace_share.items()),
     )
 
 
+def _forget(cluster: ClusterInfo) -> None:
+    """Make the next session start from nothing carried over: no node verdicts, no job memos."""
+    cluster.verdicts = None
+    for job in cluster.jobs.values():
+        job.memo.clear()
+
+
 @pytest.mark.parametrize("chunk", range(3))
-def test_verdict_memory_decides_as_fresh_verdicts(chunk: int) -> None:
-    """Sessions that start from the verdicts of earlier sessions (the live snapshot's memory)
-    decide exactly as sessions whose verdicts start empty, over the same random changes: two
-    caches from one seed, one without memory; their sessions' decisions feed back into the
-    caches, so a single different decision would show at that session."""
-    remembered = 0
+def test_carried_state_decides_as_fresh_state(chunk: int) -> None:
+    """Sessions that start from what earlier sessions kept (the live snapshot's node verdicts,
+    what plugins derived from unchanged jobs) decide and report exactly as sessions that
+    derive everything again, over the same random changes: two caches from one seed, one
+    forgetting before every session; their sessions' decisions feed back into the caches,
+    so a single different decision would show at that session."""
+    remembered = memos = 0
     for seed in range(chunk, RUNS, 3):
         kept = Cache(random.Random(seed))  # noqa: S311 - seeded test data
         plain = Cache(random.Random(seed))  # noqa: S311 - seeded test data
@@ -481,9 +498,10 @@ def test_verdict_memory_decides_as_fresh_verdicts(chunk: int) -> None:
             now = T0 + dt.timedelta(seconds=step)
             with_memory = kept.live_cluster(now)
             without = plain.live_cluster(now)
-            without.verdicts = None
+            _forget(without)
             assert with_memory.verdicts is not None
             remembered += len(with_memory.verdicts.classes)
+            memos += sum(len(job.memo) for job in with_memory.jobs.values())
             assert with_memory.total_allocatable() == without.total_allocatable()
             plain.rng.random()  # as ``kept``'s draw below: the two sequences stay one
             if kept.rng.random() < 0.5:
@@ -491,7 +509,8 @@ def test_verdict_memory_decides_as_fresh_verdicts(chunk: int) -> None:
                 assert got == _decisions(plain.session(without), without), (
                     f"seed {seed} step {step}"
                 )
-    assert remembered > 0  # classes were carried from session to session
+    assert remembered > 0
+    assert memos > 0
 
 
 def test_node_totals_follow_changes_and_sessions() -> None:

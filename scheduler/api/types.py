@@ -127,6 +127,15 @@ class TaskInfo:
         return self._signature
 
 
+@dataclass(slots=True, frozen=True)
+class Memo:
+    """What a plugin derived from a job, and the job's state it was derived in."""
+
+    generation: int
+    phase: str
+    value: object
+
+
 @dataclass(slots=True, eq=False)
 class JobInfo:
     """A PodGroup and its pods."""
@@ -150,8 +159,26 @@ class JobInfo:
     # The session's set of jobs whose tasks changed status, when one is attached (a snapshot
     # kept across sessions learns from it what to derive again).
     changes: set[str] | None = None
+    # Bumped on every change of the tasks or of their statuses. With the phase it names the
+    # job's state (the other fields are fixed for a JobInfo's life: a changed PodGroup is
+    # derived into a new one), so that what plugins derive from a job is kept in ``memo`` (by
+    # plugin) and reused while both stay the same: on the live snapshot a JobInfo outlives the
+    # session when nothing changed it (``Memo``).
+    generation: int = 0
+    memo: dict[str, Memo] = field(default_factory=dict)
+
+    def remembered(self, plugin: str) -> object | None:
+        """What ``plugin`` kept from this job in this state, None when the job changed."""
+        kept = self.memo.get(plugin)
+        if kept is None or kept.generation != self.generation or kept.phase != self.phase:
+            return None
+        return kept.value
+
+    def remember(self, plugin: str, value: object) -> None:
+        self.memo[plugin] = Memo(self.generation, self.phase, value)
 
     def add_task(self, task: TaskInfo) -> None:
+        self.generation += 1
         self.tasks[task.uid] = task
         self.by_status.setdefault(task.status, {})[task.uid] = task
         if task.status in ALLOCATED_STATUSES:
@@ -161,6 +188,7 @@ class JobInfo:
         """Undo ``add_task`` for the task as it is now."""
         if self.tasks.pop(task.uid, None) is None:
             return
+        self.generation += 1
         bucket = self.by_status.get(task.status)
         if bucket is not None:
             bucket.pop(task.uid, None)
@@ -172,6 +200,7 @@ class JobInfo:
         old = task.status
         if old == status:
             return
+        self.generation += 1
         bucket = self.by_status.get(old)
         if bucket is not None:
             bucket.pop(task.uid, None)

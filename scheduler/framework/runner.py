@@ -17,7 +17,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from caldera.api.volcano import PodGroupPhase, PodGroupStatus
+from caldera.api.volcano import PodGroupCondition, PodGroupPhase, PodGroupStatus
+from scheduler.api.types import JobInfo
 from scheduler.conf import SchedulerConf
 from scheduler.framework.plugin import Action, Arguments, Plugin
 from scheduler.framework.session import PlacedJob, Session, SessionResult
@@ -38,6 +39,30 @@ class Registry:
 
     plugins: Mapping[str, PluginFactory]
     actions: Mapping[str, ActionFactory]
+
+
+# Kept with a job between sessions (``JobInfo.remember``): the PodGroup and condition for which
+# the job's status was found unchanged, and its phase.
+_STATUS = "runner.status"
+
+
+def _comparable(condition: PodGroupCondition | None) -> tuple[str, ...] | None:
+    """What of a condition a status comparison reads (not its time or id)."""
+    if condition is None:
+        return None
+    return (condition.type, condition.status, condition.reason, condition.message)
+
+
+def _unchanged_phase(job: JobInfo, condition: PodGroupCondition | None) -> str | None:
+    """The job's PodGroup phase when its status was found unchanged in an earlier session,
+    for the same job state, PodGroup and condition (so it is unchanged again); else None."""
+    kept = job.remembered(_STATUS)
+    if not isinstance(kept, tuple) or kept[0] is not job.podgroup:
+        return None
+    if kept[1] != _comparable(condition):
+        return None
+    phase: str = kept[2]
+    return phase
 
 
 def run_session(session: Session, conf: SchedulerConf, registry: Registry) -> SessionResult:
@@ -62,11 +87,17 @@ def run_session(session: Session, conf: SchedulerConf, registry: Registry) -> Se
         plugin.on_session_close(session)
         timings.plugin_seconds[(plugin.name, "OnSessionClose")] = time.perf_counter() - started
     for job in session.jobs.values():
-        status = podgroup_status(job, session.job_conditions.get(job.key))
-        current = job.podgroup.status if job.podgroup is not None else PodGroupStatus()
-        if status_changed(current, status):
-            session.result.podgroup_status[job.key] = status
-        if status.phase in UNREADY_PHASES:
+        condition = session.job_conditions.get(job.key)
+        phase = _unchanged_phase(job, condition)
+        if phase is None:
+            status = podgroup_status(job, condition)
+            current = job.podgroup.status if job.podgroup is not None else PodGroupStatus()
+            phase = status.phase
+            if status_changed(current, status):
+                session.result.podgroup_status[job.key] = status
+            else:
+                job.remember(_STATUS, (job.podgroup, _comparable(condition), phase))
+        if phase in UNREADY_PHASES:
             session.result.unready_jobs.append(job.key)
         found = wait_record(job, session.wait_notes.get(job.key, ()), session.now)
         record, held = publish(job, found, session.now)

@@ -113,11 +113,22 @@ class DrfPlugin:
         self.job_shares.clear()
         self.namespace_allocated.clear()
         self.namespace_shares.clear()
+        by_namespace: dict[str, list[Resources]] = {}
+        total = self.total
         for job in ssn.jobs.values():
             self.job_allocated[job.key] = job.allocated
-            self.job_shares[job.key] = self.share(job.allocated)
-            ns = self.namespace_allocated.get(job.namespace, Resources()) + job.allocated
-            self.namespace_allocated[job.namespace] = ns
+            # A job's share is derived again only when the job or the cluster's total changed
+            # since an earlier session.
+            kept = job.remembered(self.name)
+            if isinstance(kept, tuple) and kept[0] == total:
+                share = kept[1]
+            else:
+                share = self.share(job.allocated)
+                job.remember(self.name, (total, share))
+            self.job_shares[job.key] = share
+            by_namespace.setdefault(job.namespace, []).append(job.allocated)
+        for namespace, parts in by_namespace.items():
+            self.namespace_allocated[namespace] = Resources.sum(parts)
         for namespace, allocated in self.namespace_allocated.items():
             self.namespace_shares[namespace] = self.share(allocated)
         ssn.add_job_order_fn(self.name, self.job_order)

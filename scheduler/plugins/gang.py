@@ -47,6 +47,12 @@ READY = "pod group is ready"
 ALL_NODES_UNAVAILABLE = "all nodes are unavailable"
 _UNSCHEDULABLE_PHASES = frozenset({"Pending", "Inqueue", "Unknown"})
 _VALID_STATUSES = (*ALLOCATED_STATUSES, TaskStatus.SUCCEEDED, TaskStatus.PIPELINED)
+_WAITING = (TaskStatus.PENDING, TaskStatus.ALLOCATED, TaskStatus.PIPELINED)
+# What the plugin keeps with a job between sessions (``JobInfo.remember``): its validity, and
+# the PodGroup that already says the job is scheduled (see ``on_session_close``).
+_VALIDITY = "gang.valid"
+_SETTLED = "gang.settled"
+_BEST_EFFORT = "gang.best-effort"
 
 
 def _per_task_checks_apply(job: JobInfo) -> bool:
@@ -67,7 +73,30 @@ def _roles_satisfied(job: JobInfo, statuses: Sequence[TaskStatus], best_effort: 
     return all(counts.get(role, 0) >= n for role, n in job.min_task_member.items())
 
 
+def _has_best_effort(job: JobInfo) -> bool:
+    """Whether any of the job's pods requests nothing (kept with the job while it does not
+    change)."""
+    kept = job.remembered(_BEST_EFFORT)
+    if isinstance(kept, bool):
+        return kept
+    found = any(t.best_effort for t in job.tasks.values())
+    job.remember(_BEST_EFFORT, found)
+    return found
+
+
 def job_valid(job: JobInfo) -> ValidateResult | None:
+    """Why the job cannot be scheduled as a gang (too few valid pods), None when it can;
+    kept with the job while it does not change (allocate asks for every job, every session)."""
+    kept = job.remembered(_VALIDITY)
+    if isinstance(kept, tuple):
+        result: ValidateResult | None = kept[0]
+        return result
+    result = _job_validity(job)
+    job.remember(_VALIDITY, (result,))
+    return result
+
+
+def _job_validity(job: JobInfo) -> ValidateResult | None:
     if not _roles_satisfied(job, (*_VALID_STATUSES, TaskStatus.PENDING), best_effort=False):
         return ValidateResult(
             False,
@@ -180,9 +209,7 @@ class GangPlugin:
     def on_session_open(self, ssn: Session) -> None:
         jobs = ssn.jobs
         # A job's pods do not change within a session: whether any is best effort is fixed.
-        best_effort = self._best_effort = {
-            key: any(t.best_effort for t in job.tasks.values()) for key, job in jobs.items()
-        }
+        best_effort = self._best_effort = {key: _has_best_effort(job) for key, job in jobs.items()}
 
         def ready(job: JobInfo) -> bool:
             return is_ready(job, best_effort.get(job.key, True))
@@ -232,7 +259,15 @@ class GangPlugin:
         def ready(job: JobInfo) -> bool:
             return is_ready(job, best_effort.get(job.key, True))
 
+        scheduled = PodGroupCondition(
+            type="Scheduled", status="True", last_transition_time=now, reason=SCHEDULED_REASON
+        )
         for job in ssn.jobs.values():
+            if job.podgroup is not None and job.remembered(_SETTLED) is job.podgroup:
+                # Ready, no pod waiting, and its PodGroup already said so in an earlier
+                # session, unchanged since: no event, no message, the same condition.
+                ssn.job_conditions[job.key] = scheduled
+                continue
             job_message = ""
             job_is_ready = ready(job)
             invalid = None if job_is_ready else job_valid(job)
@@ -241,12 +276,7 @@ class GangPlugin:
                 # An enqueue gate (resourcequota) said why the job stays Pending: keep it.
                 condition, job_message = gate, gate.message
             elif job_is_ready:
-                condition = PodGroupCondition(
-                    type="Scheduled",
-                    status="True",
-                    last_transition_time=now,
-                    reason=SCHEDULED_REASON,
-                )
+                condition = scheduled
             elif invalid is not None:
                 condition = PodGroupCondition(
                     type="Unschedulable",
@@ -279,11 +309,20 @@ class GangPlugin:
                     message=job_message,
                 )
             ssn.job_conditions[job.key] = condition
-            self._record(ssn, job, condition, job_message)
+            unchanged = self._record(ssn, job, condition, job_message)
+            if (
+                unchanged
+                and condition is scheduled
+                and job.podgroup is not None
+                and not any(job.by_status.get(status) for status in _WAITING)
+            ):
+                job.remember(_SETTLED, job.podgroup)
 
     @staticmethod
-    def _record(ssn: Session, job: JobInfo, condition: PodGroupCondition, job_message: str) -> None:
-        """The job updater's event and the waiting pods' messages."""
+    def _record(ssn: Session, job: JobInfo, condition: PodGroupCondition, job_message: str) -> bool:
+        """The job updater's event and the waiting pods' messages; whether the job's PodGroup
+        status stays as it is."""
+        unchanged = False
         status = podgroup_status(job, condition)
         if status.phase in _UNSCHEDULABLE_PHASES:
             pending = job.count(TaskStatus.PENDING)
@@ -300,6 +339,9 @@ class GangPlugin:
             current = job.podgroup.status if job.podgroup is not None else None
             if current is None or status_changed(current, status):
                 ssn.record_event("PodGroup", job.namespace, job.name, "Normal", "Scheduled", READY)
-        for task in job.tasks_in(TaskStatus.PENDING, TaskStatus.ALLOCATED, TaskStatus.PIPELINED):
+            else:
+                unchanged = True
+        for task in job.tasks_in(*_WAITING):
             _, message = task_reason(job, task, job_message)
             ssn.result.unschedulable[task.key] = message or ALL_NODES_UNAVAILABLE
+        return unchanged

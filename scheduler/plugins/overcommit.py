@@ -31,6 +31,24 @@ def _only(amounts: Resources, names: Resources) -> Resources:
     return Resources({n: amounts.get(n) for n, _ in names.items()})
 
 
+_NOTHING = Resources()  # a job that reserves nothing (not summed)
+
+
+def _reserved(job: JobInfo) -> Resources:
+    """What an admitted job has reserved and not taken yet, in the resources its minResources
+    names (``_NOTHING`` when nothing)."""
+    if job.min_resources.is_empty():
+        return _NOTHING
+    if job.phase == "Inqueue":
+        return job.min_resources
+    if (
+        job.phase == "Running"
+        and job.count(*ALLOCATED_STATUSES, TaskStatus.SUCCEEDED) >= job.min_available
+    ):
+        return _only(job.min_resources.sub_clamped(job.allocated), job.min_resources)
+    return _NOTHING
+
+
 class OvercommitPlugin:
     """Gates enqueue on the cluster's (overcommitted) free resources."""
 
@@ -51,16 +69,12 @@ class OvercommitPlugin:
         self.idle = self.promised - used
         inqueue: list[Resources] = []
         for job in ssn.jobs.values():
-            if job.min_resources.is_empty():
-                continue
-            if job.phase == "Inqueue":
-                inqueue.append(job.min_resources)
-            elif (
-                job.phase == "Running"
-                and job.count(*ALLOCATED_STATUSES, TaskStatus.SUCCEEDED) >= job.min_available
-            ):
-                reserved = job.min_resources.sub_clamped(job.allocated)
-                inqueue.append(_only(reserved, job.min_resources))
+            part = job.remembered(self.name)
+            if not isinstance(part, Resources):
+                part = _reserved(job)
+                job.remember(self.name, part)
+            if part is not _NOTHING:
+                inqueue.append(part)
         self.inqueue = Resources.sum(inqueue)
 
         def enqueueable(job: JobInfo) -> int:

@@ -141,6 +141,24 @@ def water_fill(total: int, claims: Sequence[Claim]) -> list[int]:
     return [math.floor(_level_amount(c, level)) for c in claims]
 
 
+@dataclass(frozen=True, slots=True)
+class JobParts:
+    """What a job adds to its queue's request, inqueue and elastic resources, besides what it
+    holds (``JobInfo.allocated``)."""
+
+    pending: Resources  # its pending pods' requests
+    inqueue: Resources  # ``job_inqueue``
+    elastic: Resources  # what it holds beyond its minResources
+
+
+def job_parts(job: JobInfo) -> JobParts:
+    return JobParts(
+        pending=Resources.sum(t.resreq for t in job.tasks_in(TaskStatus.PENDING)),
+        inqueue=job_inqueue(job),
+        elastic=job.allocated.sub_clamped(job.min_resources),
+    )
+
+
 def job_inqueue(job: JobInfo) -> Resources:
     """Resources an admitted job has reserved but not yet taken (Volcano's inqueue)."""
     if job.phase == "Inqueue":
@@ -221,18 +239,28 @@ class ProportionPlugin:
             attr.real_capability = real
             self.queue_attrs[queue.name] = attr
 
+        # Each queue's parts are summed once per queue; a job's parts are derived again only
+        # when the job changed since an earlier session (``JobInfo.remembered``).
+        allocated: dict[str, list[Resources]] = {name: [] for name in self.queue_attrs}
+        requested: dict[str, list[Resources]] = {name: [] for name in self.queue_attrs}
+        inqueue: dict[str, list[Resources]] = {name: [] for name in self.queue_attrs}
+        elastic: dict[str, list[Resources]] = {name: [] for name in self.queue_attrs}
         for job in ssn.jobs.values():
-            owner = self.queue_attrs.get(job.queue)
-            if owner is None:
+            if job.queue not in allocated:
                 continue
-            pending = Resources.sum(t.resreq for t in job.tasks_in(TaskStatus.PENDING))
-            owner.allocated = owner.allocated + job.allocated
-            owner.request = owner.request + job.allocated + pending
-            owner.inqueue = owner.inqueue + job_inqueue(job)
-            owner.elastic = owner.elastic + job.allocated.sub_clamped(job.min_resources)
-        for attr in self.queue_attrs.values():
-            attr.request = attr.request.without(*UNTRACKED)
-            attr.allocated = attr.allocated.without(*UNTRACKED)
+            parts = job.remembered(self.name)
+            if not isinstance(parts, JobParts):
+                parts = job_parts(job)
+                job.remember(self.name, parts)
+            allocated[job.queue].append(job.allocated)
+            requested[job.queue] += (job.allocated, parts.pending)
+            inqueue[job.queue].append(parts.inqueue)
+            elastic[job.queue].append(parts.elastic)
+        for name, attr in self.queue_attrs.items():
+            attr.allocated = Resources.sum(allocated[name]).without(*UNTRACKED)
+            attr.request = Resources.sum(requested[name]).without(*UNTRACKED)
+            attr.inqueue = Resources.sum(inqueue[name])
+            attr.elastic = Resources.sum(elastic[name])
 
         self._compute_deserved()
         for attr in self.queue_attrs.values():

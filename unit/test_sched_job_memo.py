@@ -1,0 +1,101 @@
+"""What plugins and the session's close keep with a job between sessions (``JobInfo.memo``) is
+used only while the job, its phase, its PodGroup and its condition stay what they were.
+
+The differential test in ``unit/test_sched_live_snapshot.py`` checks whole sessions on the live
+snapshot against sessions that derive everything again; these check the keys one by one, on a
+snapshot whose JobInfo outlives a change (as a hand-built one can).
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from caldera.api.volcano import PodGroupCondition, PodGroupStatus
+from scheduler.api.types import JobInfo, TaskStatus
+from scheduler.framework.runner import _STATUS, _unchanged_phase
+from scheduler.framework.session import Session
+from unit.sched_fixtures import make_cluster, make_job, make_node, make_task, run
+
+
+def _running_job() -> JobInfo:
+    tasks = [make_task("j", i, status=TaskStatus.RUNNING, node="n0") for i in range(2)]
+    return make_job("j", tasks, annotations={})
+
+
+def test_remembered_until_the_job_changes() -> None:
+    job = make_job("j", 2)
+
+    def first_allocated() -> None:
+        job.set_status(next(iter(job.tasks.values())), TaskStatus.ALLOCATED)
+
+    def another_task() -> None:
+        job.add_task(make_task("j", 9))
+
+    def one_task_less() -> None:
+        job.remove_task(next(iter(job.tasks.values())))
+
+    def running() -> None:
+        job.phase = "Running"
+
+    for change in (first_allocated, another_task, one_task_less, running):
+        job.remember("plugin", 42)
+        assert job.remembered("plugin") == 42
+        change()
+        assert job.remembered("plugin") is None, change.__name__
+    job.remember("plugin", 7)
+    task = next(iter(job.tasks.values()))
+    job.set_status(task, task.status)
+    assert job.remembered("plugin") == 7  # the same status: nothing changed
+
+
+def _session(job: JobInfo) -> Session:
+    cluster = make_cluster([make_node("n0", "8", "16Gi")], [job])
+    return run(cluster)
+
+
+def _written(job: JobInfo, ssn: Session) -> PodGroupStatus | None:
+    """The status the session wrote for the job, now the PodGroup's (as the process writes)."""
+    status = ssn.result.podgroup_status.get(job.key)
+    if status is not None and job.podgroup is not None:
+        job.podgroup = msgspec.structs.replace(job.podgroup, status=status)
+    return status
+
+
+def test_settled_job_is_not_written_again_until_its_podgroup_changes() -> None:
+    """A running job's status is written once; later sessions keep it (the memo is used: the
+    gang plugin and the close skip it, no Event); a PodGroup whose status changed behind the
+    job's back is corrected, with the Scheduled Event, as without a memo."""
+    job = _running_job()
+    first = _session(job)
+    assert _written(job, first) is not None
+    assert [e.reason for e in first.result.events] == ["Scheduled"]
+    second = _session(job)
+    assert _written(job, second) is None
+    assert job.remembered(_STATUS) is not None
+    third = _session(job)
+    assert _written(job, third) is None
+    assert third.result.events == []
+
+    assert job.podgroup is not None
+    job.podgroup = msgspec.structs.replace(job.podgroup, status=PodGroupStatus(phase="Pending"))
+    fourth = _session(job)
+    written = _written(job, fourth)
+    assert written is not None
+    assert written.phase == "Running"
+    assert [e.reason for e in fourth.result.events] == ["Scheduled"]
+
+
+def test_status_memo_holds_for_one_condition() -> None:
+    """The phase kept for a job answers only for the same condition (its time aside)."""
+    job = _running_job()
+    scheduled = PodGroupCondition(type="Scheduled", status="True", reason="ready")
+    job.remember(_STATUS, (job.podgroup, ("Scheduled", "True", "ready", ""), "Running"))
+    timed = msgspec.structs.replace(scheduled, last_transition_time="2026-01-01T00:00:09Z")
+    assert _unchanged_phase(job, timed) == "Running"
+    assert _unchanged_phase(job, scheduled) == "Running"
+    assert _unchanged_phase(job, None) is None
+    other = PodGroupCondition(type="Unschedulable", status="True", reason="NotEnoughResources")
+    assert _unchanged_phase(job, other) is None
+    assert job.podgroup is not None
+    job.podgroup = msgspec.structs.replace(job.podgroup, status=PodGroupStatus(phase="Running"))
+    assert _unchanged_phase(job, scheduled) is None  # another PodGroup
