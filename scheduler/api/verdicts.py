@@ -24,6 +24,8 @@ from collections.abc import Hashable, Sequence
 _LOG_SLACK = 2
 # A heap with more stale entries than this many times its live ones is rebuilt.
 _HEAP_SLACK = 3
+# Classes kept at most (each holds a verdict per node): the least recently used go first.
+MAX_CLASSES = 256
 
 
 class NodeSetHeap:
@@ -93,6 +95,10 @@ class VerdictMemory:
         limit = _LOG_SLACK * max(node_count, 64)
         for key in [k for k, cand in self.classes.items() if end - cand.between > limit]:
             del self.classes[key]
+        if len(self.classes) > MAX_CLASSES:
+            by_use = sorted(self.classes, key=lambda k: self.classes[k].session)
+            for key in by_use[: len(self.classes) - MAX_CLASSES]:
+                del self.classes[key]
         low = min((cand.between for cand in self.classes.values()), default=end)
         del self.log[: low - self.base]
         self.base = low
