@@ -214,10 +214,18 @@ def main() -> int:
     nodes = args.nodes or (10 if args.smoke else 5000)
     print(machine())
     print(f"schedule period {args.period:g} s")
-    rows = [
-        measure(jobs, nodes, profile=args.profile, hours=args.hours or None, period=args.period)
-        for jobs in sizes
-    ]
+    rows = []
+    for jobs in sizes:
+        rows.append(
+            measure(jobs, nodes, profile=args.profile, hours=args.hours or None, period=args.period)
+        )
+        if len(sizes) > 1:  # a whole run can take an hour: each size's figures as they come
+            m = rows[-1]
+            print(
+                f"done: {m.jobs:,} jobs, {m.span / 3600:.1f} simulated h in {m.wall:.1f} s"
+                f" ({m.cpu:.1f} CPU s, {m.run.sessions:,} sessions)",
+                flush=True,
+            )
     report(rows, args.smoke)
     return 0
 
