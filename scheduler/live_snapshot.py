@@ -64,8 +64,8 @@ from scheduler.snapshot import (
 )
 
 T = TypeVar("T")
-_NONE = Resources()
 T_co = TypeVar("T_co", covariant=True)
+_NONE = Resources()  # a node's part in the ready total while it is not ready
 
 
 class Objects(Protocol[T_co]):

@@ -15,8 +15,9 @@ from __future__ import annotations
 import datetime as dt
 import enum
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import TypeVar, cast
 
 import msgspec
 
@@ -30,6 +31,7 @@ from scheduler.api.verdicts import VerdictMemory
 # one state of one node: a verdict stamped with it (``scheduler.api.verdicts``) stays true for
 # as long as the node has it, even across sessions and NodeInfos derived again.
 _generations = itertools.count(1)
+V = TypeVar("V")
 
 
 class TaskStatus(enum.Enum):
@@ -176,6 +178,15 @@ class JobInfo:
 
     def remember(self, plugin: str, value: object) -> None:
         self.memo[plugin] = Memo(self.generation, self.phase, value)
+
+    def recall(self, key: str, derive: Callable[[JobInfo], V]) -> V:
+        """``derive(self)``, kept under ``key`` and derived again only when the job changed."""
+        kept = self.memo.get(key)
+        if kept is not None and kept.generation == self.generation and kept.phase == self.phase:
+            return cast(V, kept.value)
+        value = derive(self)
+        self.remember(key, value)
+        return value
 
     def add_task(self, task: TaskInfo) -> None:
         self.generation += 1

@@ -22,7 +22,12 @@ from scheduler.api.types import JobInfo
 from scheduler.conf import SchedulerConf
 from scheduler.framework.plugin import Action, Arguments, Plugin
 from scheduler.framework.session import PlacedJob, Session, SessionResult
-from scheduler.framework.status import podgroup_status, queue_allocation, status_changed
+from scheduler.framework.status import (
+    condition_key,
+    podgroup_status,
+    queue_allocation,
+    status_changed,
+)
 from scheduler.why import publish, wait_record
 
 PluginFactory = Callable[[Arguments], Plugin]
@@ -46,20 +51,13 @@ class Registry:
 _STATUS = "runner.status"
 
 
-def _comparable(condition: PodGroupCondition | None) -> tuple[str, ...] | None:
-    """What of a condition a status comparison reads (not its time or id)."""
-    if condition is None:
-        return None
-    return (condition.type, condition.status, condition.reason, condition.message)
-
-
 def _unchanged_phase(job: JobInfo, condition: PodGroupCondition | None) -> str | None:
     """The job's PodGroup phase when its status was found unchanged in an earlier session,
     for the same job state, PodGroup and condition (so it is unchanged again); else None."""
     kept = job.remembered(_STATUS)
     if not isinstance(kept, tuple) or kept[0] is not job.podgroup:
         return None
-    if kept[1] != _comparable(condition):
+    if kept[1] != condition_key(condition):
         return None
     phase: str = kept[2]
     return phase
@@ -96,7 +94,7 @@ def run_session(session: Session, conf: SchedulerConf, registry: Registry) -> Se
             if status_changed(current, status):
                 session.result.podgroup_status[job.key] = status
             else:
-                job.remember(_STATUS, (job.podgroup, _comparable(condition), phase))
+                job.remember(_STATUS, (job.podgroup, condition_key(condition), phase))
         if phase in UNREADY_PHASES:
             session.result.unready_jobs.append(job.key)
         found = wait_record(job, session.wait_notes.get(job.key, ()), session.now)

@@ -58,6 +58,13 @@ def _comparable(status: PodGroupStatus) -> PodGroupStatus:
     return msgspec.structs.replace(status, conditions=conditions)
 
 
+def condition_key(condition: PodGroupCondition | None) -> tuple[str, ...] | None:
+    """What of a condition ``status_changed`` compares (not its time or id)."""
+    if condition is None:
+        return None
+    return (condition.type, condition.status, condition.reason, condition.message)
+
+
 def status_changed(before: PodGroupStatus, after: PodGroupStatus) -> bool:
     """Whether a write is needed: conditions are compared without their ids and times."""
     return _comparable(before) != _comparable(after)

@@ -74,26 +74,14 @@ def _roles_satisfied(job: JobInfo, statuses: Sequence[TaskStatus], best_effort: 
 
 
 def _has_best_effort(job: JobInfo) -> bool:
-    """Whether any of the job's pods requests nothing (kept with the job while it does not
-    change)."""
-    kept = job.remembered(_BEST_EFFORT)
-    if isinstance(kept, bool):
-        return kept
-    found = any(t.best_effort for t in job.tasks.values())
-    job.remember(_BEST_EFFORT, found)
-    return found
+    """Whether any of the job's pods requests nothing."""
+    return any(t.best_effort for t in job.tasks.values())
 
 
 def job_valid(job: JobInfo) -> ValidateResult | None:
     """Why the job cannot be scheduled as a gang (too few valid pods), None when it can;
     kept with the job while it does not change (allocate asks for every job, every session)."""
-    kept = job.remembered(_VALIDITY)
-    if isinstance(kept, tuple):
-        result: ValidateResult | None = kept[0]
-        return result
-    result = _job_validity(job)
-    job.remember(_VALIDITY, (result,))
-    return result
+    return job.recall(_VALIDITY, _job_validity)
 
 
 def _job_validity(job: JobInfo) -> ValidateResult | None:
@@ -209,7 +197,9 @@ class GangPlugin:
     def on_session_open(self, ssn: Session) -> None:
         jobs = ssn.jobs
         # A job's pods do not change within a session: whether any is best effort is fixed.
-        best_effort = self._best_effort = {key: _has_best_effort(job) for key, job in jobs.items()}
+        best_effort = self._best_effort = {
+            key: job.recall(_BEST_EFFORT, _has_best_effort) for key, job in jobs.items()
+        }
 
         def ready(job: JobInfo) -> bool:
             return is_ready(job, best_effort.get(job.key, True))

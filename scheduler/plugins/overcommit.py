@@ -31,12 +31,12 @@ def _only(amounts: Resources, names: Resources) -> Resources:
     return Resources({n: amounts.get(n) for n, _ in names.items()})
 
 
-_NOTHING = Resources()  # a job that reserves nothing (not summed)
+_NOTHING = Resources()  # what a job that reserves nothing adds
 
 
 def _reserved(job: JobInfo) -> Resources:
     """What an admitted job has reserved and not taken yet, in the resources its minResources
-    names (``_NOTHING`` when nothing)."""
+    names (empty when nothing)."""
     if job.min_resources.is_empty():
         return _NOTHING
     if job.phase == "Inqueue":
@@ -67,15 +67,9 @@ class OvercommitPlugin:
         used = ssn.cluster.total_used()
         self.promised = ssn.total_resource.scale(self.factor)
         self.idle = self.promised - used
-        inqueue: list[Resources] = []
-        for job in ssn.jobs.values():
-            part = job.remembered(self.name)
-            if not isinstance(part, Resources):
-                part = _reserved(job)
-                job.remember(self.name, part)
-            if part is not _NOTHING:
-                inqueue.append(part)
-        self.inqueue = Resources.sum(inqueue)
+        # A job's reservation is derived again only when the job changed since an earlier
+        # session.
+        self.inqueue = Resources.sum(job.recall(self.name, _reserved) for job in ssn.jobs.values())
 
         def enqueueable(job: JobInfo) -> int:
             need = job.min_resources

@@ -240,7 +240,7 @@ class ProportionPlugin:
             self.queue_attrs[queue.name] = attr
 
         # Each queue's parts are summed once per queue; a job's parts are derived again only
-        # when the job changed since an earlier session (``JobInfo.remembered``).
+        # when the job changed since an earlier session (``JobInfo.recall``).
         allocated: dict[str, list[Resources]] = {name: [] for name in self.queue_attrs}
         requested: dict[str, list[Resources]] = {name: [] for name in self.queue_attrs}
         inqueue: dict[str, list[Resources]] = {name: [] for name in self.queue_attrs}
@@ -248,10 +248,7 @@ class ProportionPlugin:
         for job in ssn.jobs.values():
             if job.queue not in allocated:
                 continue
-            parts = job.remembered(self.name)
-            if not isinstance(parts, JobParts):
-                parts = job_parts(job)
-                job.remember(self.name, parts)
+            parts = job.recall(self.name, job_parts)
             allocated[job.queue].append(job.allocated)
             requested[job.queue] += (job.allocated, parts.pending)
             inqueue[job.queue].append(parts.inqueue)
