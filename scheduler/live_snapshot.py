@@ -273,13 +273,7 @@ class LiveSnapshot:
             pg_phase = job.podgroup.status.phase if job.podgroup is not None else ""
             if key in touched or job.fit_errors or job.phase != (pg_phase or "Pending"):
                 self._groups.add(key)
-        # The session's change logs must not keep growing between sessions; nodes log into
-        # the verdict memory instead, which the next session's placers read.
-        log = cluster.verdicts.log if cluster.verdicts is not None else None
-        for node in cluster.nodes.values():
-            node.changes = log
-        for job in cluster.jobs.values():
-            job.changes = None
+        _between_sessions(cluster)
 
     # ---- deriving -----------------------------------------------------------------------------
 
@@ -327,10 +321,15 @@ class LiveSnapshot:
         for pod in objects.pods.list():
             self._add_pod(_key(pod), pod, cluster, set())
         # Every NodeInfo is new: no verdict from before applies (a fresh memory), and from
-        # now on node changes are logged for the verdicts of later sessions.
+        # now on node changes are logged for the verdicts of later sessions. Every node and
+        # job is attached to the snapshot's change logs, and each one to come will be.
         cluster.verdicts = VerdictMemory()
         for node in cluster.nodes.values():
-            node.changes = cluster.verdicts.log
+            node.changes = cluster.node_log
+        for job in cluster.jobs.values():
+            job.changes = cluster.job_log
+        cluster.logs_attached = True
+        _between_sessions(cluster)
         self._sum_nodes(cluster, None)
         self._pods, self._nodes, self._groups, self._touched = set(), set(), set(), set()
         self._queues_changed = self._classes_changed = False
@@ -381,7 +380,8 @@ class LiveSnapshot:
         pg = podgroups.get(group)
         if pg is not None:
             if pg.spec.queue in cluster.queues:
-                cluster.jobs[group] = job_info(pg, self._how)
+                job = cluster.jobs[group] = job_info(pg, self._how)
+                job.changes = cluster.job_log
             else:
                 self.report.missing_queue[group] = pg.spec.queue
         self._pods.update(self._group_pods.get(group, ()))
@@ -440,7 +440,7 @@ class LiveSnapshot:
         node = node_info(obj)
         for task in self._on_node.get(name, {}).values():
             node.add_task(task)
-        node.changes = cluster.verdicts.log if cluster.verdicts is not None else None
+        node.changes = cluster.node_log
         cluster.nodes[name] = node
 
     def _sum_nodes(self, cluster: ClusterInfo, names: Iterable[str] | None) -> None:
@@ -460,4 +460,16 @@ class LiveSnapshot:
             if node is not None:
                 part = parts[name] = (node.allocatable if node.ready else _NONE, node.used)
                 ready, used = ready + part[0], used + part[1]
+        if ready == cluster.ready_allocatable:
+            # The same object while the total is the same: what plugins derive from the
+            # total is kept by its identity (drf's job shares).
+            ready = cluster.ready_allocatable
         cluster.ready_allocatable, cluster.nodes_used = ready, used
+
+
+def _between_sessions(cluster: ClusterInfo) -> None:
+    """Point the snapshot's change logs where changes go between sessions: nodes' into the
+    verdict memory's log, which the next session's placers read; jobs' nowhere (the session's
+    set must not keep growing)."""
+    cluster.node_log.note = cluster.verdicts.log.append if cluster.verdicts is not None else None
+    cluster.job_log.note = None

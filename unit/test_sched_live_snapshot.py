@@ -474,10 +474,12 @@ def _decisions(result: SessionResult, cluster: ClusterInfo) -> tuple[object, ...
 
 
 def _forget(cluster: ClusterInfo) -> None:
-    """Make the next session start from nothing carried over: no node verdicts, no job memos."""
+    """Make the next session start from nothing carried over: no node verdicts, job memos or
+    job sums."""
     cluster.verdicts = None
     for job in cluster.jobs.values():
         job.memo.clear()
+    cluster.job_sums.clear()
 
 
 @pytest.mark.parametrize("chunk", range(3))

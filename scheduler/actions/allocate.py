@@ -88,10 +88,13 @@ class AllocateAction:
                     continue
                 job.phase = INQUEUE
                 ssn.result.podgroup_phase_inqueue.append(job.key)
-            if job.queue not in ssn.queues or skip_invalid(ssn, job):
+            # Jobs with no pod to place are passed over before validity is asked: for them
+            # it would only set the condition that gang's close sets for every job anyway.
+            waiting = job.by_status.get(TaskStatus.PENDING)
+            if not waiting or job.queue not in ssn.queues:
                 continue
-            tasks = [t for t in job.tasks_in(TaskStatus.PENDING) if not t.best_effort]
-            if tasks:
+            tasks = [t for t in waiting.values() if not t.best_effort]
+            if tasks and not skip_invalid(ssn, job):
                 by_queue.setdefault(job.queue, []).append(job)
                 pending[job.key] = tasks
         if not by_queue:

@@ -33,7 +33,8 @@ class BackfillAction:
         for job in ssn.jobs.values():
             if job.phase in PENDING_PHASES or job.queue not in ssn.queues:
                 continue
-            if not any(t.best_effort for t in job.tasks_in(TaskStatus.PENDING)):
+            waiting = job.by_status.get(TaskStatus.PENDING)
+            if not waiting or not any(t.best_effort for t in waiting.values()):
                 continue
             if skip_invalid(ssn, job):
                 continue

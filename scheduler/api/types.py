@@ -25,6 +25,7 @@ from caldera.api.core import Node, Pod, PodDisruptionBudget, PriorityClass, Reso
 from caldera.api.resources import Resources
 from caldera.api.topology_tree import HyperNodeTree
 from caldera.api.volcano import PodGroup, Queue
+from scheduler.api.job_sums import JobSums, Parts
 from scheduler.api.verdicts import VerdictMemory
 
 # Node generations are drawn from one counter for the whole process, so that a generation names
@@ -32,6 +33,17 @@ from scheduler.api.verdicts import VerdictMemory
 # as long as the node has it, even across sessions and NodeInfos derived again.
 _generations = itertools.count(1)
 V = TypeVar("V")
+
+
+class ChangeLog:
+    """Where the changes of a snapshot's nodes (or jobs) are noted: ``note`` is given each
+    changed one's name (key). Every node (job) of a snapshot shares one log, so that a session
+    redirects the notes by setting ``note``, instead of visiting every node to hook it."""
+
+    __slots__ = ("note",)
+
+    def __init__(self) -> None:
+        self.note: Callable[[str], object] | None = None
 
 
 class TaskStatus(enum.Enum):
@@ -158,9 +170,9 @@ class JobInfo:
     fit_errors: dict[str, str] = field(default_factory=dict)  # task uid -> why it did not fit
     preemptable: bool = True
     phase: str = ""  # the PodGroup's phase; enqueue moves Pending to Inqueue in the session
-    # The session's set of jobs whose tasks changed status, when one is attached (a snapshot
-    # kept across sessions learns from it what to derive again).
-    changes: set[str] | None = None
+    # Told the job's key whenever its tasks change status, when attached: the session's set
+    # of such jobs (a snapshot kept across sessions learns from it what to derive again).
+    changes: ChangeLog | None = None
     # Bumped on every change of the tasks or of their statuses. With the phase it names the
     # job's state (the other fields are fixed for a JobInfo's life: a changed PodGroup is
     # derived into a new one), so that what plugins derive from a job is kept in ``memo`` (by
@@ -222,8 +234,9 @@ class JobInfo:
             self.allocated = self.allocated + task.resreq
         task.status = status
         self.by_status.setdefault(status, {})[task.uid] = task
-        if self.changes is not None:
-            self.changes.add(self.key)
+        log = self.changes
+        if log is not None and log.note is not None:
+            log.note(self.key)
 
     def count(self, *statuses: TaskStatus) -> int:
         total = 0
@@ -291,16 +304,17 @@ class NodeInfo:
     unschedulable: bool = False
     max_pods: int = 110
     # A new value on every change of the tasks placed here (unique in the process: see
-    # ``_generations``), and the node's name appended to ``changes`` (the session's log, or the
-    # verdict memory's between sessions) when one is attached: cached verdicts about this node
-    # (``scheduler.actions.placer``) know from them when to look again.
+    # ``_generations``), and the node's name noted in ``changes`` (for the session's log, or
+    # the verdict memory's between sessions) when one is attached: cached verdicts about this
+    # node (``scheduler.actions.placer``) know from them when to look again.
     generation: int = field(default_factory=lambda: next(_generations))
-    changes: list[str] | None = None
+    changes: ChangeLog | None = None
 
     def _changed(self) -> None:
         self.generation = next(_generations)
-        if self.changes is not None:
-            self.changes.append(self.name)
+        log = self.changes
+        if log is not None and log.note is not None:
+            log.note(self.name)
 
     @property
     def idle(self) -> Resources:
@@ -380,6 +394,31 @@ class ClusterInfo:
     # start, when the live snapshot keeps them up to date; None: summed when asked.
     ready_allocatable: Resources | None = None
     nodes_used: Resources | None = None
+    # The logs every node and every job of the snapshot note their changes in, and whether
+    # each of them has been attached to them (the live snapshot attaches new ones as they
+    # come; a session attaches them all to a snapshot that does not say so).
+    node_log: ChangeLog = field(default_factory=ChangeLog)
+    job_log: ChangeLog = field(default_factory=ChangeLog)
+    logs_attached: bool = False
+    # Per-group sums of what jobs contribute, by the name of what is summed (``sums``): they
+    # live as long as the snapshot, so on the live snapshot across sessions.
+    job_sums: dict[str, JobSums] = field(default_factory=dict)
+
+    def sums(
+        self,
+        name: str,
+        group_of: Callable[[JobInfo], str],
+        parts_of: Callable[[JobInfo], Parts],
+        width: int,
+    ) -> JobSums:
+        """The sums kept under ``name`` (one name, one pair of functions), brought up to date
+        with the jobs as they are now: only jobs that changed since the last call are looked
+        at again (``scheduler.api.job_sums``)."""
+        kept = self.job_sums.get(name)
+        if kept is None:
+            kept = self.job_sums[name] = JobSums(group_of, parts_of, width)
+        kept.refresh(self.jobs)
+        return kept
 
     def total_allocatable(self) -> Resources:
         if self.ready_allocatable is not None:

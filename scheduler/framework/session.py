@@ -195,16 +195,19 @@ class Session:
         # The actions of this session's configuration (allocate enqueues by itself when
         # "enqueue" is not among them).
         self.configured_actions: tuple[str, ...] = ()
-        # Every node whose tasks change in this session, in order (see NodeInfo.changes).
+        # Every node whose tasks change in this session, in order (see NodeInfo.changes), and
+        # every job one of whose tasks changed status (see JobInfo.changes).
         self.node_changes: list[str] = []
-        for node in cluster.nodes.values():
-            node.changes = self.node_changes
+        self.job_changes: set[str] = set()
+        if not cluster.logs_attached:
+            for node in cluster.nodes.values():
+                node.changes = cluster.node_log
+            for job in cluster.jobs.values():
+                job.changes = cluster.job_log
+        cluster.node_log.note = self.node_changes.append
+        cluster.job_log.note = self.job_changes.add
         if cluster.verdicts is not None:  # verdicts carried over from earlier sessions
             cluster.verdicts.begin(tiers, len(cluster.nodes))
-        # Every job one of whose tasks changed status in this session (see JobInfo.changes).
-        self.job_changes: set[str] = set()
-        for job in cluster.jobs.values():
-            job.changes = self.job_changes
         # Set by the network-topology-aware plugin when it opens: how HyperNodes are scored
         # (scheduler.framework.hypernodes); None leaves every job topology-blind.
         self.topology: HyperNodeState | None = None

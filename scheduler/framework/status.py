@@ -11,6 +11,7 @@ from caldera.api.resources import Resources
 from caldera.api.topology import JOB_ALLOCATED_HYPERNODE_KEY
 from caldera.api.volcano import PodGroup, PodGroupCondition, PodGroupPhase, PodGroupStatus
 from caldera.api.why import WHY_ANNOTATION, WaitRecord, encode_record
+from scheduler.api.job_sums import by_queue, held
 from scheduler.api.types import JobInfo, TaskStatus
 from scheduler.framework.session import Session
 
@@ -70,12 +71,14 @@ def status_changed(before: PodGroupStatus, after: PodGroupStatus) -> bool:
     return _comparable(before) != _comparable(after)
 
 
+QUEUE_ALLOCATION = "queue allocation"  # the snapshot's sums of what each queue's jobs hold
+
+
 def queue_allocation(session: Session) -> dict[str, Resources]:
     """Resources held by each queue's jobs, added up the parent chain to the root."""
-    own: dict[str, Resources] = {name: Resources() for name in session.queues}
-    for job in session.jobs.values():
-        if job.queue in own:
-            own[job.queue] = own[job.queue] + job.allocated
+    # Kept with the snapshot: only jobs that changed since the last call are added again.
+    sums = session.cluster.sums(QUEUE_ALLOCATION, by_queue, held, 1)
+    own = {name: sums.total(name) for name in session.queues}
     total = dict(own)
     for name, amount in own.items():
         seen = {name}

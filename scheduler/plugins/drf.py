@@ -32,8 +32,10 @@ allocate handlers. They stay readable on the plugin after the session (``job_sha
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 from caldera.api.resources import Resources
+from scheduler.api.job_sums import by_namespace, held
 from scheduler.api.types import JobInfo, TaskInfo
 from scheduler.framework.plugin import Arguments
 from scheduler.framework.session import Session
@@ -42,6 +44,8 @@ SHARE_DELTA = 1e-6  # Volcano's shareDelta: shares this close are equal
 # Names Volcano's Resource does not track as resources: "pods" is a task count there, and
 # ephemeral storage is not a scalar resource.
 UNTRACKED = ("pods", "ephemeral-storage", "storage")
+_Kept = tuple[Resources, float]  # a job's memo: the cluster total its share is of, the share
+NAMESPACE_SUMS = "drf.namespaces"  # the snapshot's sums of what each namespace's jobs hold
 
 
 def resource_share(used: int, total: int) -> float:
@@ -113,23 +117,31 @@ class DrfPlugin:
         self.job_shares.clear()
         self.namespace_allocated.clear()
         self.namespace_shares.clear()
-        by_namespace: dict[str, list[Resources]] = {}
-        total = self.total
-        for job in ssn.jobs.values():
-            self.job_allocated[job.key] = job.allocated
+        cluster_total = ssn.total_resource
+        job_allocated, job_shares = self.job_allocated, self.job_shares
+        for key, job in ssn.jobs.items():
+            allocated = job_allocated[key] = job.allocated
             # A job's share is derived again only when the job or the cluster's total changed
-            # since an earlier session.
-            kept = job.remembered(self.name)
-            if isinstance(kept, tuple) and kept[0] == total:
-                share = kept[1]
+            # since an earlier session; the live snapshot keeps the total's object while the
+            # total stays the same, so an identity test answers (inlined: every job, every
+            # session).
+            kept = job.memo.get(self.name)
+            if (
+                kept is not None
+                and kept.generation == job.generation
+                and kept.phase == job.phase
+                and cast(_Kept, kept.value)[0] is cluster_total
+            ):
+                share = cast(_Kept, kept.value)[1]
             else:
-                share = self.share(job.allocated)
-                job.remember(self.name, (total, share))
-            self.job_shares[job.key] = share
-            by_namespace.setdefault(job.namespace, []).append(job.allocated)
-        for namespace, parts in by_namespace.items():
-            self.namespace_allocated[namespace] = Resources.sum(parts)
-        for namespace, allocated in self.namespace_allocated.items():
+                share = self.share(allocated)
+                job.remember(self.name, (cluster_total, share))
+            job_shares[key] = share
+        # The namespaces' sums are kept with the snapshot (``ClusterInfo.sums``).
+        sums = ssn.cluster.sums(NAMESPACE_SUMS, by_namespace, held, 1)
+        for namespace in sums.groups():
+            allocated = sums.total(namespace)
+            self.namespace_allocated[namespace] = allocated
             self.namespace_shares[namespace] = self.share(allocated)
         ssn.add_job_order_fn(self.name, self.job_order)
         ssn.add_preemptable_fn(self.name, self.preemptable)

@@ -78,6 +78,12 @@ def _has_best_effort(job: JobInfo) -> bool:
     return any(t.best_effort for t in job.tasks.values())
 
 
+def has_best_effort(job: JobInfo) -> bool:
+    """``_has_best_effort``, kept with the job while it does not change (asked only of the
+    jobs a session orders or finds unsettled, not of every job)."""
+    return job.recall(_BEST_EFFORT, _has_best_effort)
+
+
 def job_valid(job: JobInfo) -> ValidateResult | None:
     """Why the job cannot be scheduled as a gang (too few valid pods), None when it can;
     kept with the job while it does not change (allocate asks for every job, every session)."""
@@ -192,20 +198,15 @@ class GangPlugin:
 
     def __init__(self, args: Arguments) -> None:
         self.args = args
-        self._best_effort: dict[str, bool] = {}
 
     def on_session_open(self, ssn: Session) -> None:
         jobs = ssn.jobs
-        # A job's pods do not change within a session: whether any is best effort is fixed.
-        best_effort = self._best_effort = {
-            key: job.recall(_BEST_EFFORT, _has_best_effort) for key, job in jobs.items()
-        }
 
         def ready(job: JobInfo) -> bool:
-            return is_ready(job, best_effort.get(job.key, True))
+            return is_ready(job, has_best_effort(job))
 
         def ready_fn(job: JobInfo) -> bool:
-            return job_ready(job, best_effort.get(job.key, True))
+            return job_ready(job, has_best_effort(job))
 
         def job_order(left: JobInfo, right: JobInfo) -> int:
             left_ready, right_ready = ready(left), ready(right)
@@ -244,10 +245,9 @@ class GangPlugin:
 
     def on_session_close(self, ssn: Session) -> None:
         now = format_time(ssn.now)
-        best_effort = self._best_effort
 
         def ready(job: JobInfo) -> bool:
-            return is_ready(job, best_effort.get(job.key, True))
+            return is_ready(job, has_best_effort(job))
 
         scheduled = PodGroupCondition(
             type="Scheduled", status="True", last_transition_time=now, reason=SCHEDULED_REASON

@@ -49,6 +49,14 @@ def _reserved(job: JobInfo) -> Resources:
     return _NOTHING
 
 
+def _whole_cluster(job: JobInfo) -> str:
+    return ""
+
+
+def _reservation(job: JobInfo) -> tuple[Resources]:
+    return (_reserved(job),)
+
+
 class OvercommitPlugin:
     """Gates enqueue on the cluster's (overcommitted) free resources."""
 
@@ -67,9 +75,9 @@ class OvercommitPlugin:
         used = ssn.cluster.total_used()
         self.promised = ssn.total_resource.scale(self.factor)
         self.idle = self.promised - used
-        # A job's reservation is derived again only when the job changed since an earlier
-        # session.
-        self.inqueue = Resources.sum(job.recall(self.name, _reserved) for job in ssn.jobs.values())
+        # The reservations' sum is kept with the snapshot: only jobs that changed since the
+        # last session are looked at again (``ClusterInfo.sums``).
+        self.inqueue = ssn.cluster.sums(self.name, _whole_cluster, _reservation, 1).total("")
 
         def enqueueable(job: JobInfo) -> int:
             need = job.min_resources

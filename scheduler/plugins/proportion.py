@@ -65,6 +65,7 @@ from fractions import Fraction
 
 from caldera.api.resources import Resources
 from caldera.api.why import WaitStage
+from scheduler.api.job_sums import by_queue
 from scheduler.api.types import ALLOCATED_STATUSES, JobInfo, QueueInfo, TaskInfo, TaskStatus
 from scheduler.framework.plugin import Arguments
 from scheduler.framework.session import QueueFigures, Session
@@ -141,21 +142,19 @@ def water_fill(total: int, claims: Sequence[Claim]) -> list[int]:
     return [math.floor(_level_amount(c, level)) for c in claims]
 
 
-@dataclass(frozen=True, slots=True)
-class JobParts:
-    """What a job adds to its queue's request, inqueue and elastic resources, besides what it
-    holds (``JobInfo.allocated``)."""
-
-    pending: Resources  # its pending pods' requests
-    inqueue: Resources  # ``job_inqueue``
-    elastic: Resources  # what it holds beyond its minResources
+# What proportion sums per queue, in this order (``job_figures``).
+ALLOCATED, PENDING, INQUEUE, ELASTIC = range(4)
 
 
-def job_parts(job: JobInfo) -> JobParts:
-    return JobParts(
-        pending=Resources.sum(t.resreq for t in job.tasks_in(TaskStatus.PENDING)),
-        inqueue=job_inqueue(job),
-        elastic=job.allocated.sub_clamped(job.min_resources),
+def job_figures(job: JobInfo) -> tuple[Resources, Resources, Resources, Resources]:
+    """What a job adds to its queue's sums: what it holds, what its pending pods ask for (the
+    two make up the queue's request), ``job_inqueue``, and what it holds beyond its
+    minResources."""
+    return (
+        job.allocated,
+        Resources.sum(t.resreq for t in job.tasks_in(TaskStatus.PENDING)),
+        job_inqueue(job),
+        job.allocated.sub_clamped(job.min_resources),
     )
 
 
@@ -239,25 +238,15 @@ class ProportionPlugin:
             attr.real_capability = real
             self.queue_attrs[queue.name] = attr
 
-        # Each queue's parts are summed once per queue; a job's parts are derived again only
-        # when the job changed since an earlier session (``JobInfo.recall``).
-        allocated: dict[str, list[Resources]] = {name: [] for name in self.queue_attrs}
-        requested: dict[str, list[Resources]] = {name: [] for name in self.queue_attrs}
-        inqueue: dict[str, list[Resources]] = {name: [] for name in self.queue_attrs}
-        elastic: dict[str, list[Resources]] = {name: [] for name in self.queue_attrs}
-        for job in ssn.jobs.values():
-            if job.queue not in allocated:
-                continue
-            parts = job.recall(self.name, job_parts)
-            allocated[job.queue].append(job.allocated)
-            requested[job.queue] += (job.allocated, parts.pending)
-            inqueue[job.queue].append(parts.inqueue)
-            elastic[job.queue].append(parts.elastic)
+        # The queues' sums are kept with the snapshot: only jobs that changed since the last
+        # session are looked at again (``ClusterInfo.sums``).
+        sums = ssn.cluster.sums(self.name, by_queue, job_figures, 4)
         for name, attr in self.queue_attrs.items():
-            attr.allocated = Resources.sum(allocated[name]).without(*UNTRACKED)
-            attr.request = Resources.sum(requested[name]).without(*UNTRACKED)
-            attr.inqueue = Resources.sum(inqueue[name])
-            attr.elastic = Resources.sum(elastic[name])
+            allocated = sums.total(name, ALLOCATED)
+            attr.allocated = allocated.without(*UNTRACKED)
+            attr.request = (allocated + sums.total(name, PENDING)).without(*UNTRACKED)
+            attr.inqueue = sums.total(name, INQUEUE)
+            attr.elastic = sums.total(name, ELASTIC)
 
         self._compute_deserved()
         for attr in self.queue_attrs.values():

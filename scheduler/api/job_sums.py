@@ -1,0 +1,146 @@
+"""Per-group sums of what each job contributes, kept across sessions by difference.
+
+Plugins that open a session by summing something of every job per queue or per namespace
+(proportion's requests, drf's namespace allocations, overcommit's reservations, the queues'
+allocation the session reports) would pass over every job in every session. A ``JobSums``
+instead remembers each job's parts as of the job's state (the JobInfo itself, its
+``generation`` and its phase, which together name everything the parts may read: see
+``JobInfo.generation``) and, at each refresh, replaces only the parts of jobs whose state
+changed, adds new jobs and takes out the jobs that went. On the live snapshot that is the
+handful of jobs a second changed; on a snapshot built from scratch it is every job, once.
+
+A sum is exactly what ``Resources.sum`` of the parts gives, listed resources included: each
+resource's amount is kept with the number of parts that list it, and a resource no part lists
+any more is dropped (so a resource listed as zero stays listed while a part lists it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+from caldera.api.resources import Resources
+
+if TYPE_CHECKING:
+    from scheduler.api.types import JobInfo
+
+# What a job contributes: one vector per summed figure, always the same number of them.
+Parts = tuple[Resources, ...]
+
+
+def by_queue(job: JobInfo) -> str:
+    return job.queue
+
+
+def by_namespace(job: JobInfo) -> str:
+    return job.namespace
+
+
+def held(job: JobInfo) -> Parts:
+    """What the job's placed tasks hold (``JobInfo.allocated``), as the only figure."""
+    return (job.allocated,)
+
+
+class _Tally:
+    """One group's sum of one figure: each resource's amount and how many parts list it."""
+
+    __slots__ = ("amounts", "cached", "listed")
+
+    def __init__(self) -> None:
+        self.amounts: dict[str, int] = {}
+        self.listed: dict[str, int] = {}
+        self.cached: Resources | None = Resources()
+
+    def add(self, part: Resources, sign: int) -> None:
+        items = part.items()
+        if not items:  # nothing listed (``is_empty`` would also skip listed zeros)
+            return
+        amounts, listed = self.amounts, self.listed
+        for name, amount in items:
+            count = listed.get(name, 0) + sign
+            if count:
+                listed[name] = count
+                amounts[name] = amounts.get(name, 0) + sign * amount
+            else:
+                del listed[name]
+                del amounts[name]
+        self.cached = None
+
+    def total(self) -> Resources:
+        if self.cached is None:
+            self.cached = Resources(self.amounts)
+        return self.cached
+
+
+class _Entry:
+    """A job's parts and the job state they were derived in."""
+
+    __slots__ = ("generation", "group", "job", "parts", "phase")
+
+    def __init__(self, job: JobInfo, group: str, parts: Parts) -> None:
+        self.job = job
+        self.generation = job.generation
+        self.phase = job.phase
+        self.group = group
+        self.parts = parts
+
+
+class JobSums:
+    """Sums per group of ``parts_of(job)``, the group being ``group_of(job)``."""
+
+    __slots__ = ("_entries", "_group_of", "_members", "_parts_of", "_tallies", "_width")
+
+    def __init__(
+        self,
+        group_of: Callable[[JobInfo], str],
+        parts_of: Callable[[JobInfo], Parts],
+        width: int,
+    ) -> None:
+        self._group_of = group_of
+        self._parts_of = parts_of
+        self._width = width
+        self._entries: dict[str, _Entry] = {}
+        self._tallies: dict[str, list[_Tally]] = {}
+        self._members: dict[str, int] = {}  # jobs per group
+
+    def refresh(self, jobs: Mapping[str, JobInfo]) -> None:
+        """Bring the sums to ``jobs`` as they are now."""
+        entries = self._entries
+        for key, job in jobs.items():
+            entry = entries.get(key)
+            if entry is not None:
+                if (
+                    entry.job is job
+                    and entry.generation == job.generation
+                    and entry.phase == job.phase
+                ):
+                    continue
+                self._apply(entry, -1)
+            entry = _Entry(job, self._group_of(job), self._parts_of(job))
+            entries[key] = entry
+            self._apply(entry, +1)
+        if len(entries) > len(jobs):
+            for key in [k for k in entries if k not in jobs]:
+                self._apply(entries.pop(key), -1)
+
+    def _apply(self, entry: _Entry, sign: int) -> None:
+        group = entry.group
+        tallies = self._tallies.get(group)
+        if tallies is None:
+            tallies = self._tallies[group] = [_Tally() for _ in range(self._width)]
+        for tally, part in zip(tallies, entry.parts, strict=True):
+            tally.add(part, sign)
+        members = self._members.get(group, 0) + sign
+        if members:
+            self._members[group] = members
+        else:  # the group's last job went: nothing is listed in its sums any more
+            del self._members[group], self._tallies[group]
+
+    def total(self, group: str, figure: int = 0) -> Resources:
+        """The sum of figure ``figure`` over the group's jobs (empty for a group without)."""
+        tallies = self._tallies.get(group)
+        return Resources() if tallies is None else tallies[figure].total()
+
+    def groups(self) -> list[str]:
+        """The groups with a job in them."""
+        return list(self._members)
