@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from scheduler.actions.enqueue import INQUEUE, PENDING_PHASES
-from scheduler.actions.placer import Placer, fit_error_message, fits_idle
+from scheduler.actions.placer import Placer, fit_error_histogram, fits_idle
 from scheduler.api.types import TaskInfo, TaskStatus
 from scheduler.conf import SchedulerConf, parse_conf
 from scheduler.framework.runner import Registry
@@ -78,7 +78,7 @@ class PodByPodAction:
         for task in pending:
             name, cand = placer.best(task)
             if name is None:
-                message = fit_error_message(len(ssn.nodes), cand.reasons.values())
+                message = fit_error_histogram(len(ssn.nodes), cand.reason_counts)
                 ssn.result.unschedulable[task.key] = task.fit_error = message
                 continue
             if not fits_idle(task.init_resreq, ssn.nodes[name]):

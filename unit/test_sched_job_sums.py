@@ -19,7 +19,12 @@ from unit.sched_fixtures import make_job, make_task
 
 NAMESPACES = ("a", "b", "c")
 # Requests with a resource listed as zero, so that listing matters.
-REQUESTS = ({"cpu": "1"}, {"cpu": "2", "memory": "1Gi"}, {"nvidia.com/gpu": "0"}, {})
+REQUESTS: tuple[dict[str, str], ...] = (
+    {"cpu": "1"},
+    {"cpu": "2", "memory": "1Gi"},
+    {"nvidia.com/gpu": "0"},
+    {},
+)
 STATUSES = (TaskStatus.PENDING, TaskStatus.ALLOCATED, TaskStatus.RUNNING, TaskStatus.SUCCEEDED)
 
 
@@ -31,9 +36,7 @@ def _figures(job: JobInfo) -> Parts:
 
 def _fresh(jobs: dict[str, JobInfo], namespace: str) -> tuple[dict[str, int], ...]:
     members = [_figures(j) for j in jobs.values() if j.namespace == namespace]
-    return tuple(
-        dict(Resources.sum(parts[i] for parts in members).items()) for i in range(2)
-    )
+    return tuple(dict(Resources.sum(parts[i] for parts in members).items()) for i in range(2))
 
 
 change = st.tuples(
@@ -55,9 +58,7 @@ def test_kept_sums_equal_fresh_sums(changes: list[tuple[str, int, int, bool]]) -
         job = jobs.get(key)
         made += 1
         if kind == "add" or (job is None and kind != "drop"):
-            tasks = [
-                make_task(f"j{which}", made, REQUESTS[pick], namespace=NAMESPACES[which % 3])
-            ]
+            tasks = [make_task(f"j{which}", made, REQUESTS[pick], namespace=NAMESPACES[which % 3])]
             jobs[key] = make_job(f"j{which}", tasks, namespace=NAMESPACES[which % 3])
         elif job is None:
             continue

@@ -1,7 +1,12 @@
-"""The verdict memory's housekeeping: what it forgets between sessions, and when."""
+"""The verdict memory's housekeeping: what it forgets between sessions, and when; and the
+reason histogram a class keeps with its verdicts."""
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scheduler.actions.placer import fit_error_histogram, fit_error_message
 from scheduler.api.verdicts import MAX_CLASSES, Candidates, VerdictMemory
 
 TIERS = [["gang"]]
@@ -72,3 +77,29 @@ def test_compact_drops_stale_heap_entries() -> None:
     cand.heap = [(-1.0, "a", g) for g in range(100)]
     cand.compact()
     assert cand.heap == [(-2.0, "b", 9), (-1.0, "a", 7)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(("set", "drop", "forget")),
+            st.sampled_from(("n0", "n1", "n2", "n3")),
+            st.lists(st.sampled_from(("Insufficient cpu", "taint", "affinity")), max_size=3),
+        ),
+        max_size=30,
+    )
+)
+def test_reason_counts_follow_the_reasons(steps: list[tuple[str, str, list[str]]]) -> None:
+    """The histogram a pod that fits nowhere is told is kept with the verdicts: it equals
+    one counted afresh from every node's reasons, whatever was set, dropped or forgotten."""
+    cand = Candidates()
+    for kind, node, reasons in steps:
+        if kind == "set":
+            cand.set_reasons(node, reasons)
+        elif kind == "drop":
+            cand.drop_reasons(node)
+        else:
+            cand.forget(node)
+    assert fit_error_histogram(4, cand.reason_counts) == fit_error_message(4, cand.reasons.values())
+    assert all(count > 0 for count in cand.reason_counts.values())

@@ -45,12 +45,31 @@ Missing: TypeAlias = Literal["zero", "unbounded"]
 _MEMORY: Final = "memory"
 
 
+# Quantities read before, by (resource, text): pods of a cluster repeat a handful of them, and
+# parsing one exactly (with fractions) costs far more than a lookup. Bounded: emptied when full.
+_READ: dict[tuple[str, str], int] = {}
+_READ_MAX: Final = 4096
+
+
 def to_milli(name: str, quantity: QuantityLike) -> int:
     """Return the amount Caldera keeps for `quantity` of resource `name`, in thousandths.
 
     Memory is rounded up to whole bytes first, as Volcano counts it; every other
     resource is rounded up to a whole thousandth. Raises ``QuantityError``.
     """
+    if type(quantity) is str:
+        key = (name, quantity)
+        known = _READ.get(key)
+        if known is None:
+            known = _milli(name, quantity)
+            if len(_READ) >= _READ_MAX:
+                _READ.clear()
+            _READ[key] = known
+        return known
+    return _milli(name, quantity)
+
+
+def _milli(name: str, quantity: QuantityLike) -> int:
     if name == _MEMORY:
         return int_value(quantity) * 1000
     return milli_value(quantity)

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from caldera.api.volcano import PodGroupCondition
 from scheduler.actions.enqueue import INQUEUE, PENDING_PHASES, queue_rounds
-from scheduler.actions.placer import Placer, fit_error_message, fits_idle
+from scheduler.actions.placer import Placer, fit_error_histogram, fits_idle
 from scheduler.actions.topology import job_constraint, place_in_hypernode
 from scheduler.api.types import JobInfo, QueueInfo, TaskInfo, TaskStatus
 from scheduler.framework.statement import Statement
@@ -134,7 +134,7 @@ class AllocateAction:
                 continue
             name, cand = placer.best(task)
             if name is None:
-                message = fit_error_message(len(ssn.nodes), cand.reasons.values())
+                message = fit_error_histogram(len(ssn.nodes), cand.reason_counts)
                 job.fit_errors[task.uid] = task.fit_error = message
                 break
             if fits_idle(task.init_resreq, ssn.nodes[name]):

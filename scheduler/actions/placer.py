@@ -68,12 +68,17 @@ NO_NODES = "no nodes available to schedule pods"
 
 def fit_error_message(total_nodes: int, reasons: Iterable[list[str]]) -> str:
     """Kubernetes' "0/N nodes are available: <count> <reason>, ...." (sorted)."""
-    if total_nodes == 0:
-        return NO_NODES
     counts: dict[str, int] = {}
     for node_reasons in reasons:
         for reason in node_reasons:
             counts[reason] = counts.get(reason, 0) + 1
+    return fit_error_histogram(total_nodes, counts)
+
+
+def fit_error_histogram(total_nodes: int, counts: Mapping[str, int]) -> str:
+    """``fit_error_message`` from how many nodes give each reason."""
+    if total_nodes == 0:
+        return NO_NODES
     histogram = ", ".join(sorted(f"{n} {reason}" for reason, n in counts.items()))
     return f"0/{total_nodes} nodes are available: {histogram}."
 
@@ -129,10 +134,10 @@ class Placer:
         cand.seen[node.name] = node.generation
         verdict = evaluate(self.ssn, task, node)
         if isinstance(verdict, list):
-            cand.reasons[node.name] = verdict
+            cand.set_reasons(node.name, verdict)
             cand.scores.pop(node.name, None)
         else:
-            cand.reasons.pop(node.name, None)
+            cand.drop_reasons(node.name)
             cand.scores[node.name] = verdict
             heapq.heappush(cand.heap, (-verdict, node.name, node.generation))
 

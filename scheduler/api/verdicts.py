@@ -41,12 +41,25 @@ class NodeSetHeap:
 class Candidates:
     """One class of equivalent pods: the verdict of each node as of its generation."""
 
-    __slots__ = ("between", "heap", "position", "reasons", "scores", "seen", "session", "views")
+    __slots__ = (
+        "between",
+        "heap",
+        "position",
+        "reason_counts",
+        "reasons",
+        "scores",
+        "seen",
+        "session",
+        "views",
+    )
 
     def __init__(self) -> None:
         self.heap: list[tuple[float, str, int]] = []  # (-score, node, node generation)
         self.scores: dict[str, float] = {}  # nodes that fit, and their score
         self.reasons: dict[str, list[str]] = {}  # nodes that do not fit, and why
+        # How many nodes give each reason (with ``reasons``): a pod that fits nowhere is told
+        # the histogram without a pass over every node.
+        self.reason_counts: dict[str, int] = {}
         self.seen: dict[str, int] = {}  # node -> generation evaluated
         self.position = -1  # how much of the session's change log it has seen; -1: nothing
         self.views: dict[frozenset[str], NodeSetHeap] = {}  # see ``Placer.best_among``
@@ -59,7 +72,27 @@ class Candidates:
         """The node is gone: no verdict about it."""
         self.seen.pop(node, None)
         self.scores.pop(node, None)
-        self.reasons.pop(node, None)
+        self.drop_reasons(node)
+
+    def set_reasons(self, node: str, reasons: list[str]) -> None:
+        """The node does not fit, for ``reasons``."""
+        self.drop_reasons(node)
+        self.reasons[node] = reasons
+        counts = self.reason_counts
+        for reason in reasons:
+            counts[reason] = counts.get(reason, 0) + 1
+
+    def drop_reasons(self, node: str) -> None:
+        """The node fits, or is gone: it gives no reason."""
+        old = self.reasons.pop(node, None)
+        if old:
+            counts = self.reason_counts
+            for reason in old:
+                left = counts[reason] - 1
+                if left:
+                    counts[reason] = left
+                else:
+                    del counts[reason]
 
     def compact(self) -> None:
         """Drop the heap's stale entries when they outnumber the live ones (across sessions
