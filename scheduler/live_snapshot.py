@@ -45,6 +45,7 @@ from caldera.api.core import Node, Pod, PodDisruptionBudget, PriorityClass, Reso
 from caldera.api.resources import Resources
 from caldera.api.topology import HyperNode
 from caldera.api.volcano import PodGroup, Queue
+from scheduler.api.job_sums import JobTrail
 from scheduler.api.types import ClusterInfo, QueueInfo, TaskInfo
 from scheduler.api.verdicts import VerdictMemory
 from scheduler.framework.session import Session
@@ -274,6 +275,7 @@ class LiveSnapshot:
             if key in touched or job.fit_errors or job.phase != (pg_phase or "Pending"):
                 self._groups.add(key)
         _between_sessions(cluster)
+        cluster.trim_job_trail()
 
     # ---- deriving -----------------------------------------------------------------------------
 
@@ -329,6 +331,8 @@ class LiveSnapshot:
         for job in cluster.jobs.values():
             job.changes = cluster.job_log
         cluster.logs_attached = True
+        cluster.job_trail = JobTrail()
+        cluster.job_log.trail = cluster.job_trail.keys
         _between_sessions(cluster)
         self._sum_nodes(cluster, None)
         self._pods, self._nodes, self._groups, self._touched = set(), set(), set(), set()
@@ -376,6 +380,8 @@ class LiveSnapshot:
     def _derive_group(self, group: str, podgroups: Objects[PodGroup], cluster: ClusterInfo) -> None:
         """Derive a PodGroup's job again, and note its pods (their tasks name the job)."""
         cluster.jobs.pop(group, None)
+        if cluster.job_trail is not None:
+            cluster.job_trail.keys.append(group)
         self.report.missing_queue.pop(group, None)
         pg = podgroups.get(group)
         if pg is not None:

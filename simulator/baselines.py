@@ -70,7 +70,7 @@ class PodByPodAction:
     def execute(self, ssn: Session) -> None:
         for job in ssn.jobs.values():
             if job.phase in PENDING_PHASES:  # nothing gates admission without a batch scheduler
-                job.phase = INQUEUE
+                job.set_phase(INQUEUE)
                 ssn.result.podgroup_phase_inqueue.append(job.key)
         pending = [t for job in ssn.jobs.values() for t in job.tasks_in(TaskStatus.PENDING)]
         pending.sort(key=lambda t: (-t.priority, self.order(t), t.key))

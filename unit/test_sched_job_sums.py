@@ -4,7 +4,8 @@ resources listed as zero included, after any sequence of job changes.
 The differential test in ``unit/test_sched_live_snapshot.py`` holds whole sessions on the live
 snapshot to sessions that sum everything again; this one drives the sums directly, with the
 changes a snapshot can make to its jobs: tasks coming, going and changing status, the phase
-changing, a job derived into a new JobInfo under the same key, jobs going.
+changing, a job derived into a new JobInfo under the same key, jobs going; with the live
+snapshot's trail of changed jobs and without.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from caldera.api.resources import Resources
-from scheduler.api.job_sums import JobSums, Parts, by_namespace, held
-from scheduler.api.types import ClusterInfo, JobInfo, TaskStatus
+from scheduler.api.job_sums import JobSums, JobTrail, Parts, by_namespace, held
+from scheduler.api.types import ChangeLog, ClusterInfo, JobInfo, TaskStatus
 from unit.sched_fixtures import make_job, make_task
 
 NAMESPACES = ("a", "b", "c")
@@ -48,18 +49,36 @@ change = st.tuples(
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(change, max_size=40))
-def test_kept_sums_equal_fresh_sums(changes: list[tuple[str, int, int, bool]]) -> None:
+@given(st.lists(change, max_size=40), st.booleans())
+def test_kept_sums_equal_fresh_sums(
+    changes: list[tuple[str, int, int, bool]], with_trail: bool
+) -> None:
+    """With a trail (as the live snapshot keeps: every job attached, every job added,
+    derived again or gone appended) or without (every job compared)."""
     jobs: dict[str, JobInfo] = {}
     sums = JobSums(by_namespace, _figures, 2)
+    trail = JobTrail() if with_trail else None
+    log = ChangeLog()
+    log.trail = trail.keys if trail is not None else None
+
+    def put(key: str, job: JobInfo | None) -> None:
+        if job is None:
+            del jobs[key]
+        else:
+            job.changes = log
+            jobs[key] = job
+        if trail is not None:
+            trail.keys.append(key)
+
     made = 0
     for kind, which, pick, refresh in changes:
         key = f"{NAMESPACES[which % 3]}/j{which}"
         job = jobs.get(key)
         made += 1
         if kind == "add" or (job is None and kind != "drop"):
-            tasks = [make_task(f"j{which}", made, REQUESTS[pick], namespace=NAMESPACES[which % 3])]
-            jobs[key] = make_job(f"j{which}", tasks, namespace=NAMESPACES[which % 3])
+            namespace = NAMESPACES[which % 3]
+            tasks = [make_task(f"j{which}", made, REQUESTS[pick], namespace=namespace)]
+            put(key, make_job(f"j{which}", tasks, namespace=namespace))
         elif job is None:
             continue
         elif kind == "task":
@@ -69,16 +88,17 @@ def test_kept_sums_equal_fresh_sums(changes: list[tuple[str, int, int, bool]]) -
         elif kind == "remove_task" and job.tasks:
             job.remove_task(list(job.tasks.values())[pick % len(job.tasks)])
         elif kind == "phase":
-            job.phase = "Running" if job.phase == "Inqueue" else "Inqueue"
+            job.set_phase("Running" if job.phase == "Inqueue" else "Inqueue")
         elif kind == "replace":  # derived into a new JobInfo: its generation starts again
-            jobs[key] = make_job(
-                job.name, list(job.tasks.values()), namespace=job.namespace, phase=job.phase
-            )
+            tasks = list(job.tasks.values())
+            put(key, make_job(job.name, tasks, namespace=job.namespace, phase=job.phase))
         elif kind == "drop":
-            del jobs[key]
+            put(key, None)
         if refresh:
-            sums.refresh(jobs)
-    sums.refresh(jobs)
+            sums.refresh(jobs, trail)
+        if trail is not None and made % 7 == 0:  # what the sums have read goes
+            trail.trim(sums.position if sums.position is not None else 0)
+    sums.refresh(jobs, trail)
     for namespace in NAMESPACES:
         kept = tuple(dict(sums.total(namespace, i).items()) for i in range(2))
         assert kept == _fresh(jobs, namespace), namespace

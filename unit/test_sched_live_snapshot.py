@@ -489,7 +489,7 @@ def test_carried_state_decides_as_fresh_state(chunk: int) -> None:
     derive everything again, over the same random changes: two caches from one seed, one
     forgetting before every session; their sessions' decisions feed back into the caches,
     so a single different decision would show at that session."""
-    remembered = memos = 0
+    remembered = memos = trailed = 0
     for seed in range(chunk, RUNS, 3):
         kept = Cache(random.Random(seed))  # noqa: S311 - seeded test data
         plain = Cache(random.Random(seed))  # noqa: S311 - seeded test data
@@ -504,6 +504,7 @@ def test_carried_state_decides_as_fresh_state(chunk: int) -> None:
             assert with_memory.verdicts is not None
             remembered += len(with_memory.verdicts.classes)
             memos += sum(len(job.memo) for job in with_memory.jobs.values())
+            trailed += sum(1 for s in with_memory.job_sums.values() if s.position is not None)
             assert with_memory.total_allocatable() == without.total_allocatable()
             plain.rng.random()  # as ``kept``'s draw below: the two sequences stay one
             if kept.rng.random() < 0.5:
@@ -513,6 +514,7 @@ def test_carried_state_decides_as_fresh_state(chunk: int) -> None:
                 )
     assert remembered > 0
     assert memos > 0
+    assert trailed > 0  # sums that read the snapshot's trail of changed jobs
 
 
 def test_node_totals_follow_changes_and_sessions() -> None:

@@ -86,7 +86,7 @@ class AllocateAction:
             if job.phase in PENDING_PHASES:
                 if not enqueue_here:
                     continue
-                job.phase = INQUEUE
+                job.set_phase(INQUEUE)
                 ssn.result.podgroup_phase_inqueue.append(job.key)
             # Jobs with no pod to place are passed over before validity is asked: for them
             # it would only set the condition that gang's close sets for every job anyway.

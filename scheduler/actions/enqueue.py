@@ -69,6 +69,6 @@ class EnqueueAction:
             _, _, job = heapq.heappop(jobs)
             if job.min_resources.is_empty() or ssn.job_enqueueable(job):
                 ssn.job_enqueued(job)
-                job.phase = INQUEUE
+                job.set_phase(INQUEUE)
                 ssn.result.podgroup_phase_inqueue.append(job.key)
             heapq.heappush(queue_heap, (queue_key(queue), next(counter), queue))

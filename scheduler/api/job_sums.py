@@ -6,8 +6,10 @@ allocation the session reports) would pass over every job in every session. A ``
 instead remembers each job's parts as of the job's state (the JobInfo itself, its
 ``generation`` and its phase, which together name everything the parts may read: see
 ``JobInfo.generation``) and, at each refresh, replaces only the parts of jobs whose state
-changed, adds new jobs and takes out the jobs that went. On the live snapshot that is the
-handful of jobs a second changed; on a snapshot built from scratch it is every job, once.
+changed, adds new jobs and takes out the jobs that went. On the live snapshot, whose
+``JobTrail`` names every job that changed, that costs the handful of jobs a second changed;
+elsewhere a refresh compares every job with what it kept (cheap), and on a snapshot built from
+scratch it derives every job, once.
 
 A sum is exactly what ``Resources.sum`` of the parts gives, listed resources included: each
 resource's amount is kept with the number of parts that list it, and a resource no part lists
@@ -39,6 +41,35 @@ def by_namespace(job: JobInfo) -> str:
 def held(job: JobInfo) -> Parts:
     """What the job's placed tasks hold (``JobInfo.allocated``), as the only figure."""
     return (job.allocated,)
+
+
+class JobTrail:
+    """The keys of the jobs that changed, in order: tasks added or removed, a task's status,
+    the phase, the JobInfo derived again or gone. The live snapshot keeps one (and attaches
+    every job to it, ``ChangeLog.trail``) so that sums look again only at the jobs it names
+    since they last looked; it is trimmed to what the sums still need."""
+
+    __slots__ = ("base", "keys")
+
+    def __init__(self) -> None:
+        self.keys: list[str] = []
+        self.base = 0  # the absolute position of ``keys[0]``
+
+    @property
+    def end(self) -> int:
+        return self.base + len(self.keys)
+
+    def since(self, position: int) -> list[str] | None:
+        """The keys appended since ``position``; None when some were trimmed."""
+        if position < self.base:
+            return None
+        return self.keys[position - self.base :]
+
+    def trim(self, position: int) -> None:
+        """Forget the keys before ``position`` (no reader needs them)."""
+        if position > self.base:
+            del self.keys[: position - self.base]
+            self.base = position
 
 
 class _Tally:
@@ -88,7 +119,15 @@ class _Entry:
 class JobSums:
     """Sums per group of ``parts_of(job)``, the group being ``group_of(job)``."""
 
-    __slots__ = ("_entries", "_group_of", "_members", "_parts_of", "_tallies", "_width")
+    __slots__ = (
+        "_entries",
+        "_group_of",
+        "_members",
+        "_parts_of",
+        "_tallies",
+        "_width",
+        "position",
+    )
 
     def __init__(
         self,
@@ -102,26 +141,53 @@ class JobSums:
         self._entries: dict[str, _Entry] = {}
         self._tallies: dict[str, list[_Tally]] = {}
         self._members: dict[str, int] = {}  # jobs per group
+        # How much of the snapshot's trail the sums have seen (None: no trail; the next
+        # refresh looks at every job).
+        self.position: int | None = None
 
-    def refresh(self, jobs: Mapping[str, JobInfo]) -> None:
-        """Bring the sums to ``jobs`` as they are now."""
+    def refresh(self, jobs: Mapping[str, JobInfo], trail: JobTrail | None = None) -> None:
+        """Bring the sums to ``jobs`` as they are now: with a ``trail`` that has every change
+        since the last refresh, only the jobs it names are looked at; else every job."""
+        if trail is not None and self.position is not None:
+            changed = trail.since(self.position)
+            if changed is not None:
+                for key in dict.fromkeys(changed):  # each once, in order
+                    self._update(key, jobs.get(key))
+                self.position = trail.end
+                return
         entries = self._entries
         for key, job in jobs.items():
             entry = entries.get(key)
-            if entry is not None:
-                if (
-                    entry.job is job
-                    and entry.generation == job.generation
-                    and entry.phase == job.phase
-                ):
-                    continue
-                self._apply(entry, -1)
-            entry = _Entry(job, self._group_of(job), self._parts_of(job))
-            entries[key] = entry
-            self._apply(entry, +1)
+            if (
+                entry is not None
+                and entry.job is job
+                and entry.generation == job.generation
+                and entry.phase == job.phase
+            ):
+                continue
+            self._update(key, job)
         if len(entries) > len(jobs):
             for key in [k for k in entries if k not in jobs]:
-                self._apply(entries.pop(key), -1)
+                self._update(key, None)
+        self.position = trail.end if trail is not None else None
+
+    def _update(self, key: str, job: JobInfo | None) -> None:
+        """Replace the job's parts (None: it went)."""
+        entries = self._entries
+        entry = entries.get(key)
+        if entry is not None:
+            if (
+                job is not None
+                and entry.job is job
+                and entry.generation == job.generation
+                and entry.phase == job.phase
+            ):
+                return
+            self._apply(entry, -1)
+            del entries[key]
+        if job is not None:
+            entry = entries[key] = _Entry(job, self._group_of(job), self._parts_of(job))
+            self._apply(entry, +1)
 
     def _apply(self, entry: _Entry, sign: int) -> None:
         group = entry.group

@@ -25,7 +25,7 @@ from caldera.api.core import Node, Pod, PodDisruptionBudget, PriorityClass, Reso
 from caldera.api.resources import Resources
 from caldera.api.topology_tree import HyperNodeTree
 from caldera.api.volcano import PodGroup, Queue
-from scheduler.api.job_sums import JobSums, Parts
+from scheduler.api.job_sums import JobSums, JobTrail, Parts
 from scheduler.api.verdicts import VerdictMemory
 
 # Node generations are drawn from one counter for the whole process, so that a generation names
@@ -40,10 +40,13 @@ class ChangeLog:
     changed one's name (key). Every node (job) of a snapshot shares one log, so that a session
     redirects the notes by setting ``note``, instead of visiting every node to hook it."""
 
-    __slots__ = ("note",)
+    __slots__ = ("note", "trail")
 
     def __init__(self) -> None:
         self.note: Callable[[str], object] | None = None
+        # Jobs only: where every change of a job's state is appended, when the snapshot keeps
+        # a trail (``ClusterInfo.job_trail``); ``note`` hears of task status changes only.
+        self.trail: list[str] | None = None
 
 
 class TaskStatus(enum.Enum):
@@ -200,8 +203,23 @@ class JobInfo:
         self.remember(key, value)
         return value
 
-    def add_task(self, task: TaskInfo) -> None:
+    def _moved(self) -> None:
+        """The job's state changed: a new generation, told to the snapshot's trail."""
         self.generation += 1
+        log = self.changes
+        if log is not None and log.trail is not None:
+            log.trail.append(self.key)
+
+    def set_phase(self, phase: str) -> None:
+        """Move the job to ``phase`` (a session enqueueing it), told to the snapshot's trail."""
+        if phase != self.phase:
+            self.phase = phase
+            log = self.changes
+            if log is not None and log.trail is not None:
+                log.trail.append(self.key)
+
+    def add_task(self, task: TaskInfo) -> None:
+        self._moved()
         self.tasks[task.uid] = task
         self.by_status.setdefault(task.status, {})[task.uid] = task
         if task.status in ALLOCATED_STATUSES:
@@ -211,7 +229,7 @@ class JobInfo:
         """Undo ``add_task`` for the task as it is now."""
         if self.tasks.pop(task.uid, None) is None:
             return
-        self.generation += 1
+        self._moved()
         bucket = self.by_status.get(task.status)
         if bucket is not None:
             bucket.pop(task.uid, None)
@@ -223,7 +241,7 @@ class JobInfo:
         old = task.status
         if old == status:
             return
-        self.generation += 1
+        self._moved()
         bucket = self.by_status.get(old)
         if bucket is not None:
             bucket.pop(task.uid, None)
@@ -403,6 +421,10 @@ class ClusterInfo:
     # Per-group sums of what jobs contribute, by the name of what is summed (``sums``): they
     # live as long as the snapshot, so on the live snapshot across sessions.
     job_sums: dict[str, JobSums] = field(default_factory=dict)
+    # Every change of a job's state, when the snapshot keeps the trail (the live snapshot:
+    # every job attached, every job added, derived again or gone appended); None: sums compare
+    # every job with what they kept.
+    job_trail: JobTrail | None = None
 
     def sums(
         self,
@@ -417,8 +439,22 @@ class ClusterInfo:
         kept = self.job_sums.get(name)
         if kept is None:
             kept = self.job_sums[name] = JobSums(group_of, parts_of, width)
-        kept.refresh(self.jobs)
+        kept.refresh(self.jobs, self.job_trail)
         return kept
+
+    def trim_job_trail(self) -> None:
+        """Drop what every kept sum has read of the trail; a sum left too far behind (its
+        plugin no longer configured) is dropped instead and would start again from every
+        job."""
+        trail = self.job_trail
+        if trail is None:
+            return
+        oldest = trail.end - max(4 * len(self.jobs), 1024)
+        for name in [
+            n for n, s in self.job_sums.items() if s.position is None or s.position < oldest
+        ]:
+            del self.job_sums[name]
+        trail.trim(min((s.position or 0 for s in self.job_sums.values()), default=trail.end))
 
     def total_allocatable(self) -> Resources:
         if self.ready_allocatable is not None:
