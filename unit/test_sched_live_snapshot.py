@@ -480,6 +480,7 @@ def _forget(cluster: ClusterInfo) -> None:
     for job in cluster.jobs.values():
         job.memo.clear()
     cluster.job_sums.clear()
+    cluster.job_maps.clear()
 
 
 @pytest.mark.parametrize("chunk", range(3))

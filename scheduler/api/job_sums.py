@@ -19,7 +19,7 @@ any more is dropped (so a resource listed as zero stays listed while a part list
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from caldera.api.resources import Resources
 
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 # What a job contributes: one vector per summed figure, always the same number of them.
 Parts = tuple[Resources, ...]
+V = TypeVar("V")
 
 
 def by_queue(job: JobInfo) -> str:
@@ -103,51 +104,30 @@ class _Tally:
         return self.cached
 
 
-class _Entry:
-    """A job's parts and the job state they were derived in."""
+class JobMap(Generic[V]):
+    """``derive(job)`` for every job, kept by the job's state (the JobInfo, its generation
+    and its phase) and derived again only for jobs that changed: with a ``JobTrail`` that
+    has every change since the last refresh, only the jobs it names are looked at; else
+    every job is compared with what was kept. ``changed`` hears each replaced value (None
+    for a job that came or went)."""
 
-    __slots__ = ("generation", "group", "job", "parts", "phase")
-
-    def __init__(self, job: JobInfo, group: str, parts: Parts) -> None:
-        self.job = job
-        self.generation = job.generation
-        self.phase = job.phase
-        self.group = group
-        self.parts = parts
-
-
-class JobSums:
-    """Sums per group of ``parts_of(job)``, the group being ``group_of(job)``."""
-
-    __slots__ = (
-        "_entries",
-        "_group_of",
-        "_members",
-        "_parts_of",
-        "_tallies",
-        "_width",
-        "position",
-    )
+    __slots__ = ("_derive", "_state", "changed", "position", "values")
 
     def __init__(
         self,
-        group_of: Callable[[JobInfo], str],
-        parts_of: Callable[[JobInfo], Parts],
-        width: int,
+        derive: Callable[[JobInfo], V],
+        changed: Callable[[str, V | None, V | None], None] | None = None,
     ) -> None:
-        self._group_of = group_of
-        self._parts_of = parts_of
-        self._width = width
-        self._entries: dict[str, _Entry] = {}
-        self._tallies: dict[str, list[_Tally]] = {}
-        self._members: dict[str, int] = {}  # jobs per group
-        # How much of the snapshot's trail the sums have seen (None: no trail; the next
-        # refresh looks at every job).
+        self._derive = derive
+        self.changed = changed
+        self.values: dict[str, V] = {}  # by job key (read only)
+        self._state: dict[str, tuple[JobInfo, int, str]] = {}
+        # How much of the snapshot's trail has been read (None: no trail; the next refresh
+        # compares every job).
         self.position: int | None = None
 
     def refresh(self, jobs: Mapping[str, JobInfo], trail: JobTrail | None = None) -> None:
-        """Bring the sums to ``jobs`` as they are now: with a ``trail`` that has every change
-        since the last refresh, only the jobs it names are looked at; else every job."""
+        """Bring the values to ``jobs`` as they are now."""
         if trail is not None and self.position is not None:
             changed = trail.since(self.position)
             if changed is not None:
@@ -155,46 +135,84 @@ class JobSums:
                     self._update(key, jobs.get(key))
                 self.position = trail.end
                 return
-        entries = self._entries
+        state = self._state
         for key, job in jobs.items():
-            entry = entries.get(key)
+            kept = state.get(key)
             if (
-                entry is not None
-                and entry.job is job
-                and entry.generation == job.generation
-                and entry.phase == job.phase
+                kept is None
+                or kept[0] is not job
+                or kept[1] != job.generation
+                or kept[2] != job.phase
             ):
-                continue
-            self._update(key, job)
-        if len(entries) > len(jobs):
-            for key in [k for k in entries if k not in jobs]:
+                self._update(key, job)
+        if len(state) > len(jobs):
+            for key in [k for k in state if k not in jobs]:
                 self._update(key, None)
         self.position = trail.end if trail is not None else None
 
     def _update(self, key: str, job: JobInfo | None) -> None:
-        """Replace the job's parts (None: it went)."""
-        entries = self._entries
-        entry = entries.get(key)
-        if entry is not None:
-            if (
-                job is not None
-                and entry.job is job
-                and entry.generation == job.generation
-                and entry.phase == job.phase
-            ):
-                return
-            self._apply(entry, -1)
-            del entries[key]
-        if job is not None:
-            entry = entries[key] = _Entry(job, self._group_of(job), self._parts_of(job))
-            self._apply(entry, +1)
+        """Derive the job's value again (None: it went)."""
+        kept = self._state.get(key)
+        if (
+            job is not None
+            and kept is not None
+            and kept[0] is job
+            and kept[1] == job.generation
+            and kept[2] == job.phase
+        ):
+            return
+        old = self.values.pop(key, None)
+        new: V | None = None
+        if job is None:
+            self._state.pop(key, None)
+        else:
+            new = self.values[key] = self._derive(job)
+            self._state[key] = (job, job.generation, job.phase)
+        if self.changed is not None and (old is not None or new is not None):
+            self.changed(key, old, new)
 
-    def _apply(self, entry: _Entry, sign: int) -> None:
-        group = entry.group
+
+class JobSums:
+    """Sums per group of ``parts_of(job)``, the group being ``group_of(job)``."""
+
+    __slots__ = ("_members", "_tallies", "_width", "jobs")
+
+    def __init__(
+        self,
+        group_of: Callable[[JobInfo], str],
+        parts_of: Callable[[JobInfo], Parts],
+        width: int,
+    ) -> None:
+        self._width = width
+        self._tallies: dict[str, list[_Tally]] = {}
+        self._members: dict[str, int] = {}  # jobs per group
+        # Each job's group and parts, kept by its state.
+        self.jobs: JobMap[tuple[str, Parts]] = JobMap(
+            lambda job: (group_of(job), parts_of(job)), self._replaced
+        )
+
+    @property
+    def position(self) -> int | None:
+        return self.jobs.position
+
+    def refresh(self, jobs: Mapping[str, JobInfo], trail: JobTrail | None = None) -> None:
+        """Bring the sums to ``jobs`` as they are now (``JobMap.refresh``)."""
+        self.jobs.refresh(jobs, trail)
+
+    def _replaced(
+        self, key: str, old: tuple[str, Parts] | None, new: tuple[str, Parts] | None
+    ) -> None:
+        if old is not None:
+            self._apply(old, -1)
+        if new is not None:
+            self._apply(new, +1)
+
+    def _apply(self, entry: tuple[str, Parts], sign: int) -> None:
+        group, parts = entry
         tallies = self._tallies.get(group)
         if tallies is None:
             tallies = self._tallies[group] = [_Tally() for _ in range(self._width)]
-        for tally, part in zip(tallies, entry.parts, strict=True):
+        for tally, part in zip(tallies, parts, strict=True):
             tally.add(part, sign)
         members = self._members.get(group, 0) + sign
         if members:

@@ -17,7 +17,7 @@ import enum
 import itertools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import msgspec
 
@@ -25,7 +25,7 @@ from caldera.api.core import Node, Pod, PodDisruptionBudget, PriorityClass, Reso
 from caldera.api.resources import Resources
 from caldera.api.topology_tree import HyperNodeTree
 from caldera.api.volcano import PodGroup, Queue
-from scheduler.api.job_sums import JobSums, JobTrail, Parts
+from scheduler.api.job_sums import JobMap, JobSums, JobTrail, Parts
 from scheduler.api.verdicts import VerdictMemory
 
 # Node generations are drawn from one counter for the whole process, so that a generation names
@@ -421,6 +421,9 @@ class ClusterInfo:
     # Per-group sums of what jobs contribute, by the name of what is summed (``sums``): they
     # live as long as the snapshot, so on the live snapshot across sessions.
     job_sums: dict[str, JobSums] = field(default_factory=dict)
+    # Values derived per job, kept the same way (``job_map``), by name: the context they were
+    # derived in (compared by identity) and the map.
+    job_maps: dict[str, tuple[object, JobMap[Any]]] = field(default_factory=dict)
     # Every change of a job's state, when the snapshot keeps the trail (the live snapshot:
     # every job attached, every job added, derived again or gone appended); None: sums compare
     # every job with what they kept.
@@ -442,19 +445,36 @@ class ClusterInfo:
         kept.refresh(self.jobs, self.job_trail)
         return kept
 
+    def job_map(self, name: str, derive: Callable[[JobInfo], V], context: object) -> JobMap[V]:
+        """The values kept under ``name`` (one name, one function), brought up to date with
+        the jobs as they are now; derived afresh for every job when ``context`` (what else
+        ``derive`` reads, such as the cluster's total) is not the object it was."""
+        kept = self.job_maps.get(name)
+        if kept is None or kept[0] is not context:
+            kept = self.job_maps[name] = (context, JobMap(derive))
+        values: JobMap[V] = kept[1]
+        values.refresh(self.jobs, self.job_trail)
+        return values
+
     def trim_job_trail(self) -> None:
-        """Drop what every kept sum has read of the trail; a sum left too far behind (its
-        plugin no longer configured) is dropped instead and would start again from every
-        job."""
+        """Drop what every kept sum and map has read of the trail; one left too far behind
+        (its plugin no longer configured) is dropped instead and would start again from
+        every job."""
         trail = self.job_trail
         if trail is None:
             return
         oldest = trail.end - max(4 * len(self.jobs), 1024)
-        for name in [
-            n for n, s in self.job_sums.items() if s.position is None or s.position < oldest
-        ]:
+
+        def behind(position: int | None) -> bool:
+            return position is None or position < oldest
+
+        for name in [n for n, s in self.job_sums.items() if behind(s.position)]:
             del self.job_sums[name]
-        trail.trim(min((s.position or 0 for s in self.job_sums.values()), default=trail.end))
+        for name in [n for n, (_, m) in self.job_maps.items() if behind(m.position)]:
+            del self.job_maps[name]
+        positions = [s.position for s in self.job_sums.values()]
+        positions += [m.position for _, m in self.job_maps.values()]
+        trail.trim(min((p for p in positions if p is not None), default=trail.end))
 
     def total_allocatable(self) -> Resources:
         if self.ready_allocatable is not None:

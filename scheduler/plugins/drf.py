@@ -32,7 +32,6 @@ allocate handlers. They stay readable on the plugin after the session (``job_sha
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import cast
 
 from caldera.api.resources import Resources
 from scheduler.api.job_sums import by_namespace, held
@@ -44,7 +43,6 @@ SHARE_DELTA = 1e-6  # Volcano's shareDelta: shares this close are equal
 # Names Volcano's Resource does not track as resources: "pods" is a task count there, and
 # ephemeral storage is not a scalar resource.
 UNTRACKED = ("pods", "ephemeral-storage", "storage")
-_Kept = tuple[Resources, float]  # a job's memo: the cluster total its share is of, the share
 NAMESPACE_SUMS = "drf.namespaces"  # the snapshot's sums of what each namespace's jobs hold
 
 
@@ -117,25 +115,18 @@ class DrfPlugin:
         self.job_shares.clear()
         self.namespace_allocated.clear()
         self.namespace_shares.clear()
-        cluster_total = ssn.total_resource
+        # Each job's allocation and share are kept with the snapshot, derived again only for
+        # the jobs that changed since the last session, and for every job when the cluster's
+        # total changed (the live snapshot keeps the total's object while it is the same).
+        total = self.total
+        kept = ssn.cluster.job_map(
+            self.name,
+            lambda job: (job.allocated, dominant_share(job.allocated, total)),
+            ssn.total_resource,
+        )
         job_allocated, job_shares = self.job_allocated, self.job_shares
-        for key, job in ssn.jobs.items():
-            allocated = job_allocated[key] = job.allocated
-            # A job's share is derived again only when the job or the cluster's total changed
-            # since an earlier session; the live snapshot keeps the total's object while the
-            # total stays the same, so an identity test answers (inlined: every job, every
-            # session).
-            kept = job.memo.get(self.name)
-            if (
-                kept is not None
-                and kept.generation == job.generation
-                and kept.phase == job.phase
-                and cast(_Kept, kept.value)[0] is cluster_total
-            ):
-                share = cast(_Kept, kept.value)[1]
-            else:
-                share = self.share(allocated)
-                job.remember(self.name, (cluster_total, share))
+        for key, (allocated, share) in kept.values.items():
+            job_allocated[key] = allocated
             job_shares[key] = share
         # The namespaces' sums are kept with the snapshot (``ClusterInfo.sums``).
         sums = ssn.cluster.sums(NAMESPACE_SUMS, by_namespace, held, 1)
