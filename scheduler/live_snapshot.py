@@ -270,7 +270,11 @@ class LiveSnapshot:
             return
         self._nodes.update(session.node_changes)
         touched = session.job_changes
+        # A settled job was not touched, has no fit error and keeps its PodGroup's phase.
+        settled = session.settled()
         for key, job in cluster.jobs.items():
+            if key in settled:
+                continue
             pg_phase = job.podgroup.status.phase if job.podgroup is not None else ""
             if key in touched or job.fit_errors or job.phase != (pg_phase or "Pending"):
                 self._groups.add(key)

@@ -21,9 +21,9 @@ import enum
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from scheduler.actions.enqueue import INQUEUE, PENDING_PHASES
+from scheduler.actions.enqueue import INQUEUE
 from scheduler.actions.placer import Placer, fit_error_histogram, fits_idle
-from scheduler.api.types import TaskInfo, TaskStatus
+from scheduler.api.types import PENDING_PHASES, TaskInfo, TaskStatus
 from scheduler.conf import SchedulerConf, parse_conf
 from scheduler.framework.runner import Registry
 from scheduler.registry import REGISTRY

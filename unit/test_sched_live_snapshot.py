@@ -46,6 +46,7 @@ from scheduler.api.types import ClusterInfo, JobInfo, NodeInfo, TaskInfo
 from scheduler.conf import parse_conf
 from scheduler.framework.runner import run_session
 from scheduler.framework.session import Session, SessionResult
+from scheduler.framework.status import with_findings
 from scheduler.live_snapshot import CachedObjects, KeyedObjects, LiveSnapshot
 from scheduler.registry import ACTIONS, PLUGINS, REGISTRY
 from scheduler.snapshot import build_cluster
@@ -327,6 +328,19 @@ class Cache:
             meta = msgspec.structs.replace(pod.metadata, deletion_timestamp=format_time(T0))
             self.put_pod(msgspec.structs.replace(pod, metadata=meta))
 
+    def write_back(self, result: SessionResult) -> None:
+        """Write a session's PodGroup statuses and why records into the cache, as the
+        process does (so that later sessions find them unchanged, and settle jobs)."""
+        for key in sorted(result.podgroup_status.keys() | result.podgroup_why.keys()):
+            pg = self.podgroups.items.get(key)
+            if pg is None:
+                continue
+            pg = with_findings(pg, result.podgroup_status.get(key), result.podgroup_why.get(key))
+            meta = msgspec.structs.replace(pg.metadata, resource_version=str(self.serial))
+            self.serial += 1
+            self.podgroups.items[key] = pg = msgspec.structs.replace(pg, metadata=meta)
+            self.live.podgroup_changed(pg)
+
     # ---- snapshots ----------------------------------------------------------------------------
 
     def live_cluster(self, now: dt.datetime) -> ClusterInfo:
@@ -474,13 +488,14 @@ def _decisions(result: SessionResult, cluster: ClusterInfo) -> tuple[object, ...
 
 
 def _forget(cluster: ClusterInfo) -> None:
-    """Make the next session start from nothing carried over: no node verdicts, job memos or
-    job sums."""
+    """Make the next session start from nothing carried over: no node verdicts, job memos,
+    job sums or settled jobs."""
     cluster.verdicts = None
     for job in cluster.jobs.values():
         job.memo.clear()
     cluster.job_sums.clear()
     cluster.job_maps.clear()
+    cluster.settled = None
 
 
 @pytest.mark.parametrize("chunk", range(3))
@@ -490,7 +505,7 @@ def test_carried_state_decides_as_fresh_state(chunk: int) -> None:
     derive everything again, over the same random changes: two caches from one seed, one
     forgetting before every session; their sessions' decisions feed back into the caches,
     so a single different decision would show at that session."""
-    remembered = memos = trailed = 0
+    remembered = memos = trailed = settled = 0
     for seed in range(chunk, RUNS, 3):
         kept = Cache(random.Random(seed))  # noqa: S311 - seeded test data
         plain = Cache(random.Random(seed))  # noqa: S311 - seeded test data
@@ -506,16 +521,19 @@ def test_carried_state_decides_as_fresh_state(chunk: int) -> None:
             remembered += len(with_memory.verdicts.classes)
             memos += sum(len(job.memo) for job in with_memory.jobs.values())
             trailed += sum(1 for s in with_memory.job_sums.values() if s.position is not None)
+            settled += len(with_memory.settled.phases) if with_memory.settled else 0
             assert with_memory.total_allocatable() == without.total_allocatable()
             plain.rng.random()  # as ``kept``'s draw below: the two sequences stay one
             if kept.rng.random() < 0.5:
-                got = _decisions(kept.session(with_memory), with_memory)
-                assert got == _decisions(plain.session(without), without), (
-                    f"seed {seed} step {step}"
-                )
+                kept_result, plain_result = kept.session(with_memory), plain.session(without)
+                got = _decisions(kept_result, with_memory)
+                assert got == _decisions(plain_result, without), f"seed {seed} step {step}"
+                kept.write_back(kept_result)
+                plain.write_back(plain_result)
     assert remembered > 0
     assert memos > 0
     assert trailed > 0  # sums that read the snapshot's trail of changed jobs
+    assert settled > 0  # jobs the sessions' passes skipped
 
 
 def test_node_totals_follow_changes_and_sessions() -> None:

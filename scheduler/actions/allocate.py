@@ -36,10 +36,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from caldera.api.volcano import PodGroupCondition
-from scheduler.actions.enqueue import INQUEUE, PENDING_PHASES, queue_rounds
+from scheduler.actions.enqueue import INQUEUE, queue_rounds
 from scheduler.actions.placer import Placer, fit_error_histogram, fits_idle
 from scheduler.actions.topology import job_constraint, place_in_hypernode
-from scheduler.api.types import JobInfo, QueueInfo, TaskInfo, TaskStatus
+from scheduler.api.types import PENDING_PHASES, JobInfo, QueueInfo, TaskInfo, TaskStatus
 from scheduler.framework.statement import Statement
 
 if TYPE_CHECKING:
@@ -82,7 +82,10 @@ class AllocateAction:
         enqueue_here = "enqueue" not in ssn.configured_actions
         by_queue: dict[str, list[JobInfo]] = {}
         pending: dict[str, list[TaskInfo]] = {}
-        for job in ssn.jobs.values():
+        settled = ssn.settled()  # not Pending, no pod waiting (scheduler.api.settled)
+        for key, job in ssn.jobs.items():
+            if key in settled:
+                continue
             if job.phase in PENDING_PHASES:
                 if not enqueue_here:
                     continue

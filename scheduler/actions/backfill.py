@@ -12,9 +12,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from scheduler.actions.allocate import discard, skip_invalid
-from scheduler.actions.enqueue import PENDING_PHASES
 from scheduler.actions.placer import evaluate, fit_error_message
-from scheduler.api.types import JobInfo, TaskStatus
+from scheduler.api.types import PENDING_PHASES, JobInfo, TaskStatus
 
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
@@ -30,8 +29,9 @@ class BackfillAction:
 
     def execute(self, ssn: Session) -> None:
         by_queue: dict[str, list[JobInfo]] = {}
-        for job in ssn.jobs.values():
-            if job.phase in PENDING_PHASES or job.queue not in ssn.queues:
+        settled = ssn.settled()  # not Pending, no pod waiting (scheduler.api.settled)
+        for key, job in ssn.jobs.items():
+            if key in settled or job.phase in PENDING_PHASES or job.queue not in ssn.queues:
                 continue
             waiting = job.by_status.get(TaskStatus.PENDING)
             if not waiting or not any(t.best_effort for t in waiting.values()):

@@ -14,12 +14,11 @@ import itertools
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from scheduler.api.types import JobInfo, QueueInfo
+from scheduler.api.types import PENDING_PHASES, JobInfo, QueueInfo
 
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
 
-PENDING_PHASES = frozenset({"", "Pending"})
 INQUEUE = "Inqueue"
 
 
@@ -56,7 +55,10 @@ class EnqueueAction:
 
     def execute(self, ssn: Session) -> None:
         pending: dict[str, list[JobInfo]] = {}
-        for job in ssn.jobs.values():
+        settled = ssn.settled()  # never Pending (scheduler.api.settled)
+        for key, job in ssn.jobs.items():
+            if key in settled:
+                continue
             if job.queue in ssn.queues and job.phase in PENDING_PHASES:
                 pending.setdefault(job.queue, []).append(job)
         queue_heap, job_heaps, counter = queue_rounds(ssn, pending)

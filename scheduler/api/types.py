@@ -26,6 +26,7 @@ from caldera.api.resources import Resources
 from caldera.api.topology_tree import HyperNodeTree
 from caldera.api.volcano import PodGroup, Queue
 from scheduler.api.job_sums import JobMap, JobSums, JobTrail, Parts
+from scheduler.api.settled import SettledJobs
 from scheduler.api.verdicts import VerdictMemory
 
 # Node generations are drawn from one counter for the whole process, so that a generation names
@@ -67,6 +68,10 @@ class TaskStatus(enum.Enum):
     # Enum's own __hash__ is Python code, and sessions look statuses up millions of times).
     __hash__ = object.__hash__
 
+
+# A job's (its PodGroup's) phases before it is admitted: enqueue, or allocate without an
+# enqueue action, moves such a job to Inqueue.
+PENDING_PHASES = frozenset({"", "Pending"})
 
 # Statuses in which a task holds resources on its node.
 ALLOCATED_STATUSES = frozenset(
@@ -428,6 +433,8 @@ class ClusterInfo:
     # every job attached, every job added, derived again or gone appended); None: sums compare
     # every job with what they kept.
     job_trail: JobTrail | None = None
+    # The jobs whose session outcome is known until the trail names them (only with a trail).
+    settled: SettledJobs | None = None
 
     def sums(
         self,
@@ -474,6 +481,8 @@ class ClusterInfo:
             del self.job_maps[name]
         positions = [s.position for s in self.job_sums.values()]
         positions += [m.position for _, m in self.job_maps.values()]
+        if self.settled is not None:
+            positions.append(self.settled.position)
         trail.trim(min((p for p in positions if p is not None), default=trail.end))
 
     def total_allocatable(self) -> Resources:

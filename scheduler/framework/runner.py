@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from caldera.api.volcano import PodGroupCondition, PodGroupPhase, PodGroupStatus
-from scheduler.api.types import JobInfo
+from scheduler.api.types import PENDING_PHASES, JobInfo
 from scheduler.conf import SchedulerConf
 from scheduler.framework.plugin import Action, Arguments, Plugin
 from scheduler.framework.session import PlacedJob, Session, SessionResult
@@ -84,24 +84,39 @@ def run_session(session: Session, conf: SchedulerConf, registry: Registry) -> Se
         started = time.perf_counter()
         plugin.on_session_close(session)
         timings.plugin_seconds[(plugin.name, "OnSessionClose")] = time.perf_counter() - started
-    for job in session.jobs.values():
-        condition = session.job_conditions.get(job.key)
+    settled, notes = session.settled(), session.wait_notes
+    for key, job in session.jobs.items():
+        if key in settled and key not in notes:
+            continue  # the same status, a ready phase, no wait record (scheduler.api.settled)
+        condition = session.job_conditions.get(key)
         phase = _unchanged_phase(job, condition)
+        unchanged = phase is not None
         if phase is None:
             status = podgroup_status(job, condition)
             current = job.podgroup.status if job.podgroup is not None else PodGroupStatus()
             phase = status.phase
             if status_changed(current, status):
-                session.result.podgroup_status[job.key] = status
+                session.result.podgroup_status[key] = status
             else:
+                unchanged = True
                 job.remember(_STATUS, (job.podgroup, condition_key(condition), phase))
         if phase in UNREADY_PHASES:
-            session.result.unready_jobs.append(job.key)
-        found = wait_record(job, session.wait_notes.get(job.key, ()), session.now)
+            session.result.unready_jobs.append(key)
+        found = wait_record(job, notes.get(key, ()), session.now)
         record, held = publish(job, found, session.now)
         if record is not None:
-            session.result.podgroup_why[job.key] = record
+            session.result.podgroup_why[key] = record
         session.result.why_deferred += held
+        if (
+            unchanged
+            and key in session.settling
+            and found is None
+            and record is None
+            and not held
+            and phase not in UNREADY_PHASES
+            and job.phase not in PENDING_PHASES
+        ):
+            session.settle(key, phase)
     session.result.queue_allocated = queue_allocation(session)
     for bind in session.result.binds:
         placed = session.jobs.get(bind.task.job)

@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from caldera.api.resources import Resources
 from caldera.api.volcano import PodGroupCondition, PodGroupStatus
 from caldera.api.why import WaitRecord
+from scheduler.api.settled import SettledJobs
 from scheduler.api.types import ClusterInfo, JobInfo, NodeInfo, QueueInfo, TaskInfo
 from scheduler.framework.plugin import PluginOption
 from scheduler.framework.statement import Statement
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from scheduler.framework.hypernodes import HyperNodeState
 
 T = TypeVar("T")
+_NOTHING_SETTLED: Mapping[str, str] = {}
 
 OrderFn = Callable[[T, T], int]  # <0: left first, >0: right first, 0: no opinion
 PredicateFn = Callable[[TaskInfo, NodeInfo], str | None]  # None: fits; else the reason
@@ -208,9 +210,32 @@ class Session:
         cluster.job_log.note = self.job_changes.add
         if cluster.verdicts is not None:  # verdicts carried over from earlier sessions
             cluster.verdicts.begin(tiers, len(cluster.nodes))
+        # Settled jobs carried over (scheduler.api.settled): only with the live snapshot's
+        # trail, and only under the configuration that settled them.
+        trail = cluster.job_trail
+        if trail is not None and (cluster.settled is None or cluster.settled.tiers != tiers):
+            cluster.settled = SettledJobs(tiers, trail.end)
+        # Jobs gang's close found ready, nothing waiting, their PodGroup already saying so:
+        # the session's close settles those whose status and why record stay as they are.
+        self.settling: set[str] = set()
         # Set by the network-topology-aware plugin when it opens: how HyperNodes are scored
         # (scheduler.framework.hypernodes); None leaves every job topology-blind.
         self.topology: HyperNodeState | None = None
+
+    def settled(self) -> Mapping[str, str]:
+        """The settled jobs as of now (``scheduler.api.settled``), by key, with the phase their
+        PodGroup keeps: none without the live snapshot's trail."""
+        kept, trail = self.cluster.settled, self.cluster.job_trail
+        if kept is None or trail is None:
+            return _NOTHING_SETTLED
+        return kept.refresh(trail)
+
+    def settle(self, key: str, phase: str) -> None:
+        """The session's close found the job settled (``settled``), its PodGroup in ``phase``."""
+        kept = self.cluster.settled
+        if kept is not None and self.cluster.job_trail is not None:
+            kept.refresh(self.cluster.job_trail)
+            kept.phases[key] = phase
 
     def plugin_switch(self, plugin: str, switch: str, default: bool) -> bool:
         """A switch of ``plugin`` as the configuration sets it, ``default`` when it does not:

@@ -48,10 +48,9 @@ ALL_NODES_UNAVAILABLE = "all nodes are unavailable"
 _UNSCHEDULABLE_PHASES = frozenset({"Pending", "Inqueue", "Unknown"})
 _VALID_STATUSES = (*ALLOCATED_STATUSES, TaskStatus.SUCCEEDED, TaskStatus.PIPELINED)
 _WAITING = (TaskStatus.PENDING, TaskStatus.ALLOCATED, TaskStatus.PIPELINED)
-# What the plugin keeps with a job between sessions (``JobInfo.remember``): its validity, and
-# the PodGroup that already says the job is scheduled (see ``on_session_close``).
+# What the plugin keeps with a job between sessions (``JobInfo.recall``): its validity, and
+# whether it has best-effort pods.
 _VALIDITY = "gang.valid"
-_SETTLED = "gang.settled"
 _BEST_EFFORT = "gang.best-effort"
 
 
@@ -252,8 +251,9 @@ class GangPlugin:
         scheduled = PodGroupCondition(
             type="Scheduled", status="True", last_transition_time=now, reason=SCHEDULED_REASON
         )
+        settled = ssn.settled()
         for job in ssn.jobs.values():
-            if job.podgroup is not None and job.remembered(_SETTLED) is job.podgroup:
+            if job.key in settled:
                 # Ready, no pod waiting, and its PodGroup already said so in an earlier
                 # session, unchanged since: no event, no message, the same condition.
                 ssn.job_conditions[job.key] = scheduled
@@ -306,7 +306,7 @@ class GangPlugin:
                 and job.podgroup is not None
                 and not any(job.by_status.get(status) for status in _WAITING)
             ):
-                job.remember(_SETTLED, job.podgroup)
+                ssn.settling.add(job.key)
 
     @staticmethod
     def _record(ssn: Session, job: JobInfo, condition: PodGroupCondition, job_message: str) -> bool:

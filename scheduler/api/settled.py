@@ -1,0 +1,47 @@
+"""Jobs whose session outcome is known until they change, kept across sessions.
+
+Most jobs of a busy cluster are running gangs with nothing to place: every session finds them
+ready, gives them the Scheduled condition, leaves their PodGroup status as it is, has no wait
+to explain and nothing to enqueue, allocate or backfill. A job is *settled* when a session
+found exactly that (gang's close: ready, no pod waiting, its PodGroup already says so; the
+session's close: the same status, not an unready phase, no wait record to write). While
+nothing about it changes, a later session under the same configuration finds the same, so
+the passes over every job (gang's close, the status and why-record pass, the actions, the live
+snapshot's after-session pass) skip it.
+
+What could change the outcome is named by the snapshot's ``JobTrail``: the job's tasks and
+their statuses, its phase, its PodGroup (a changed PodGroup, annotations included, is derived
+into a new JobInfo). A job the trail names is no longer settled, in or between sessions; a
+configuration change forgets every job. Only the live snapshot keeps a trail, so only its
+sessions skip settled jobs (``ClusterInfo.settled``); a snapshot built from scratch settles
+nothing and every pass looks at every job, as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from scheduler.api.job_sums import JobTrail
+
+
+class SettledJobs:
+    """The settled jobs of a snapshot, by key, with the PodGroup phase each one keeps."""
+
+    __slots__ = ("phases", "position", "tiers")
+
+    def __init__(self, tiers: Sequence[object], position: int) -> None:
+        self.tiers = tiers
+        self.phases: dict[str, str] = {}
+        self.position = position  # how much of the trail has been read
+
+    def refresh(self, trail: JobTrail) -> dict[str, str]:
+        """Unsettle the jobs the trail names since the last refresh; the settled jobs."""
+        changed = trail.since(self.position)
+        if changed is None:  # trimmed past what was read: start again
+            self.phases.clear()
+        elif changed:
+            phases = self.phases
+            for key in changed:
+                phases.pop(key, None)
+        self.position = trail.end
+        return self.phases
