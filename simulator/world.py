@@ -105,6 +105,8 @@ class World:
         self.created: dict[str, tuple[float, int, int]] = {}  # pod uid -> creation order
         self.waiting_pods: set[str] = set()
         self.pending_groups: set[str] = set()  # PodGroups in phase "" or Pending
+        # PodGroup keys by the uid of an owner (a Job deleted takes its PodGroups with it).
+        self._owned_groups: dict[str, dict[str, None]] = {}
         self._serial = 0
         self._job_serial: dict[str, int] = {}
         for node in nodes:
@@ -169,7 +171,8 @@ class World:
             return
         for pod_key in list(self.job_pods.get(key, {})):
             self.delete_pod(pod_key, grace=0.0)
-        for pg_key in [k for k, pg in self.podgroups.items.items() if _owned_by(pg, job)]:
+        owned = self._owned_groups.get(job.metadata.uid, {})
+        for pg_key in [k for k in owned if _owned_by(self.podgroups.items[k], job)]:
             self.delete_podgroup(pg_key)
         self.job_pods.pop(key, None)
         for watcher in self.watchers:
@@ -321,14 +324,29 @@ class World:
         return new
 
     def _store_podgroup(self, key: str, pg: PodGroup) -> None:
+        self._unindex_owners(key)
         self.podgroups.items[key] = pg
+        for ref in pg.metadata.owner_references:
+            self._owned_groups.setdefault(ref.uid, {})[key] = None
         self.live.podgroup_changed(pg)
         if pg.status.phase in ("", "Pending"):
             self.pending_groups.add(key)
         else:
             self.pending_groups.discard(key)
 
+    def _unindex_owners(self, key: str) -> None:
+        old = self.podgroups.items.get(key)
+        if old is None:
+            return
+        for ref in old.metadata.owner_references:
+            owned = self._owned_groups.get(ref.uid)
+            if owned is not None:
+                owned.pop(key, None)
+                if not owned:
+                    del self._owned_groups[ref.uid]
+
     def delete_podgroup(self, key: str) -> None:
+        self._unindex_owners(key)
         pg = self.podgroups.items.pop(key, None)
         if pg is not None:
             self.live.podgroup_changed(pg)
