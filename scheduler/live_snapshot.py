@@ -22,8 +22,13 @@ NodeInfos whose generation moved; Volcano clones its whole cache every session):
 
 Across sessions it also keeps, for the session's own shortcuts, the nodes' verdicts per class
 of pod (``ClusterInfo.verdicts``: every node the update derives again, adds, removes or
-changes the tasks of is logged, so placers look again only at those) and the ready nodes'
-allocatable and used resources summed (each node's part is replaced when it changes).
+changes the tasks of is logged, so placers look again only at those), the ready nodes'
+allocatable and used resources summed (each node's part is replaced when it changes), and a
+trail of the jobs that changed (``ClusterInfo.job_trail``: every job is attached to it, and the
+update appends every job it derives again or drops), from which sums and values per job are
+kept by difference (``scheduler.api.job_sums``) and settled jobs are unsettled
+(``scheduler.api.settled``). The change logs are attached once to each node and job as it is
+derived, and redirected by sessions as they begin and end.
 
 The result equals ``build_cluster``'s for the same objects (``unit/test_sched_live_snapshot.py``
 checks it over random changes and sessions), except for the order of tasks within a job or a
