@@ -209,8 +209,11 @@ class JobInfo:
         return value
 
     def _moved(self) -> None:
-        """The job's state changed: a new generation, told to the snapshot's trail."""
+        """The job's tasks changed: a new generation, told to the snapshot's trail."""
         self.generation += 1
+        self._tell_trail()
+
+    def _tell_trail(self) -> None:
         log = self.changes
         if log is not None and log.trail is not None:
             log.trail.append(self.key)
@@ -219,9 +222,7 @@ class JobInfo:
         """Move the job to ``phase`` (a session enqueueing it), told to the snapshot's trail."""
         if phase != self.phase:
             self.phase = phase
-            log = self.changes
-            if log is not None and log.trail is not None:
-                log.trail.append(self.key)
+            self._tell_trail()
 
     def add_task(self, task: TaskInfo) -> None:
         self._moved()
