@@ -759,3 +759,27 @@ def _replay_sequence(seed: int) -> None:
         )
         kept.write_back(kept_result)
         plain.write_back(plain_result)
+
+
+def test_turns_replay_only_with_a_memory_and_known_plugins() -> None:
+    """Replays need the live snapshot's verdict memory and a configuration of
+    ``REPLAY_PLUGINS``: a snapshot built afresh, or a plugin whose functions may read more
+    (sla reads the clock), makes every turn run."""
+    from scheduler.actions.placer import Placer
+
+    cache = _gang_backlog(0)
+    live = cache.live_cluster(T0)
+    assert Retries.of(Session(live, CONF.tiers), Placer(Session(live, CONF.tiers))) is not None
+    fresh = cache.fresh_cluster(T0)
+    assert Retries.of(Session(fresh, CONF.tiers), Placer(Session(fresh, CONF.tiers))) is None
+    with_sla = parse_conf(
+        """\
+actions: "enqueue, allocate"
+tiers:
+- plugins: [{name: priority}, {name: gang}, {name: sla}]
+""",
+        actions=ACTIONS.keys(),
+        plugins=PLUGINS.keys(),
+    )
+    ssn = Session(live, with_sla.tiers)
+    assert Retries.of(ssn, Placer(ssn)) is None

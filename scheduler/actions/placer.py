@@ -35,9 +35,8 @@ from scheduler.plugins.task_topology import Topology
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
 
-# Plugins whose predicates and node scores depend only on the pod and the node (or register
-# none): with only these configured, verdicts of unchanged nodes are reused.
-NODE_LOCAL_PLUGINS = frozenset(
+# Volcano's default configuration's plugins, and binpack.
+DEFAULT_PLUGINS = frozenset(
     {
         "priority",
         "gang",
@@ -48,6 +47,12 @@ NODE_LOCAL_PLUGINS = frozenset(
         "proportion",
         "nodeorder",
         "binpack",
+    }
+)
+# Plugins whose predicates and node scores depend only on the pod and the node (or register
+# none): with only these configured, verdicts of unchanged nodes are reused.
+NODE_LOCAL_PLUGINS = DEFAULT_PLUGINS | frozenset(
+    {
         "preemption-toleration",
         # Register no predicate or node order at all:
         "capacity",

@@ -34,7 +34,7 @@ from collections import deque
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from scheduler.actions.placer import Placer, fit_error_histogram
+from scheduler.actions.placer import DEFAULT_PLUGINS, Placer, fit_error_histogram
 from scheduler.api.types import JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus
 from scheduler.api.verdicts import Candidates, FailedTurn, TurnStep, VerdictMemory
 
@@ -43,19 +43,7 @@ if TYPE_CHECKING:
 
 # Plugins whose job readiness, queue allocatable and allocate handlers read only the job, the
 # queue and what the handlers kept (Volcano's default configuration and binpack).
-REPLAY_PLUGINS = frozenset(
-    {
-        "priority",
-        "gang",
-        "conformance",
-        "overcommit",
-        "drf",
-        "predicates",
-        "proportion",
-        "nodeorder",
-        "binpack",
-    }
-)
+REPLAY_PLUGINS = DEFAULT_PLUGINS
 # A turn that started with more fitting nodes than this is not remembered (its check would
 # cost more than the turn saves).
 MAX_START_NODES = 64
