@@ -2,7 +2,7 @@
 jobs per wall second, at several trace sizes, and the cost per 1,000 jobs between them.
 
     .venv/bin/python bench/simulator.py                  # 10,000, 50,000, 100,000 jobs, 5,000 nodes
-                                                         # (whole: over an hour, see below)
+                                                         # (whole: over 2 CPU hours, see below)
     .venv/bin/python bench/simulator.py --smoke          # CI: 50 and 100 jobs on 10 nodes
     .venv/bin/python bench/simulator.py --sizes 10000 --profile   # and where the time goes
     .venv/bin/python bench/simulator.py --sizes 100000 --hours 2  # the week's first 2 hours
