@@ -23,6 +23,13 @@ from caldera.kube.client import ClientOptions, KubeClient
 from e2e.cluster.control_plane import ControlPlane, NodeSpec, kubectl
 from e2e.waiting import eventually
 
+# The `caldera` processes the tests start import this checkout, not whichever one the
+# virtualenv was installed from (a worktree sharing a virtualenv tests its own code).
+REPO_ROOT = Path(__file__).resolve().parents[1]
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p
+)
+
 # Fake nodes every session has: enough room for the example jobs, with a GPU dimension.
 NODE_COUNT = 4
 NODE_SPEC = NodeSpec(cpu="8", memory="32Gi", pods="110", gpu="4", labels={"caldera.io/e2e": "true"})

@@ -3,6 +3,7 @@ over observed pod lives. The run itself is e2e/test_chaos.py."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -15,6 +16,7 @@ from e2e.chaos.checks import (
     podgroup_mismatches,
     queue_mismatches,
     spread,
+    window_end,
     wrong_jobs,
 )
 from e2e.chaos.faults import PROCESSES, FaultCounts, FaultKind, plan_faults
@@ -104,6 +106,40 @@ def test_a_gang_bound_short_of_min_available_is_a_violation() -> None:
     assert gang_violations({"j": part}, {"j": 2}) == [("j", 1.0, 1)]
     late = [life("a", 0, bound=1.0), life("b", 0, bound=100.0, index="1")]
     assert gang_violations({"j": late}, {"j": 2}, window=45) == [("j", 1.0, 1)]
+
+
+def test_outages_pause_the_gang_window() -> None:
+    """No scheduler acting, or the API server restarting: those seconds do not count."""
+    late = [life("a", 0, bound=1.0), life("b", 0, bound=60.0, index="1")]
+    assert gang_violations({"j": late}, {"j": 2}, window=45) == [("j", 1.0, 1)]
+    assert gang_violations({"j": late}, {"j": 2}, window=45, outages=[(10.0, 30.0)]) == []
+    before = [(0.0, 0.5), (50.0, 70.0)]  # one ended before the bind, one began after the end
+    assert gang_violations({"j": late}, {"j": 2}, window=45, outages=before) == [("j", 1.0, 1)]
+
+
+def test_window_end_adds_the_outages_inside_it() -> None:
+    assert window_end(0.0, 10.0, []) == 10.0
+    assert window_end(5.0, 10.0, [(0.0, 7.0)]) == 17.0  # began before the start: counts from it
+    assert window_end(0.0, 10.0, [(2.0, 4.0), (11.0, 13.0)]) == 14.0  # the first moved the end
+    assert window_end(0.0, 10.0, [(2.0, 4.0), (12.0, 13.0)]) == 12.0
+
+
+@given(
+    st.floats(0, 100),
+    st.floats(0.1, 60),
+    st.lists(st.tuples(st.floats(0.1, 20), st.floats(0.1, 20)), max_size=6),
+)
+def test_window_end_leaves_exactly_the_window_outside_outages(
+    start: float, window: float, gaps: list[tuple[float, float]]
+) -> None:
+    outages, t = [], 0.0
+    for gap, length in gaps:
+        outages.append((t + gap, t + gap + length))
+        t += gap + length
+    end = window_end(start, window, outages)
+    paused = sum(max(0.0, min(b, end) - max(a, start)) for a, b in outages)
+    assert end - start - paused == pytest.approx(window)
+    assert not any(a < end < b for a, b in outages)  # it ends in scheduling time
 
 
 def test_a_gang_torn_down_while_its_binds_are_in_flight_is_whole() -> None:

@@ -24,11 +24,14 @@ __all__ = [
     "podgroup_mismatches",
     "queue_mismatches",
     "spread",
+    "window_end",
     "wrong_jobs",
 ]
 
 # A gang's binds arrive one by one; a scheduler killed in the middle binds the rest after its
-# restart. A gang is partly bound when its binds do not reach minAvailable within this window.
+# restart. A gang is partly bound when its binds do not reach minAvailable within this window
+# of scheduling time: time in which a scheduler was acting and the API server serving (an
+# outage of either pauses the clock, as no scheduler, however right, binds then).
 GANG_WINDOW = 45.0
 TERMINAL = ("Succeeded", "Failed")
 
@@ -130,23 +133,39 @@ def duplicates(lives: Iterable[PodLife]) -> list[tuple[str, str, str]]:
     return found
 
 
+def window_end(start: float, window: float, outages: Sequence[tuple[float, float]]) -> float:
+    """When ``window`` seconds outside ``outages`` (sorted, disjoint (from, to) intervals) have
+    passed since ``start``."""
+    end = start + window
+    for begin, until in outages:
+        if until <= start:
+            continue
+        if begin >= end:
+            break
+        end += until - max(begin, start)
+    return end
+
+
 def gang_violations(
     by_job: Mapping[str, Sequence[PodLife]],
     min_available: Mapping[str, int],
     window: float = GANG_WINDOW,
+    outages: Sequence[tuple[float, float]] = (),
 ) -> list[tuple[str, float, int]]:
     """(job, time, pods) for each bind after which the job's bound pods did not reach its
-    minAvailable within ``window``: counting the pods bound by then that had not failed or gone
-    before the bind (a succeeded pod still counts, as it does for the gang), and the pods the
-    job already had that were deleted unbound in that time (a restart policy tearing the gang
-    down while its binds were in flight: the pod's bind then fails, and the gang was whole)."""
+    minAvailable within ``window`` of scheduling time (``outages`` pause it): counting the
+    pods bound by then that had not failed or gone before the bind (a succeeded pod still
+    counts, as it does for the gang), and the pods the job already had that were deleted
+    unbound in that time (a restart policy tearing the gang down while its binds were in
+    flight: the pod's bind then fails, and the gang was whole)."""
     found = []
     for job, lives in by_job.items():
         need = min_available.get(job)
         if need is None:
             continue
         for bind in sorted(life.bound for life in lives if life.bound is not None):
-            count = sum(1 for life in lives if _counts_at(life, bind, bind + window))
+            until = window_end(bind, window, outages)
+            count = sum(1 for life in lives if _counts_at(life, bind, until))
             if count < need:
                 found.append((job, bind, count))
                 break  # one per job is enough to name it

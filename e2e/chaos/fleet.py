@@ -127,13 +127,13 @@ class Fleet:
         """Until every kind has an acting replica (the leader, for the elected ones)."""
         deadline = time.monotonic() + timeout
         for kind in self.replicas:
-            while not await asyncio.to_thread(self._any_acting, kind):
+            while not await asyncio.to_thread(self.any_acting, kind):
                 if time.monotonic() > deadline:
                     tails = "\n".join(r.proc.log()[-2000:] for r in self.members[kind])
                     raise TimeoutError(f"no {kind} replica acting in {timeout:.0f}s:\n{tails}")
                 await asyncio.sleep(0.3)
 
-    def _any_acting(self, kind: str) -> bool:
+    def any_acting(self, kind: str) -> bool:
         return any(r.acting() for r in self.members[kind])
 
     def logs(self) -> list[Path]:

@@ -124,6 +124,8 @@ class Report:
     podgroup_mismatches: list[Any] = field(default_factory=list)
     queue_mismatches: list[Any] = field(default_factory=list)
     gang_violations: list[tuple[str, float, int]] = field(default_factory=list)
+    # (from, to) on the run's clock: no scheduler acting, or the API server restarting
+    outages: list[tuple[float, float]] = field(default_factory=list)
     restarts: dict[str, list[float]] = field(default_factory=dict)
     acting: dict[str, list[float]] = field(default_factory=dict)
     failovers: dict[str, list[float]] = field(default_factory=dict)
@@ -188,7 +190,8 @@ class Report:
                 f"{len(self.queue_mismatches)} queues)",
             ),
             (
-                f"gangs partly bound (binds short of minAvailable for {GANG_WINDOW:.0f} s)",
+                f"gangs partly bound (binds short of minAvailable for {GANG_WINDOW:.0f} s "
+                "of scheduling time)",
                 str(len(self.gang_violations)),
             ),
         ]
@@ -261,6 +264,10 @@ class Report:
             f"settled {self.settle_seconds:.1f} s after the burst began; "
             f"deleted jobs cleaned up in {self.cleanup_seconds:.0f} s; "
             f"suspend/resume rounds cancelled unfinished: {self.unfinished_rounds}",
+            f"scheduling paused {sum(b - a for a, b in self.outages):.1f} s in "
+            f"{len(self.outages)} outage(s), the longest "
+            f"{max((b - a for a, b in self.outages), default=0.0):.1f} s "
+            "(the gang window does not count them)",
         ]
         out += [f"  {line}" for line in self.wrong_detail[:40]]
         for title, items in (
@@ -325,6 +332,7 @@ class ChaosRun:
         self.webhook_name = f"caldera-{self.namespace}"
         self.tasks: list[asyncio.Task[None]] = []
         self.final: dict[str, str] = {}
+        self.apiserver_restarting = False
 
     # ---- set-up ------------------------------------------------------------------------------
 
@@ -533,7 +541,11 @@ class ChaosRun:
                     asyncio.create_task(fleet.kill_and_restart(fault.target, fault.pause))
                 )
             elif fault.kind is FaultKind.APISERVER_RESTART:
-                await asyncio.to_thread(self.plane.restart, "kube-apiserver")
+                self.apiserver_restarting = True
+                try:
+                    await asyncio.to_thread(self.plane.restart, "kube-apiserver")
+                finally:
+                    self.apiserver_restarting = False
             elif fault.kind is FaultKind.COMPACTION:
                 await asyncio.to_thread(self.plane.compact_etcd)
                 self.proxies.drop_all()
@@ -542,6 +554,25 @@ class ChaosRun:
             elif fault.kind is FaultKind.EVICTIONS:
                 await self._evict(fault.count)
         await asyncio.gather(*pending)
+
+    async def _watch_scheduling(self, fleet: Fleet, stop: asyncio.Event) -> None:
+        """Record the outages of scheduling (no scheduler acting, or the API server restarting)
+        until ``stop``: the gang check's clock does not run in them."""
+        down_since: float | None = None
+        while not stop.is_set():
+            up = not self.apiserver_restarting and await asyncio.to_thread(
+                fleet.any_acting, "scheduler"
+            )
+            up = up and not self.apiserver_restarting  # it may have begun meanwhile
+            if not up and down_since is None:
+                down_since = self.now()
+            elif up and down_since is not None:
+                self.report.outages.append((down_since, self.now()))
+                down_since = None
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 0.5)
+        if down_since is not None:
+            self.report.outages.append((down_since, self.now()))
 
     async def _evict(self, count: int) -> None:
         running = sorted(
@@ -771,6 +802,7 @@ class ChaosRun:
             crash_watch = asyncio.create_task(fleet.watch_for_crashes(stop))
             key_watch = asyncio.create_task(self._collect_ssh_keys_while(stop))
             self.t0 = time.monotonic()
+            outage_watch = asyncio.create_task(self._watch_scheduling(fleet, stop))
             injector = asyncio.create_task(self._inject(fleet))
             started = time.monotonic()
             await self._create_jobs()
@@ -789,7 +821,7 @@ class ChaosRun:
             self._progress("counts checked")
             self._scrape_totals(fleet)
             stop.set()
-            await asyncio.gather(crash_watch, key_watch)
+            await asyncio.gather(crash_watch, key_watch, outage_watch)
             await asyncio.to_thread(self._collect_ssh_keys)
             await self._orphans()
             self._progress("orphans checked")
@@ -811,7 +843,9 @@ class ChaosRun:
         self.report.duplicates = duplicates(self.ledger.lives.values())
         self.report.pods_seen = len(self.ledger.lives)
         self.report.gang_violations = gang_violations(
-            self.ledger.of_job(), {p.name: p.min_available for p in self.plans}
+            self.ledger.of_job(),
+            {p.name: p.min_available for p in self.plans},
+            outages=self.report.outages,
         )
         self.report.restarts, self.report.acting = fleet.restarts, fleet.acting
         self.report.failovers, self.report.crashes, self.report.kills = (
