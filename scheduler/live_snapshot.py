@@ -18,7 +18,15 @@ NodeInfos whose generation moved; Volcano clones its whole cache every session):
   jobs enqueued); it tells what it touched (``Session.node_changes``, ``Session.job_changes``,
   and a job's phase or fit errors), and ``after_session`` notes those nodes and jobs, so the
   next ``update`` derives them again from the cache: what a session planned never leaks into
-  the next one.
+  the next one;
+- a job whose tasks are as the session found them (no statement touched them, or every
+  statement on them was discarded, which puts each task back as it was) keeps its JobInfo
+  and tasks, and so does one whose PodGroup changed only where ``job_info`` does not read
+  (its spec, name and creation as they were: a status written back, a why record): the
+  PodGroup, the phase it gives, the fit errors and last placements (the session's other
+  marks) and, after a discard, ``allocated`` are set as ``job_info`` and ``add_task`` would
+  set them. A backlog of waiting gangs, retried and discarded every session and their
+  conditions written every session, is not derived again pod by pod every session.
 
 Across sessions it also keeps, for the session's own shortcuts, the nodes' verdicts per class
 of pod (``ClusterInfo.verdicts``: every node the update derives again, adds, removes or
@@ -51,7 +59,14 @@ from caldera.api.resources import Resources
 from caldera.api.topology import HyperNode
 from caldera.api.volcano import PodGroup, Queue
 from scheduler.api.job_sums import JobTrail
-from scheduler.api.types import ClusterInfo, QueueInfo, TaskInfo
+from scheduler.api.types import (
+    ALLOCATED_STATUSES,
+    ClusterInfo,
+    JobInfo,
+    QueueInfo,
+    TaskInfo,
+    TaskStatus,
+)
 from scheduler.api.verdicts import VerdictMemory
 from scheduler.framework.session import Session
 from scheduler.snapshot import (
@@ -145,6 +160,12 @@ class LiveSnapshot:
         self._pods: set[str] = set()
         self._nodes: set[str] = set()
         self._groups: set[str] = set()
+        # Jobs a session's statements touched: derived again whole, even when their PodGroup
+        # allows setting them right in place (``_in_place``).
+        self._touched_jobs: set[str] = set()
+        # Jobs whose every statement a session discarded: set right in place, ``allocated``
+        # summed again.
+        self._discarded: set[str] = set()
         self._queues_changed = False
         self._classes_changed = False
         self._quotas_changed = False
@@ -245,6 +266,7 @@ class LiveSnapshot:
             self._derive_node(name, objects.nodes, cluster)
         self._sum_nodes(cluster, self._touched | stale_nodes)
         self._pods, self._nodes, self._groups, self._touched = set(), set(), set(), set()
+        self._touched_jobs, self._discarded = set(), set()
         return cluster, self.report
 
     def _labels_moved(self, objects: CachedObjects) -> bool:
@@ -277,12 +299,21 @@ class LiveSnapshot:
         touched = session.job_changes
         # A settled job was not touched, has no fit error and keeps its PodGroup's phase.
         settled = session.settled()
+        # Jobs a committed statement changed: their tasks keep what the session planned.
+        result = session.result
+        kept = {b.task.job for b in result.binds} | {e.task.job for e in result.evictions}
         for key, job in cluster.jobs.items():
             if key in settled:
                 continue
             pg_phase = job.podgroup.status.phase if job.podgroup is not None else ""
-            if key in touched or job.fit_errors or job.phase != (pg_phase or "Pending"):
+            if key in touched and (key in kept or _holds_plans(job)):
                 self._groups.add(key)
+                self._touched_jobs.add(key)
+            elif key in touched:
+                self._groups.add(key)  # every statement on it discarded: set right in place
+                self._discarded.add(key)
+            elif job.fit_errors or job.phase != (pg_phase or "Pending"):
+                self._groups.add(key)  # set right in place by the next update
         _between_sessions(cluster)
         cluster.trim_job_trail()
 
@@ -345,6 +376,7 @@ class LiveSnapshot:
         _between_sessions(cluster)
         self._sum_nodes(cluster, None)
         self._pods, self._nodes, self._groups, self._touched = set(), set(), set(), set()
+        self._touched_jobs, self._discarded = set(), set()
         self._queues_changed = self._classes_changed = False
         self._quotas_changed = self._budgets_changed = False
         return cluster, self.report
@@ -387,10 +419,20 @@ class LiveSnapshot:
         self._assumed = dict(assumed)
 
     def _derive_group(self, group: str, podgroups: Objects[PodGroup], cluster: ClusterInfo) -> None:
-        """Derive a PodGroup's job again, and note its pods (their tasks name the job)."""
-        cluster.jobs.pop(group, None)
+        """Derive a PodGroup's job again, and note its pods (their tasks name the job); or
+        set it right in place when that gives the same job (``_in_place``)."""
         if cluster.job_trail is not None:
             cluster.job_trail.keys.append(group)
+        job, pg = cluster.jobs.get(group), podgroups.get(group)
+        if (
+            job is not None
+            and pg is not None
+            and group not in self._touched_jobs
+            and _same_job(job.podgroup, pg)
+        ):
+            _in_place(job, pg, discarded=group in self._discarded)
+            return
+        cluster.jobs.pop(group, None)
         self.report.missing_queue.pop(group, None)
         pg = podgroups.get(group)
         if pg is not None:
@@ -480,6 +522,44 @@ class LiveSnapshot:
             # total is kept by its identity (drf's job shares).
             ready = cluster.ready_allocatable
         cluster.ready_allocatable, cluster.nodes_used = ready, used
+
+
+def _same_job(old: PodGroup | None, new: PodGroup) -> bool:
+    """Whether ``job_info`` derives the same job from ``new`` as from ``old`` but for the
+    PodGroup itself and its phase: the same spec, name and creation."""
+    return (
+        old is not None
+        and old.spec == new.spec
+        and old.metadata.name == new.metadata.name
+        and old.metadata.namespace == new.metadata.namespace
+        and old.metadata.creation_timestamp == new.metadata.creation_timestamp
+    )
+
+
+def _holds_plans(job: JobInfo) -> bool:
+    """Whether a statement the session kept left tasks of the job allocated or pipelined."""
+    return bool(job.by_status.get(TaskStatus.ALLOCATED) or job.by_status.get(TaskStatus.PIPELINED))
+
+
+def _in_place(job: JobInfo, pg: PodGroup, *, discarded: bool) -> None:
+    """Set a job whose tasks are as its unchanged pods give them (no statement touched it,
+    or every one was discarded) to what ``job_info`` and those pods would derive: the
+    PodGroup, the phase it gives, no fit errors or last placements (a session's marks), and,
+    after discarded statements, ``allocated`` summed as ``add_task`` sums it (a resource
+    added and taken away again stays listed as 0 otherwise)."""
+    job.podgroup = pg
+    for uid in job.fit_errors:
+        task = job.tasks.get(uid)
+        if task is not None:
+            task.fit_error = ""
+    job.fit_errors.clear()
+    for task in job.tasks.values():
+        task.last_transaction = None  # a discard's (none without one)
+    if discarded:
+        job.allocated = Resources.sum(
+            t.resreq for t in job.tasks.values() if t.status in ALLOCATED_STATUSES
+        )
+    job.set_phase(pg.status.phase or "Pending")
 
 
 def _between_sessions(cluster: ClusterInfo) -> None:

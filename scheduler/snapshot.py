@@ -22,7 +22,14 @@ from typing import TypeVar
 
 import msgspec
 
-from caldera.api.core import Node, Pod, PodDisruptionBudget, PriorityClass, ResourceQuota
+from caldera.api.core import (
+    Node,
+    Pod,
+    PodDisruptionBudget,
+    PodSpec,
+    PriorityClass,
+    ResourceQuota,
+)
 from caldera.api.meta import condition_is_true, find_condition, parse_time
 from caldera.api.resources import Resources, pod_requests
 from caldera.api.topology import HyperNode
@@ -44,19 +51,22 @@ def pod_resources(pod: Pod) -> tuple[Resources, Resources]:
 
 
 class CachedRequests:
-    """``pod_resources`` memoised by pod uid and resourceVersion: a session over 10,000 pods
-    should not re-parse 10,000 quantities every second."""
+    """``pod_resources`` memoised by pod uid, for the pod's resourceVersion or its spec (what
+    ``pod_resources`` reads): a session over 10,000 pods should not re-parse 10,000
+    quantities every second, nor a pod's whose status alone changed."""
 
     def __init__(self) -> None:
-        self._cache: dict[str, tuple[str, tuple[Resources, Resources]]] = {}
+        self._cache: dict[str, tuple[str, PodSpec, tuple[Resources, Resources]]] = {}
 
     def __call__(self, pod: Pod) -> tuple[Resources, Resources]:
-        uid, rv = pod.metadata.uid, pod.metadata.resource_version
+        uid, rv, spec = pod.metadata.uid, pod.metadata.resource_version, pod.spec
         hit = self._cache.get(uid)
-        if hit is not None and hit[0] == rv:
-            return hit[1]
+        if hit is not None and (hit[0] == rv or hit[1] is spec or hit[1] == spec):
+            if hit[0] != rv:
+                self._cache[uid] = (rv, spec, hit[2])
+            return hit[2]
         value = pod_resources(pod)
-        self._cache[uid] = (rv, value)
+        self._cache[uid] = (rv, spec, value)
         return value
 
     def forget(self, live_uids: Iterable[str]) -> None:

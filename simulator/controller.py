@@ -62,6 +62,9 @@ class _Timer:
 
 
 _Item = Request | _Timer
+# A desired PodGroup and what it was built from: (spec, labels, annotations) objects, and
+# (uid, PriorityClass values).
+_Desired = tuple[tuple[object, ...], tuple[str, dict[str, int]], PodGroup]
 
 
 class JobController:
@@ -73,6 +76,8 @@ class JobController:
         self.delayed = DelayedActions()
         self._inbox: dict[str, list[_Item]] = {}
         self._dirty: dict[str, None] = {}  # Job keys to reconcile, in the order they came
+        # Each Job's desired PodGroup, with what it was built from (``_desired``).
+        self._desired: dict[str, _Desired] = {}
 
     # ---- informer handlers ----------------------------------------------------------------------
 
@@ -93,6 +98,7 @@ class JobController:
     def job_deleted(self, job: Job) -> None:
         key = key_of(job)
         self.delayed.forget_job(key)
+        self._desired.pop(key, None)
         self._inbox.pop(key, None)
         self._dirty.pop(key, None)
 
@@ -199,9 +205,28 @@ class JobController:
             self.world.delete_podgroup(f"{job.metadata.namespace}/{podgroup_name(job)}")
         return count_pods(pods, deleted=deleted)
 
+    def _desired_podgroup(self, job: Job) -> PodGroup:
+        """``build_podgroup`` for the Job, built again only when what it reads changed: the
+        Job's spec, uid, labels and annotations (status writes keep these very objects) and
+        the PriorityClasses' values."""
+        priorities = dict(self.world.priorities())
+        meta = job.metadata
+        objects = (job.spec, meta.labels, meta.annotations)
+        key = key_of(job)
+        kept = self._desired.get(key)
+        if (
+            kept is not None
+            and all(a is b for a, b in zip(kept[0], objects, strict=True))
+            and kept[1] == (meta.uid, priorities)
+        ):
+            return kept[2]
+        desired = build_podgroup(job, priority_lookup(priorities))
+        self._desired[key] = (objects, (meta.uid, priorities), desired)
+        return desired
+
     def _sync(self, job: Job, pods: list[Pod]) -> PodCounts:
         world = self.world
-        desired = build_podgroup(job, priority_lookup(world.priorities()))
+        desired = self._desired_podgroup(job)
         pg_key = f"{job.metadata.namespace}/{desired.metadata.name}"
         current = world.podgroups.items.get(pg_key)
         if current is None:

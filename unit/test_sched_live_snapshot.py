@@ -574,3 +574,111 @@ def test_fit_error_forgets_a_node_gone_between_sessions() -> None:
             cache.delete(cache.nodes, "n2")
     assert list(messages[0].values()) == ["0/3 nodes are available: 3 Insufficient cpu."]
     assert list(messages[1].values()) == ["0/2 nodes are available: 2 Insufficient cpu."]
+
+
+def _sized_pod(cache: Cache, name: str, group: str, cpu: str) -> Pod:
+    pod = cache.new_pod(name, group)
+    container = msgspec.structs.replace(
+        pod.spec.containers[0], resources=ResourceRequirements(requests={"cpu": cpu})
+    )
+    spec = msgspec.structs.replace(
+        pod.spec, scheduler_name="volcano", priority=0, containers=(container,)
+    )
+    return msgspec.structs.replace(pod, spec=spec)
+
+
+def test_waiting_job_is_set_right_in_place() -> None:
+    """A gang whose first pod fits nowhere waits with a fit error and no statement touched
+    it, and one whose pods a statement placed and then discarded: the next update keeps
+    their JobInfos and tasks, and, after their PodGroups' statuses are written back, still
+    keeps them, each time equal to a fresh build (no fit error, no last placement, what its
+    running pod holds as allocated). A job a committed statement bound, and a PodGroup whose
+    spec changed, are derived anew."""
+    cache = Cache(random.Random(0))  # noqa: S311 - seeded test data
+    cache.queues.items["default"] = Queue(
+        metadata=ObjectMeta(name="default"), spec=QueueSpec(weight=1)
+    )
+    cache.live.queue_changed(cache.queues.items["default"])
+    cache.put_group("stuck", queue="default", min_member=2, phase="Inqueue", cls="")
+    cache.put_pod(_sized_pod(cache, "stuck-0", "stuck", "6"))  # each node has 4 cpu
+    cache.put_pod(_sized_pod(cache, "stuck-1", "stuck", "6"))
+    cache.put_group("tried", queue="default", min_member=3, phase="Inqueue", cls="")
+    running = _sized_pod(cache, "tried-0", "tried", "1")
+    cache.put_pod(
+        msgspec.structs.replace(
+            running,
+            spec=msgspec.structs.replace(running.spec, node_name="n0"),
+            status=PodStatus(phase="Running"),
+        )
+    )
+    cache.put_pod(_sized_pod(cache, "tried-1", "tried", "1"))  # fits; the third does not
+    cache.put_pod(_sized_pod(cache, "tried-2", "tried", "6"))
+    cache.put_group("fits", queue="default", min_member=1, phase="Inqueue", cls="")
+    cache.put_pod(_sized_pod(cache, "fits-0", "fits", "1"))
+
+    now = T0
+    cluster = cache.live_cluster(now)
+    result = cache.session(cluster)
+    stuck, tried, fits = (cluster.jobs[f"ns/{name}"] for name in ("stuck", "tried", "fits"))
+    assert stuck.fit_errors
+    assert tried.fit_errors
+    assert any(t.last_transaction for t in tried.tasks.values())  # placed, then discarded
+    assert [b.task.job for b in result.binds] == ["ns/fits"]
+    kept = {job.key: dict(job.tasks) for job in (stuck, tried)}
+
+    cluster = cache.live_cluster(now)
+    for job in (stuck, tried):
+        assert cluster.jobs[job.key] is job  # set right in place
+        assert all(job.tasks[uid] is task for uid, task in kept[job.key].items())
+        assert not job.fit_errors
+        assert all(not t.fit_error and t.last_transaction is None for t in job.tasks.values())
+    assert tried.allocated == Resources({"cpu": 1000})  # the running pod's, as add_task sums
+    assert cluster.jobs["ns/fits"] is not fits  # its statement was committed
+    assert canonical(cluster) == canonical(cache.fresh_cluster(now))
+
+    result = cache.session(cluster)
+    assert {"ns/stuck", "ns/tried"} <= result.podgroup_status.keys()  # conditions written
+    cache.write_back(result)
+    cluster = cache.live_cluster(now)
+    for job in (stuck, tried):
+        assert cluster.jobs[job.key] is job
+        assert job.podgroup is cache.podgroups.items[job.key]
+    assert canonical(cluster) == canonical(cache.fresh_cluster(now))
+
+    cache.put_group("stuck", queue="default", min_member=1, phase="Inqueue", cls="")
+    cluster = cache.live_cluster(now)
+    assert cluster.jobs["ns/stuck"] is not stuck
+    assert cluster.jobs["ns/stuck"].min_available == 1
+    assert canonical(cluster) == canonical(cache.fresh_cluster(now))
+
+
+def test_pipelined_job_is_derived_again() -> None:
+    """A job the session pipelined (its pod waits for a terminating pod's resources, and the
+    statement is kept, neither committed nor discarded) is derived again whole: its task
+    must not stay pipelined in the next session's snapshot."""
+    cache = Cache(random.Random(0))  # noqa: S311 - seeded test data
+    cache.queues.items["default"] = Queue(
+        metadata=ObjectMeta(name="default"), spec=QueueSpec(weight=1)
+    )
+    cache.live.queue_changed(cache.queues.items["default"])
+    for name in ("n1", "n2"):
+        cache.delete(cache.nodes, name)
+    leaving = _sized_pod(cache, "leaving", "", "4")  # all of n0, being deleted
+    cache.put_pod(
+        msgspec.structs.replace(
+            leaving,
+            metadata=msgspec.structs.replace(leaving.metadata, deletion_timestamp=format_time(T0)),
+            spec=msgspec.structs.replace(leaving.spec, node_name="n0"),
+            status=PodStatus(phase="Running"),
+        )
+    )
+    cache.put_group("later", queue="default", min_member=1, phase="Inqueue", cls="")
+    cache.put_pod(_sized_pod(cache, "later-0", "later", "2"))
+    cluster = cache.live_cluster(T0)
+    result = cache.session(cluster)
+    later = cluster.jobs["ns/later"]
+    assert not result.binds
+    assert [t.status.value for t in later.tasks.values()] == ["Pipelined"]
+    cluster = cache.live_cluster(T0)
+    assert cluster.jobs["ns/later"] is not later
+    assert canonical(cluster) == canonical(cache.fresh_cluster(T0))

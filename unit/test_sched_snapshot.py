@@ -151,16 +151,30 @@ def test_init_containers_raise_only_the_start_request() -> None:
     assert starting == Resources.from_list({"cpu": "3"})
 
 
-def test_cached_requests_reuse_until_the_pod_changes() -> None:
-    """Requests are parsed once per pod version."""
+def test_cached_requests_reuse_until_the_pod_spec_changes() -> None:
+    """Requests are parsed once per pod spec: a new version with the same spec (a status
+    change), whether the same object or an equal one decoded again, reuses them."""
     cache = CachedRequests()
     pod = _pod("p", cpu="1")
     first = cache(pod)
     assert cache(pod) is first
-    changed = msgspec.structs.replace(
-        pod, metadata=msgspec.structs.replace(pod.metadata, resource_version="2")
+    status_only = msgspec.structs.replace(
+        pod,
+        metadata=msgspec.structs.replace(pod.metadata, resource_version="2"),
+        status=msgspec.structs.replace(pod.status, phase="Running"),
     )
-    assert cache(changed) is not first
+    assert cache(status_only) is first
+    decoded = msgspec.json.decode(msgspec.json.encode(status_only), type=Pod)
+    decoded = msgspec.structs.replace(
+        decoded, metadata=msgspec.structs.replace(decoded.metadata, resource_version="4")
+    )
+    assert decoded.spec is not pod.spec
+    assert cache(decoded) is first
+    resized = _pod("p", cpu="2")
+    resized = msgspec.structs.replace(
+        resized, metadata=msgspec.structs.replace(resized.metadata, resource_version="5")
+    )
+    assert cache(resized)[0] == Resources.from_list({"cpu": "2"})
     cache.forget([])
     assert cache(pod) is not first
 

@@ -7,13 +7,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from caldera.api.resources import Resources
+from caldera.api.volcano import JobStatus
+from controllers.job.pods import build_podgroup, priority_lookup
 from simulator.baselines import Mode
+from simulator.engine import Limits, Simulation
 from simulator.results import Report, RunResult, to_json
-from unit.sim_fixtures import entry, job, run, scenario, task
+from unit.sim_fixtures import conf, entry, job, run, scenario, task
 
 ONE_NODE: dict[str, Any] = {"nodes": [{"name": "node", "resources": {"cpu": "4"}}]}
 RESTART_ON_FAILURE = [{"event": "PodFailed", "action": "RestartJob"}]
@@ -237,3 +241,29 @@ def test_utilisation_follows_what_pods_hold() -> None:
     assert series.at(101.9, "cpu") == 0.5
     assert series.at(102.0, "cpu") == 0.0
     assert result.capacity["cpu"] == Resources.from_list({"cpu": "4"}).get("cpu") / 1000
+
+
+def test_desired_podgroup_is_built_again_only_when_what_it_reads_changes() -> None:
+    """The simulated job controller keeps each Job's desired PodGroup while the Job's spec,
+    labels and annotations are the same objects (a status write keeps them) and the
+    PriorityClasses are the same; a changed spec gives the PodGroup ``build_podgroup``
+    builds from it."""
+    scene = scenario(entry(job("a", task(replicas=2), minAvailable=2)))
+    sim = Simulation(scene, conf=conf(), limits=Limits(until=0.0))
+    sim.run()
+    controller, world = sim.controller, sim.world
+    stored = world.jobs["default/a"]
+    first = controller._desired_podgroup(stored)
+    assert first == build_podgroup(stored, priority_lookup(world.priorities()))
+    written = msgspec.structs.replace(stored, status=JobStatus(state=stored.status.state))
+    written = msgspec.structs.replace(
+        written, metadata=msgspec.structs.replace(stored.metadata, resource_version="99")
+    )
+    assert controller._desired_podgroup(written) is first
+    scaled = msgspec.structs.replace(
+        stored, spec=msgspec.structs.replace(stored.spec, min_available=1)
+    )
+    again = controller._desired_podgroup(scaled)
+    assert again is not first
+    assert again.spec.min_member == 1
+    assert again == build_podgroup(scaled, priority_lookup(world.priorities()))

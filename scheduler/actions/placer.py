@@ -35,9 +35,8 @@ from scheduler.plugins.task_topology import Topology
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
 
-# Plugins whose predicates and node scores depend only on the pod and the node (or register
-# none): with only these configured, verdicts of unchanged nodes are reused.
-NODE_LOCAL_PLUGINS = frozenset(
+# Volcano's default configuration's plugins, and binpack.
+DEFAULT_PLUGINS = frozenset(
     {
         "priority",
         "gang",
@@ -48,6 +47,12 @@ NODE_LOCAL_PLUGINS = frozenset(
         "proportion",
         "nodeorder",
         "binpack",
+    }
+)
+# Plugins whose predicates and node scores depend only on the pod and the node (or register
+# none): with only these configured, verdicts of unchanged nodes are reused.
+NODE_LOCAL_PLUGINS = DEFAULT_PLUGINS | frozenset(
+    {
         "preemption-toleration",
         # Register no predicate or node order at all:
         "capacity",
@@ -141,17 +146,23 @@ class Placer:
             cand.scores[node.name] = verdict
             heapq.heappush(cand.heap, (-verdict, node.name, node.generation))
 
-    def _class(self, task: TaskInfo) -> Candidates:
-        """The verdicts kept for ``task``'s class, as last brought up to date (in this session,
-        or in an earlier one for a class from the verdict memory)."""
+    def class_key(self, task: TaskInfo) -> tuple[object, ...]:
+        """What makes pods equivalent here: requests and scheduling constraints, and, for a
+        job-local pod, its job and task."""
         local = self.per_task and self._is_job_local(task.job)
-        key = (
+        return (
             task.init_resreq,
             task.resreq,
             task.signature,
             task.job if local else "",
             task.role if local else "",
         )
+
+    def _class(self, task: TaskInfo) -> Candidates:
+        """The verdicts kept for ``task``'s class, as last brought up to date (in this session,
+        or in an earlier one for a class from the verdict memory)."""
+        local = self.per_task and self._is_job_local(task.job)
+        key = self.class_key(task)
         memory = self.memory
         if memory is None or local:
             return self.classes.get(key) or self.classes.setdefault(key, Candidates())

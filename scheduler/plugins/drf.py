@@ -44,6 +44,8 @@ SHARE_DELTA = 1e-6  # Volcano's shareDelta: shares this close are equal
 # ephemeral storage is not a scalar resource.
 UNTRACKED = ("pods", "ephemeral-storage", "storage")
 NAMESPACE_SUMS = "drf.namespaces"  # the snapshot's sums of what each namespace's jobs hold
+ALLOCATED_MAP = "drf.allocated"  # the snapshot's per-job allocation (``ClusterInfo.job_map``)
+SHARE_MAP = "drf.shares"  # and per-job dominant share, derived afresh when the total changes
 
 
 def resource_share(used: int, total: int) -> float:
@@ -111,23 +113,19 @@ class DrfPlugin:
     def on_session_open(self, ssn: Session) -> None:
         self.total = ssn.total_resource.without(*UNTRACKED)
         self.namespace_weights = dict(ssn.cluster.namespace_weights)
-        self.job_allocated.clear()
-        self.job_shares.clear()
         self.namespace_allocated.clear()
         self.namespace_shares.clear()
         # Each job's allocation and share are kept with the snapshot, derived again only for
         # the jobs that changed since the last session, and for every job when the cluster's
         # total changed (the live snapshot keeps the total's object while it is the same).
+        # Two maps, so that the session's own copies are plain dict copies.
         total = self.total
-        kept = ssn.cluster.job_map(
-            self.name,
-            lambda job: (job.allocated, dominant_share(job.allocated, total)),
-            ssn.total_resource,
+        held_by_job = ssn.cluster.job_map(ALLOCATED_MAP, lambda job: job.allocated, None)
+        shares = ssn.cluster.job_map(
+            SHARE_MAP, lambda job: dominant_share(job.allocated, total), ssn.total_resource
         )
-        job_allocated, job_shares = self.job_allocated, self.job_shares
-        for key, (allocated, share) in kept.values.items():
-            job_allocated[key] = allocated
-            job_shares[key] = share
+        self.job_allocated = dict(held_by_job.values)
+        self.job_shares = dict(shares.values)
         # The namespaces' sums are kept with the snapshot (``ClusterInfo.sums``).
         sums = ssn.cluster.sums(NAMESPACE_SUMS, by_namespace, held, 1)
         for namespace in sums.groups():

@@ -167,15 +167,16 @@ def task_reason(job: JobInfo, task: TaskInfo, job_message: str) -> tuple[str, st
     return status.value, job_message
 
 
-def fit_error(job: JobInfo, job_message: str = "") -> str:
-    """Volcano's JobInfo.FitError: task counts by status, why the pending ones wait, and the
-    fit error of the first pod (by name) that found no node."""
+def fit_error(job: JobInfo) -> str:
+    """Volcano's JobInfo.FitError: task counts by status, why the pending ones wait (the
+    reasons, which do not depend on the job's message), and the fit error of the first pod
+    (by name) that found no node."""
     counts = {s.value: len(bucket) for s, bucket in job.by_status.items() if bucket}
     counts["minAvailable"] = job.min_available
     message = f"{NOT_READY}, {_histogram(counts)}"
     reasons: dict[str, int] = {}
     for task in job.tasks_in(TaskStatus.PENDING):
-        reason, _ = task_reason(job, task, job_message)
+        reason, _ = task_reason(job, task, "")
         reasons[reason] = reasons.get(reason, 0) + 1
     if reasons:
         message += f"; Pending: {_histogram(reasons)}"
@@ -259,6 +260,7 @@ class GangPlugin:
                 ssn.job_conditions[job.key] = scheduled
                 continue
             job_message = ""
+            fit: str | None = None  # fit_error(job), once asked for
             job_is_ready = ready(job)
             invalid = None if job_is_ready else job_valid(job)
             gate = ssn.job_conditions.get(job.key) if job.phase in ("", "Pending") else None
@@ -282,9 +284,10 @@ class GangPlugin:
                     if t.last_transaction is not None
                     and t.last_transaction[0] in ALLOCATED_STATUSES
                 )
+                fit = fit_error(job)
                 job_message = (
                     f"{job.min_available - schedulable}/{len(job.tasks)} tasks in gang "
-                    f"unschedulable: {fit_error(job)}"
+                    f"unschedulable: {fit}"
                 )
                 ssn.note_wait(
                     job.key,
@@ -299,7 +302,7 @@ class GangPlugin:
                     message=job_message,
                 )
             ssn.job_conditions[job.key] = condition
-            unchanged = self._record(ssn, job, condition, job_message)
+            unchanged = self._record(ssn, job, condition, job_message, fit)
             if (
                 unchanged
                 and condition is scheduled
@@ -309,9 +312,15 @@ class GangPlugin:
                 ssn.settling.add(job.key)
 
     @staticmethod
-    def _record(ssn: Session, job: JobInfo, condition: PodGroupCondition, job_message: str) -> bool:
+    def _record(
+        ssn: Session,
+        job: JobInfo,
+        condition: PodGroupCondition,
+        job_message: str,
+        fit: str | None,
+    ) -> bool:
         """The job updater's event and the waiting pods' messages; whether the job's PodGroup
-        status stays as it is."""
+        status stays as it is. ``fit``: ``fit_error(job)`` when already built."""
         unchanged = False
         status = podgroup_status(job, condition)
         if status.phase in _UNSCHEDULABLE_PHASES:
@@ -323,7 +332,7 @@ class GangPlugin:
                 "Warning",
                 "Unschedulable",
                 f"{pending}/{len(job.tasks)} tasks in gang unschedulable: "
-                f"{fit_error(job, job_message)}",
+                f"{fit if fit is not None else fit_error(job)}",
             )
         else:
             current = job.podgroup.status if job.podgroup is not None else None
