@@ -554,7 +554,7 @@ def _in_place(job: JobInfo, pg: PodGroup, *, discarded: bool) -> None:
             task.fit_error = ""
     job.fit_errors.clear()
     for task in job.tasks.values():
-        task.last_transaction = None  # a discard's (none without one)
+        task.last_transaction = None  # a discard's, or a replayed turn's (actions.retry)
     if discarded:
         job.allocated = Resources.sum(
             t.resreq for t in job.tasks.values() if t.status in ALLOCATED_STATUSES

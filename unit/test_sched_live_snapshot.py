@@ -42,6 +42,7 @@ from caldera.api.volcano import (
     Queue,
     QueueSpec,
 )
+from scheduler.actions.retry import Retries
 from scheduler.api.types import ClusterInfo, JobInfo, NodeInfo, TaskInfo
 from scheduler.conf import parse_conf
 from scheduler.framework.runner import run_session
@@ -682,3 +683,103 @@ def test_pipelined_job_is_derived_again() -> None:
     cluster = cache.live_cluster(T0)
     assert cluster.jobs["ns/later"] is not later
     assert canonical(cluster) == canonical(cache.fresh_cluster(T0))
+
+
+def _gang_backlog(seed: int) -> Cache:
+    """Three 4-cpu nodes, n2 half taken by a running pod; a gang of three 3-cpu pods that
+    places two and then finds no node, every session, while n2 stays as it is."""
+    cache = Cache(random.Random(seed))  # noqa: S311 - seeded test data
+    cache.queues.items["default"] = Queue(
+        metadata=ObjectMeta(name="default"), spec=QueueSpec(weight=1)
+    )
+    cache.live.queue_changed(cache.queues.items["default"])
+    cache.put_pod(_running(_sized_pod(cache, "holder", "", "2"), "n2"))
+    cache.put_group("gang", queue="default", min_member=3, phase="Inqueue", cls="")
+    for i in range(3):
+        cache.put_pod(_sized_pod(cache, f"gang-{i}", "gang", "3"))
+    return cache
+
+
+def _running(pod: Pod, node: str) -> Pod:
+    return msgspec.structs.replace(
+        pod,
+        spec=msgspec.structs.replace(pod.spec, node_name=node),
+        status=PodStatus(phase="Running"),
+    )
+
+
+def test_replayed_failed_turns_decide_as_turns_run_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A gang that places two pods and finds no node for the third, session after session:
+    its turn is replayed while nothing it reads changed, and every session, replayed or not,
+    decides and reports exactly as sessions that run every turn (fit errors, pods'
+    messages, statuses, Events), while small pods land on the nodes (n2's reasons change, and
+    so the fit error; n0's and n1's scores), another queue's job shrinks the gang's queue's
+    share, the gang's minMember drops to two or the holder finishes (then the gang fits), at
+    random."""
+    replays: list[bool] = []
+    replay = Retries.replay
+
+    def counted(self: Retries, *args: Any) -> bool:
+        replays.append(replay(self, *args))
+        return replays[-1]
+
+    monkeypatch.setattr(Retries, "replay", counted)
+    for seed in range(16):
+        _replay_sequence(seed)
+    # Turns replayed (the plain side has no verdict memory: none there), and turns run.
+    assert sum(replays) > len(replays) // 4
+    assert not all(replays)
+
+
+def _replay_sequence(seed: int) -> None:
+    kept, plain = _gang_backlog(seed), _gang_backlog(seed)
+    rng = random.Random(seed)  # noqa: S311 - seeded test data
+    for step in range(12):
+        roll = rng.random()
+        for cache in (kept, plain):
+            if roll < 0.3:
+                node = ("n2", "n2", "n0", "n1")[step % 4]  # n0 and n1 keep fitting a gang pod
+                cache.put_pod(_running(_sized_pod(cache, f"small-{step}", "", "500m"), node))
+            elif roll < 0.4 and "ns/holder" in cache.pods.items:
+                cache.delete(cache.pods, "ns/holder")
+            elif roll < 0.45:
+                # The gang asks for two pods now (its tasks and nodes are as they were).
+                cache.put_group("gang", queue="default", min_member=2, phase="Inqueue", cls="")
+            elif roll < 0.5 and "ns/rival" not in cache.podgroups.items:
+                # A job of another queue, too big to fit: the queues' deserved shares change,
+                # and the gang's queue can take two of its pods, not three.
+                cache.put_group("rival", queue="q1", min_member=1, phase="Inqueue", cls="")
+                cache.put_pod(_sized_pod(cache, "rival-0", "rival", "6"))
+        now = T0 + dt.timedelta(seconds=step)
+        with_memory, without = kept.live_cluster(now), plain.live_cluster(now)
+        _forget(without)
+        kept_result, plain_result = kept.session(with_memory), plain.session(without)
+        assert _decisions(kept_result, with_memory) == _decisions(plain_result, without), (
+            f"seed {seed} step {step}"
+        )
+        kept.write_back(kept_result)
+        plain.write_back(plain_result)
+
+
+def test_turns_replay_only_with_a_memory_and_known_plugins() -> None:
+    """Replays need the live snapshot's verdict memory and a configuration of
+    ``REPLAY_PLUGINS``: a snapshot built afresh, or a plugin whose functions may read more
+    (sla reads the clock), makes every turn run."""
+    from scheduler.actions.placer import Placer
+
+    cache = _gang_backlog(0)
+    live = cache.live_cluster(T0)
+    assert Retries.of(Session(live, CONF.tiers), Placer(Session(live, CONF.tiers))) is not None
+    fresh = cache.fresh_cluster(T0)
+    assert Retries.of(Session(fresh, CONF.tiers), Placer(Session(fresh, CONF.tiers))) is None
+    with_sla = parse_conf(
+        """\
+actions: "enqueue, allocate"
+tiers:
+- plugins: [{name: priority}, {name: gang}, {name: sla}]
+""",
+        actions=ACTIONS.keys(),
+        plugins=PLUGINS.keys(),
+    )
+    ssn = Session(live, with_sla.tiers)
+    assert Retries.of(ssn, Placer(ssn)) is None

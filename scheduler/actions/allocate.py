@@ -25,7 +25,9 @@ one HyperNode instead (``scheduler.actions.topology``); a soft-mode job that fit
 is then placed as here.
 
 Speed: the best node comes from a ``scheduler.actions.placer.Placer``, which looks again only
-at the nodes that changed since a pod of the same class was placed.
+at the nodes that changed since a pod of the same class was placed; and on the live snapshot a
+gang's failed, discarded turn is remembered and replayed, not run again, while nothing it
+reads has changed (``scheduler.actions.retry``): the same pods, last placements and fit error.
 """
 
 from __future__ import annotations
@@ -38,8 +40,10 @@ from typing import TYPE_CHECKING, Any
 from caldera.api.volcano import PodGroupCondition
 from scheduler.actions.enqueue import INQUEUE, queue_rounds
 from scheduler.actions.placer import Placer, fit_error_histogram, fits_idle
+from scheduler.actions.retry import Retries
 from scheduler.actions.topology import job_constraint, place_in_hypernode
 from scheduler.api.types import PENDING_PHASES, JobInfo, QueueInfo, TaskInfo, TaskStatus
+from scheduler.api.verdicts import FailedTurn
 from scheduler.framework.statement import Statement
 
 if TYPE_CHECKING:
@@ -129,26 +133,47 @@ class AllocateAction:
         rule = job_constraint(ssn, job)
         if rule is not None and place_in_hypernode(ssn, placer, queue, job, tasks, rule):
             return False
+        # A gang's failed turn that nothing it reads has changed since is replayed, not run
+        # (scheduler.actions.retry).
+        retries = Retries.of(ssn, placer) if rule is None else None
+        if retries is not None and retries.replay(queue, job, tasks):
+            return False
+        record = retries.record(job, tasks) if retries is not None else None
+        failed: FailedTurn | None = None
         stmt = ssn.statement()
         again = False
         while tasks:
             task = tasks.popleft()
-            if task.status != TaskStatus.PENDING or not ssn.allocatable(queue, task):
+            if task.status != TaskStatus.PENDING:
+                continue
+            if not ssn.allocatable(queue, task):
+                if record is not None:
+                    record.passed_over(task)
                 continue
             name, cand = placer.best(task)
+            if record is not None:
+                record.looked(cand, ssn.nodes)
             if name is None:
                 message = fit_error_histogram(len(ssn.nodes), cand.reason_counts)
                 job.fit_errors[task.uid] = task.fit_error = message
+                failed = record.failed(task, cand) if record is not None else None
                 break
             if fits_idle(task.init_resreq, ssn.nodes[name]):
                 stmt.allocate(task, name)
             else:
                 stmt.pipeline(task, name)
+            if record is not None:
+                record.placed(task, name)
             if tasks and ssn.job_ready(job):
                 again = True
                 break
         if ssn.job_ready(job):
             stmt.commit()
+            failed = None
         elif not ssn.job_pipelined(job):
             discard(stmt)
+        else:
+            failed = None
+        if retries is not None:
+            retries.keep(job.key, failed)
         return again

@@ -18,6 +18,11 @@ one session, as they did before the memory existed.
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from scheduler.api.types import TaskStatus  # types imports this module
 
 # A class whose catching up would read more than this many logged changes per node is
 # forgotten instead (evaluating every node again costs no more than reading such a log).
@@ -103,11 +108,40 @@ class Candidates:
             self.heap.sort()
 
 
+@dataclass(frozen=True, slots=True)
+class TurnStep:
+    """One pod of a gang's failed turn in allocate, in task order: whether its queue could
+    take it, and where it went (``status`` Allocated or Pipelined; "" and None when it was
+    not placed: passed over, or, for the turn's last step, no node fit)."""
+
+    uid: str
+    allocatable: bool
+    node: str = ""
+    status: TaskStatus | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FailedTurn:
+    """A gang's turn in allocate that placed some of its pods, found no node for the next and
+    was discarded, with what it read (``scheduler.actions.retry``): the job's state, its
+    pods' class, the nodes that fitted at the start with their states and scores, the steps,
+    and the reasons those nodes gave once the turn had placed pods on them."""
+
+    job: object
+    cls: object
+    pods: tuple[object, ...]  # the waiting TaskInfos: the same objects are of the same class
+    start: dict[str, tuple[float, object]]
+    steps: tuple[TurnStep, ...]
+    tail: tuple[str, ...]
+
+
 class VerdictMemory:
     """Classes' verdicts carried from one session to the next (see the module docstring)."""
 
     def __init__(self) -> None:
         self.classes: dict[Hashable, Candidates] = {}
+        # Each waiting gang's last failed turn, by job key (``scheduler.actions.retry``).
+        self.failed_turns: dict[str, FailedTurn] = {}
         self.log: list[str] = []  # nodes changed between sessions, in order
         self.base = 0  # the absolute position of ``log[0]``
         self.session = 0  # bumped by ``begin``
@@ -124,6 +158,7 @@ class VerdictMemory:
         if self.tiers != tiers:
             self.tiers = tiers
             self.classes.clear()
+            self.failed_turns.clear()
         end = self.end
         limit = _LOG_SLACK * max(node_count, 64)
         for key in [k for k, cand in self.classes.items() if end - cand.between > limit]:

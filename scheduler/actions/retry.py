@@ -1,0 +1,218 @@
+"""A waiting gang's failed turn in allocate, replayed instead of run again when nothing it reads
+has changed since.
+
+A backlog of gangs that do not fit costs every session a turn per gang: allocate places the
+pods that fit, finds no node for the next one, finds the gang not ready and discards the
+statement (Volcano does the same every session). What such a turn leaves behind is only the
+placed pods' last placements (``TaskInfo.last_transaction``) and the fit error of the pod that
+found no node. On the live snapshot, a turn like that is remembered (``FailedTurn`` in the
+verdict memory), and the gang's next turn gives the same outcome without placing anything when
+everything the turn reads is as it was:
+
+- the job: the same pods, statuses and nodes, the same minAvailable and minTaskMember (gang's
+  readiness is a function of these), and all its waiting pods of one placer class, the class
+  recorded;
+- the nodes: the class's nodes that fit, brought up to date as the turn's first pod would
+  bring them, are the same nodes with the same scores and the same states. Every other node
+  did not fit then and does not now; placing pods only takes room, so it would not fit during
+  the turn either, and the pods would go where they went;
+- the queue: each pod is asked of the queue's plugins again (``Session.allocatable``) with the
+  earlier pods' allocation told to the plugins' handlers, as the statement tells them, and must
+  get the answer it got; the handlers are then told of the release, as a discard tells them.
+
+The fit error is then the class's current reasons (the nodes that did not fit) plus the reasons
+the fitting nodes gave once the turn's pods were on them, recorded with the turn. Only
+configurations of ``REPLAY_PLUGINS`` are replayed: their readiness, allocatable and handler
+functions read nothing but the job, the queue and what the handlers kept; any other plugin
+makes every turn run. ``unit/test_sched_live_snapshot.py`` compares sessions that replay with
+sessions that run every turn.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from scheduler.actions.placer import DEFAULT_PLUGINS, Placer, fit_error_histogram
+from scheduler.api.types import JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus
+from scheduler.api.verdicts import Candidates, FailedTurn, TurnStep, VerdictMemory
+
+if TYPE_CHECKING:
+    from scheduler.framework.session import Session
+
+# Plugins whose job readiness, queue allocatable and allocate handlers read only the job, the
+# queue and what the handlers kept (Volcano's default configuration and binpack).
+REPLAY_PLUGINS = DEFAULT_PLUGINS
+# A turn that started with more fitting nodes than this is not remembered (its check would
+# cost more than the turn saves).
+MAX_START_NODES = 64
+
+
+def job_state(job: JobInfo) -> object:
+    """What a turn reads of the job (its pods' classes are checked apart)."""
+    return (
+        frozenset((t.uid, t.status, t.node_name) for t in job.tasks.values()),
+        job.min_available,
+        tuple(sorted(job.min_task_member.items())),
+    )
+
+
+def node_state(node: NodeInfo) -> tuple[object, ...]:
+    """What a verdict about the node reads: its object, flags, resources (listed zeros
+    included) and the pods on it (compared by identity first, then by value)."""
+    return (
+        node.node,
+        node.ready,
+        node.unschedulable,
+        node.max_pods,
+        *(frozenset(r.items()) for r in (node.allocatable, node.used, node.releasing)),
+        frozenset(node.pipelined.items()),
+        sorted(((t.uid, t.status, t.pod) for t in node.tasks.values()), key=_uid),
+    )
+
+
+def _uid(entry: tuple[str, object, object]) -> str:
+    return entry[0]
+
+
+def _start(cand: Candidates, nodes: Mapping[str, NodeInfo]) -> dict[str, tuple[float, object]]:
+    return {name: (score, node_state(nodes[name])) for name, score in cand.scores.items()}
+
+
+class TurnRecord:
+    """What a turn read and did, noted as it runs (``allocate``), for ``Retries.keep``."""
+
+    __slots__ = ("cls", "job", "pods", "start", "steps", "usable")
+
+    def __init__(self, job: JobInfo, cls: object, pods: list[TaskInfo]) -> None:
+        self.job = job_state(job)
+        self.cls = cls
+        self.pods = tuple(pods)
+        self.start: dict[str, tuple[float, object]] | None = None
+        self.steps: list[TurnStep] = []
+        self.usable = True
+
+    def looked(self, cand: Candidates, nodes: Mapping[str, NodeInfo]) -> None:
+        """The placer's verdicts for a pod; the first time, the turn's start."""
+        if self.start is None:
+            if len(cand.scores) > MAX_START_NODES:
+                self.usable = False
+                self.start = {}
+            else:
+                self.start = _start(cand, nodes)
+
+    def passed_over(self, task: TaskInfo) -> None:
+        self.steps.append(TurnStep(task.uid, allocatable=False))
+
+    def placed(self, task: TaskInfo, node: str) -> None:
+        self.steps.append(TurnStep(task.uid, True, node, task.status))
+
+    def failed(self, task: TaskInfo, cand: Candidates) -> FailedTurn | None:
+        """The pod no node fits: the turn as remembered, None when it cannot be replayed
+        (a node that fitted at the start fits still: the failing pod is of another class)."""
+        self.steps.append(TurnStep(task.uid, allocatable=True))
+        if not self.usable or self.start is None:
+            return None
+        tail: list[str] = []
+        for name in self.start:
+            reasons = cand.reasons.get(name)
+            if reasons is None:
+                return None
+            tail.extend(reasons)
+        return FailedTurn(self.job, self.cls, self.pods, self.start, tuple(self.steps), tuple(tail))
+
+
+class Retries:
+    """The session's failed turns: remembered in the verdict memory, replayed when valid."""
+
+    def __init__(self, ssn: Session, placer: Placer, memory: VerdictMemory) -> None:
+        self.ssn = ssn
+        self.placer = placer
+        self.memory = memory
+
+    @staticmethod
+    def of(ssn: Session, placer: Placer) -> Retries | None:
+        """None when turns cannot be replayed here: no verdict memory (a snapshot built from
+        scratch), a placer over some nodes only, or a plugin outside ``REPLAY_PLUGINS``."""
+        memory = placer.memory
+        if memory is None or placer.per_task or not placer.reuse:
+            return None
+        configured = {opt.name for tier in ssn.tiers for opt in tier}
+        if not configured <= REPLAY_PLUGINS:
+            return None
+        return Retries(ssn, placer, memory)
+
+    def record(self, job: JobInfo, tasks: deque[TaskInfo]) -> TurnRecord | None:
+        """A record for the job's turn, when its waiting pods are of one class."""
+        pending = [t for t in tasks if t.status == TaskStatus.PENDING]
+        if not pending:
+            return None
+        cls = self.placer.class_key(pending[0])
+        if any(self.placer.class_key(t) != cls for t in pending[1:]):
+            return None
+        return TurnRecord(job, cls, pending)
+
+    def keep(self, key: str, turn: FailedTurn | None) -> None:
+        """Remember the job's failed turn (None: forget any)."""
+        turns = self.memory.failed_turns
+        if turn is None:
+            turns.pop(key, None)
+            return
+        turns[key] = turn
+        jobs = self.ssn.jobs
+        if len(turns) > 2 * len(jobs) + 64:
+            for gone in [k for k in turns if k not in jobs]:
+                del turns[gone]
+
+    def replay(self, queue: QueueInfo, job: JobInfo, tasks: deque[TaskInfo]) -> bool:
+        """Give the job's turn the outcome of its remembered failed one, when valid (see the
+        module docstring); False, with nothing changed, when the turn must run."""
+        turn = self.memory.failed_turns.get(job.key)
+        if turn is None or turn.job != job_state(job):
+            return False
+        pending = [t for t in tasks if t.status == TaskStatus.PENDING]
+        if len(pending) < len(turn.steps):
+            return False
+        same_pods = len(pending) == len(turn.pods) and all(
+            a is b for a, b in zip(pending, turn.pods, strict=True)
+        )
+        if not same_pods and any(self.placer.class_key(t) != turn.cls for t in pending):
+            return False
+        cand = self.placer.candidates(pending[0])
+        nodes = self.ssn.nodes
+        if cand.scores.keys() != turn.start.keys():
+            return False
+        for name, (score, state) in turn.start.items():
+            if cand.scores[name] != score or node_state(nodes[name]) != state:
+                return False
+        if not self._same_answers(queue, pending, turn):
+            return False
+        for step in turn.steps:
+            if step.node:
+                assert step.status is not None
+                job.tasks[step.uid].last_transaction = (step.status, step.node)
+        counts = dict(cand.reason_counts)
+        for reason in turn.tail:
+            counts[reason] = counts.get(reason, 0) + 1
+        failing = job.tasks[turn.steps[-1].uid]
+        message = fit_error_histogram(len(nodes), counts)
+        job.fit_errors[failing.uid] = failing.fit_error = message
+        return True
+
+    def _same_answers(self, queue: QueueInfo, pending: list[TaskInfo], turn: FailedTurn) -> bool:
+        """Whether the queue's plugins answer each step as they did, told of the earlier
+        steps' allocations as the statement tells them; told of the releases after."""
+        ssn = self.ssn
+        told: list[TaskInfo] = []
+        same = True
+        for task, step in zip(pending, turn.steps, strict=False):
+            if task.uid != step.uid or ssn.allocatable(queue, task) != step.allocatable:
+                same = False
+                break
+            if step.node:
+                ssn.notify_allocate(task)
+                told.append(task)
+        for task in reversed(told):
+            ssn.notify_deallocate(task)
+        return same
