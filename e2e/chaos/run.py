@@ -126,6 +126,8 @@ class Report:
     gang_violations: list[tuple[str, float, int]] = field(default_factory=list)
     # (from, to) on the run's clock: no scheduler acting, or the API server restarting
     outages: list[tuple[float, float]] = field(default_factory=list)
+    # gangs short for the window of wall time, outages included: told, not judged
+    gangs_late_by_wall: list[tuple[str, float, int]] = field(default_factory=list)
     restarts: dict[str, list[float]] = field(default_factory=dict)
     acting: dict[str, list[float]] = field(default_factory=dict)
     failovers: dict[str, list[float]] = field(default_factory=dict)
@@ -267,7 +269,8 @@ class Report:
             f"scheduling paused {sum(b - a for a, b in self.outages):.1f} s in "
             f"{len(self.outages)} outage(s), the longest "
             f"{max((b - a for a, b in self.outages), default=0.0):.1f} s "
-            "(the gang window does not count them)",
+            "(the gang window does not count them; gangs short for as long in wall time: "
+            f"{self.gangs_late_by_wall[:5]})",
         ]
         out += [f"  {line}" for line in self.wrong_detail[:40]]
         for title, items in (
@@ -846,6 +849,9 @@ class ChaosRun:
             self.ledger.of_job(),
             {p.name: p.min_available for p in self.plans},
             outages=self.report.outages,
+        )
+        self.report.gangs_late_by_wall = gang_violations(
+            self.ledger.of_job(), {p.name: p.min_available for p in self.plans}
         )
         self.report.restarts, self.report.acting = fleet.restarts, fleet.acting
         self.report.failovers, self.report.crashes, self.report.kills = (
