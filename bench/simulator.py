@@ -135,6 +135,8 @@ def report(rows: list[Measured], smoke: bool) -> None:
         " wall when the machine is shared; core: the scheduler's snapshot and sessions, wall;"
         " read: decoding and admitting the trace)"
     )
+    for m in rows:
+        print(f"backlog {m.jobs:,} jobs: {backlog(m.run)}")
     whole = [m for m in rows if not m.cut]
     for small, large in itertools.pairwise(whole):
         slope = (large.wall - small.wall) / (large.jobs - small.jobs) * 1000
@@ -163,6 +165,21 @@ def report(rows: list[Measured], smoke: bool) -> None:
                 f"note: {m.unfinished} of {m.jobs:,} jobs never finished (the scheduler left them "
                 f"waiting; most frequent reasons: {', '.join(r for r, _ in reasons)})"
             )
+
+
+def backlog(run: RunResult) -> str:
+    """The jobs waiting (arrived, not started) at each simulated hour, summed up: a session
+    retries every waiting gang, so a backlog that grows with the trace makes the cost per job
+    grow too (the slope)."""
+    hours = range(int(run.end // 3600) + 1)
+    counts = run.waiting([3600.0 * h for h in hours])
+    peak = max(range(len(counts)), key=counts.__getitem__)
+    quarters = [counts[len(counts) * q // 4] for q in (1, 2, 3)]
+    return (
+        f"jobs waiting at each simulated hour: mean {sum(counts) / len(counts):.1f}, peak "
+        f"{counts[peak]} at hour {peak}; at a quarter, half and three quarters of the run: "
+        f"{', '.join(map(str, quarters))}"
+    )
 
 
 def goal(rows: list[Measured]) -> None:

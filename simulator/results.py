@@ -4,6 +4,7 @@ why pods waited, as msgspec Structs that encode to the JSON ``caldera simulate -
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Iterable, Sequence
 
@@ -137,6 +138,20 @@ class RunResult(msgspec.Struct, kw_only=True):
             if job.job == name or job.job.endswith(f"/{name}"):
                 return job
         raise KeyError(name)
+
+    def waiting(self, times: Sequence[float]) -> list[int]:
+        """The jobs waiting at each of ``times``: arrived, and not yet started (nor finished
+        or deleted without starting): the backlog a session works through."""
+        arrived = sorted(job.arrival for job in self.jobs)
+        left = sorted(_left_waiting(job) for job in self.jobs)
+        return [bisect.bisect_right(arrived, t) - bisect.bisect_right(left, t) for t in times]
+
+
+def _left_waiting(job: JobResult) -> float:
+    for when in (job.started, job.finished, job.deleted):
+        if when is not None:
+            return when
+    return math.inf
 
 
 class Report(msgspec.Struct, kw_only=True):

@@ -16,7 +16,7 @@ from caldera.api.volcano import JobStatus
 from controllers.job.pods import build_podgroup, priority_lookup
 from simulator.baselines import Mode
 from simulator.engine import Limits, Simulation
-from simulator.results import Report, RunResult, to_json
+from simulator.results import JobResult, Report, RunResult, Series, to_json
 from unit.sim_fixtures import conf, entry, job, run, scenario, task
 
 ONE_NODE: dict[str, Any] = {"nodes": [{"name": "node", "resources": {"cpu": "4"}}]}
@@ -241,6 +241,28 @@ def test_utilisation_follows_what_pods_hold() -> None:
     assert series.at(101.9, "cpu") == 0.5
     assert series.at(102.0, "cpu") == 0.0
     assert result.capacity["cpu"] == Resources.from_list({"cpu": "4"}).get("cpu") / 1000
+
+
+def test_waiting_counts_jobs_arrived_and_not_yet_started() -> None:
+    jobs = [
+        JobResult(job="ns/a", queue="q", arrival=0.0, started=5.0, finished=9.0),
+        JobResult(job="ns/b", queue="q", arrival=2.0, finished=3.0),  # ended without starting
+        JobResult(job="ns/c", queue="q", arrival=4.0),  # never started
+    ]
+    result = RunResult(
+        mode="m",
+        label="m",
+        jobs=jobs,
+        utilisation=Series(),
+        queues={},
+        unschedulable={},
+        capacity={},
+    )
+    assert result.waiting([0.0, 2.0, 3.0, 4.0, 5.0, 100.0]) == [1, 2, 1, 2, 1, 1]
+    ran = run(scenario(entry(job("j", task("worker", 2)), runTime=100)))
+    started = ran.job("j").started
+    assert started is not None
+    assert ran.waiting([0.0, started - 0.01, started]) == [1, 1, 0]
 
 
 def test_desired_podgroup_is_built_again_only_when_what_it_reads_changes() -> None:
