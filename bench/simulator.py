@@ -7,6 +7,7 @@ jobs per wall second, at several trace sizes, and the cost per 1,000 jobs betwee
     .venv/bin/python bench/simulator.py --sizes 10000 --profile   # and where the time goes
     .venv/bin/python bench/simulator.py --sizes 100000 --hours 2  # the week's first 2 hours
     .venv/bin/python bench/simulator.py --period 10               # sessions every 10 s, not 1 s
+    .venv/bin/python bench/simulator.py --load 0.5                # half the GPUs asked for, not 70%
 
 The trace is ``simulator.synthetic``'s (seeded): 20 jobs per node per week, so 100,000 jobs on
 5,000 nodes are a week, and N jobs are N/100,000 of one; gangs and elastic GPU jobs, 70% of the
@@ -49,10 +50,11 @@ from scheduler.registry import REGISTRY  # noqa: E402
 from simulator.engine import Limits, Simulation  # noqa: E402
 from simulator.results import RunResult  # noqa: E402
 from simulator.spec import Scenario, parse_cluster, parse_trace  # noqa: E402
-from simulator.synthetic import WEEK, cluster_document, trace_document  # noqa: E402
+from simulator.synthetic import LOAD, WEEK, cluster_document, trace_document  # noqa: E402
 
 GOAL_SECONDS: Final = 600.0  # a week of 100,000 jobs on 5,000 nodes
 GOAL_JOBS: Final = 100_000
+GOAL_LOAD: Final = LOAD  # the share of the GPUs the goal's trace asks for
 
 
 def machine() -> str:
@@ -79,13 +81,13 @@ class Measured:
 
 
 def measure(
-    jobs: int, nodes: int, *, profile: bool, hours: float | None, period: float
+    jobs: int, nodes: int, *, profile: bool, hours: float | None, period: float, load: float
 ) -> Measured:
     started = time.perf_counter()
     document = cluster_document(nodes) | {"timing": {"schedulePeriod": period}}
     cluster = parse_cluster(document, source="synthetic cluster")
     submissions = parse_trace(
-        trace_document(jobs, nodes),
+        trace_document(jobs, nodes, load=load),
         source="synthetic trace",
         queues=cluster.queues,
         read=lambda name: {},
@@ -117,7 +119,7 @@ def measure(
 GOAL_NODES: Final = 5000
 
 
-def report(rows: list[Measured], smoke: bool) -> None:
+def report(rows: list[Measured], smoke: bool, load: float) -> None:
     print(
         f"{'jobs':>8}{'nodes':>7}{'simulated':>11}{'wall s':>9}{'cpu s':>9}{'core s':>9}"
         f"{'sessions':>10}{'ms/session':>11}{'sim s/wall s':>14}{'jobs/wall s':>12}{'read s':>8}"
@@ -151,7 +153,12 @@ def report(rows: list[Measured], smoke: bool) -> None:
             f"{' (cut)' if m.cut else f' for the {m.jobs:,} jobs'};"
             f" the simulator {m.wall:.1f} s ({m.span / m.wall:,.0f}x real time)"
         )
-    if smoke:
+    if load != GOAL_LOAD:
+        print(
+            f"goal: not judged (the trace asks for {load:.0%} of the GPUs; the goal's, "
+            f"{GOAL_LOAD:.0%})"
+        )
+    elif smoke:
         print(
             f"(goal: {GOAL_JOBS:,} jobs, a week on {GOAL_NODES:,} nodes,"
             f" in <= {GOAL_SECONDS:.0f} s; not judged at smoke size)"
@@ -225,17 +232,30 @@ def main() -> int:
     parser.add_argument(
         "--period", type=float, default=1.0, help="the schedule period, s (default 1, Volcano's)"
     )
+    parser.add_argument(
+        "--load",
+        type=float,
+        default=GOAL_LOAD,
+        help="the share of the cluster's GPUs the trace asks for (default 0.7, the goal's)",
+    )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s] or (
         [50, 100] if args.smoke else [10_000, 50_000, 100_000]
     )
     nodes = args.nodes or (10 if args.smoke else 5000)
     print(machine())
-    print(f"schedule period {args.period:g} s")
+    print(f"schedule period {args.period:g} s; GPUs asked for: {args.load:.0%} of the cluster's")
     rows = []
     for jobs in sizes:
         rows.append(
-            measure(jobs, nodes, profile=args.profile, hours=args.hours or None, period=args.period)
+            measure(
+                jobs,
+                nodes,
+                profile=args.profile,
+                hours=args.hours or None,
+                period=args.period,
+                load=args.load,
+            )
         )
         if len(sizes) > 1:  # a whole run can take an hour: each size's figures as they come
             m = rows[-1]
@@ -244,7 +264,7 @@ def main() -> int:
                 f" ({m.cpu:.1f} CPU s, {m.run.sessions:,} sessions)",
                 flush=True,
             )
-    report(rows, args.smoke)
+    report(rows, args.smoke, args.load)
     return 0
 
 

@@ -25,6 +25,7 @@ from typing import Any
 
 WEEK = 7 * 24 * 3600.0
 JOBS_PER_NODE_WEEK = 20.0
+LOAD = 0.7  # the share of the cluster's GPUs the jobs ask for, by default
 QUEUES = (("research", 4), ("training", 3), ("inference", 2), ("adhoc", 1))
 GPU_NODE = {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "8"}
 CPU_NODE = {"cpu": "64", "memory": "256Gi"}
@@ -98,7 +99,7 @@ def _kind(
     return _job(name, queue, 4, _task("worker", pods, requests)), float(pods), 3600.0
 
 
-def trace_document(jobs: int, nodes: int, *, seed: int = 1, load: float = 0.7) -> dict[str, Any]:
+def trace_document(jobs: int, nodes: int, *, seed: int = 1, load: float = LOAD) -> dict[str, Any]:
     """``jobs`` Jobs for a cluster of ``nodes`` (see the module docstring)."""
     rng = random.Random(seed)  # noqa: S311 - a reproducible trace, not a secret
     rate = JOBS_PER_NODE_WEEK * nodes / WEEK  # arrivals per second
