@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import secrets
 import shutil
 import socket
 import ssl
@@ -92,10 +93,30 @@ def run_kubectl(kubeconfig: Path, *args: str, input: str | None = None) -> str:
 
 
 def free_port() -> int:
+    """A port free now, below the kernel's ephemeral range: a port the kernel picks for
+    ``bind(0)`` comes from that range, where outgoing connections (thousands in a test run)
+    can take it before the process it is meant for binds it; below it only another
+    ``free_port`` can, one chance in thousands."""
+    low = min(_ephemeral_start(), 32768)
+    for _ in range(100 if low > 21000 else 0):
+        port = 20000 + secrets.randbelow(low - 20000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+        chosen: int = s.getsockname()[1]
+        return chosen
+
+
+def _ephemeral_start() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 @dataclass
