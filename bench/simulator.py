@@ -236,7 +236,7 @@ def main() -> int:
         "--load",
         type=float,
         default=GOAL_LOAD,
-        help="the share of the cluster's GPUs the trace asks for (default 0.7, the goal's)",
+        help=f"share of the cluster's GPUs the trace asks for (default {GOAL_LOAD:g}, the goal's)",
     )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s] or (

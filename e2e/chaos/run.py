@@ -563,10 +563,8 @@ class ChaosRun:
         until ``stop``: the gang check's clock does not run in them."""
         down_since: float | None = None
         while not stop.is_set():
-            up = not self.apiserver_restarting and await asyncio.to_thread(
-                fleet.any_acting, "scheduler"
-            )
-            up = up and not self.apiserver_restarting  # it may have begun meanwhile
+            acting = await asyncio.to_thread(fleet.any_acting, "scheduler")
+            up = acting and not self.apiserver_restarting  # read after: it may have begun
             if not up and down_since is None:
                 down_since = self.now()
             elif up and down_since is not None:
@@ -845,14 +843,9 @@ class ChaosRun:
         self.report.wrong = wrong_jobs(self.plans, self.final)
         self.report.duplicates = duplicates(self.ledger.lives.values())
         self.report.pods_seen = len(self.ledger.lives)
-        self.report.gang_violations = gang_violations(
-            self.ledger.of_job(),
-            {p.name: p.min_available for p in self.plans},
-            outages=self.report.outages,
-        )
-        self.report.gangs_late_by_wall = gang_violations(
-            self.ledger.of_job(), {p.name: p.min_available for p in self.plans}
-        )
+        by_job, need = self.ledger.of_job(), {p.name: p.min_available for p in self.plans}
+        self.report.gang_violations = gang_violations(by_job, need, outages=self.report.outages)
+        self.report.gangs_late_by_wall = gang_violations(by_job, need)
         self.report.restarts, self.report.acting = fleet.restarts, fleet.acting
         self.report.failovers, self.report.crashes, self.report.kills = (
             fleet.failovers,

@@ -97,9 +97,10 @@ def free_port() -> int:
     ``bind(0)`` comes from that range, where outgoing connections (thousands in a test run)
     can take it before the process it is meant for binds it; below it only another
     ``free_port`` can, one chance in thousands."""
-    low = min(_ephemeral_start(), 32768)
-    for _ in range(100 if low > 21000 else 0):
-        port = 20000 + secrets.randbelow(low - 20000)
+    span = min(_ephemeral_start(), 32768) - 20000
+    tries = 100 if span > 1000 else 0  # a kernel whose range starts low: bind(0) as before
+    for _ in range(tries):
+        port = 20000 + secrets.randbelow(span)
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
