@@ -108,6 +108,7 @@ class World:
         # PodGroup keys by the uid of an owner (a Job deleted takes its PodGroups with it).
         self._owned_groups: dict[str, dict[str, None]] = {}
         self._serial = 0
+        self._stamp_at, self._stamp = -1.0, ""  # ``timestamp``'s last instant and its text
         self._job_serial: dict[str, int] = {}
         for node in nodes:
             self.nodes.items[node.metadata.name] = node
@@ -126,8 +127,11 @@ class World:
         return self._serial
 
     def timestamp(self) -> str:
-        """The current virtual time as the API server writes it (whole seconds)."""
-        return format_time(self.datetime())
+        """The current virtual time as the API server writes it (whole seconds); formatted
+        once per instant (an instant's events stamp many objects)."""
+        if self._stamp_at != self.now:
+            self._stamp_at, self._stamp = self.now, format_time(self.datetime())
+        return self._stamp
 
     def datetime(self) -> dt.datetime:
         return T0 + dt.timedelta(seconds=self.now)

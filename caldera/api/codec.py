@@ -23,6 +23,7 @@ __all__ = [
     "ObjectDecoder",
     "UndecodableError",
     "WatchEventDecoder",
+    "copy_json",
     "drop_nulls",
     "encode",
 ]
@@ -41,6 +42,16 @@ def drop_nulls(value: Any) -> Any:
         return {k: drop_nulls(v) for k, v in value.items() if v is not None}
     if isinstance(value, list):
         return [drop_nulls(v) for v in value if v is not None]
+    return value
+
+
+def copy_json(value: Any) -> Any:
+    """A deep copy of decoded JSON: objects and arrays copied, the immutable leaves shared
+    (several times faster than ``copy.deepcopy``, which a pod per replica paid for)."""
+    if isinstance(value, dict):
+        return {k: copy_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [copy_json(v) for v in value]
     return value
 
 

@@ -241,10 +241,10 @@ def on_pod_update(
             if done >= task_replicas:
                 event = Event.TASK_COMPLETED
     elif phase in (PodPhase.RUNNING, PodPhase.PENDING):
-        if task_failed(_with(task_pods, new), task_max_retry):
-            event = Event.TASK_FAILED
-        if before != phase:
+        if before != phase:  # the transition's event wins: TaskFailed is not asked
             event = Event.POD_RUNNING if phase == PodPhase.RUNNING else Event.POD_PENDING
+        elif task_failed(_with(task_pods, new), task_max_retry):
+            event = Event.TASK_FAILED
     return _pod_request(new, event, exit_code)
 
 

@@ -9,7 +9,6 @@ Pods are plain dicts built from the task's pod template, which is passed on whol
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import re
 from collections.abc import Callable, Mapping
@@ -19,6 +18,7 @@ from typing import Any
 import msgspec
 
 from caldera.api import volcano as v
+from caldera.api.codec import copy_json
 from caldera.api.jobspec import pod_name
 from caldera.api.kinds import JOB, controller_reference
 from caldera.api.meta import ObjectMeta, OwnerReference, ResourceList
@@ -88,7 +88,7 @@ def build_pod(job: Job, task: TaskSpec, index: int) -> PodPlan:
     where the template names none; job-level volumes mounted in every container; one PVC per
     volumeClaimTemplate unless the template already has a volume of that name.
     """
-    template = copy.deepcopy(job_template(task))
+    template = copy_json(job_template(task))
     meta: dict[str, Any] = template.get("metadata") or {}
     spec: dict[str, Any] = template.get("spec") or {}
     job_name, namespace = job.metadata.name, job.metadata.namespace
@@ -205,7 +205,7 @@ def build_template_pvc(
             "annotations": dict(template.metadata.annotations),
             "ownerReferences": [owner_dict(job)],
         },
-        "spec": copy.deepcopy(template.spec),
+        "spec": copy_json(template.spec),
     }
 
 
