@@ -314,3 +314,58 @@ def test_queue_allocation_adds_up_to_parents() -> None:
     alloc = queue_allocation(Session(cluster, []))
     one = Resources.from_list({"cpu": "1"})
     assert alloc["default"] == alloc["team"] == alloc["root"] == one
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 2), st.integers(1, 3), st.integers(0, 3), st.integers(0, 2)),
+        min_size=1,
+        max_size=10,
+    ),
+    st.booleans(),
+)
+def test_job_order_keys_sort_as_the_plugins_order_functions(
+    specs: list[tuple[int, int, int, int]], sla: bool
+) -> None:
+    """priority, gang, drf (and sla) give job order keys: jobs sort by them exactly as the
+    order functions compared at each comparison sort them."""
+    from scheduler.framework.plugin import Arguments
+    from scheduler.registry import REGISTRY
+
+    cluster = _cluster(jobs={}, node_cpu="100")
+    for index, (priority, size, running, minute) in enumerate(specs):
+        job = JobInfo(
+            key=f"ns/j{index}",
+            namespace="ns",
+            name=f"j{index}",
+            queue="default",
+            priority=priority,
+            min_available=size,
+            min_task_member={},
+            min_resources=Resources(),
+            creation=T0 + dt.timedelta(minutes=minute),
+        )
+        for i in range(size + 1):
+            placed = i < running
+            job.add_task(
+                _task(
+                    f"j{index}",
+                    i,
+                    cpu=str(1 + index % 2),
+                    status=TaskStatus.RUNNING if placed else TaskStatus.PENDING,
+                    node="n0" if placed else "",
+                )
+            )
+            if placed:
+                cluster.nodes["n0"].add_task(job.tasks[f"j{index}-{i}"])
+        cluster.jobs[job.key] = job
+    names = ["priority", "gang", "drf"] + (["sla"] if sla else [])
+    arguments = {"sla": {"sla-waiting-time": "5m"}}
+    tiers = [[PluginOption(name) for name in names]]
+    ssn = Session(cluster, tiers)
+    for name in names:
+        REGISTRY.plugins[name](Arguments(name, arguments.get(name, {}))).on_session_open(ssn)
+    jobs = list(ssn.jobs.values())
+    keyed = [j.key for j in sorted(jobs, key=ssn.job_order_key())]
+    assert keyed == [j.key for j in sorted(jobs, key=ssn.job_order_compare_key())]
+    assert isinstance(ssn.job_order_key()(jobs[0]), tuple)  # the keys, not the functions

@@ -258,8 +258,13 @@ class Session:
         if option.enabled(switch):
             self._fns.setdefault(kind, []).append(_Registered(tier, plugin, fn, screen, key))
 
-    def add_job_order_fn(self, plugin: str, fn: OrderFn[JobInfo]) -> None:
-        self._add("job_order", "enableJobOrder", plugin, fn)
+    def add_job_order_fn(
+        self, plugin: str, fn: OrderFn[JobInfo], *, key: Callable[[JobInfo], Any] | None = None
+    ) -> None:
+        """``key``, when given, must sort as ``fn`` orders and read only what changes with the
+        job itself (its tasks, its own share): ``job_order_key`` then takes each job's key once,
+        when the job enters a sort or a heap, instead of calling ``fn`` per comparison."""
+        self._add("job_order", "enableJobOrder", plugin, fn, key=key)
 
     def add_queue_order_fn(self, plugin: str, fn: OrderFn[QueueInfo]) -> None:
         self._add("queue_order", "enableQueueOrder", plugin, fn)
@@ -341,7 +346,22 @@ class Session:
         return 0
 
     def job_order_key(self) -> Callable[[JobInfo], Any]:
-        """A sort key putting jobs in the session's job order."""
+        """A sort key putting jobs in the session's job order.
+
+        With keys for every job order function, a tuple (the plugins' keys, creation, key).
+        It is taken when a job enters a heap, where comparing calls the functions at each
+        comparison: the same order, since a job's key changes only when the job itself does,
+        and the actions change only the job whose turn it is, out of the heap (allocate,
+        enqueue). Otherwise, the functions compared at comparison time, as Volcano's
+        priority queues do."""
+        keys = [reg.key for reg in self._registered("job_order")]
+        if all(key is not None for key in keys):
+            funcs = [key for key in keys if key is not None]
+            return lambda job: (*[key(job) for key in funcs], job.creation, job.key)
+        return self.job_order_compare_key()
+
+    def job_order_compare_key(self) -> Callable[[JobInfo], Any]:
+        """``job_order_key`` comparing with the job order functions at each comparison."""
 
         def compare(a: JobInfo, b: JobInfo) -> int:
             answer = self._order("job_order", a, b)

@@ -132,7 +132,10 @@ class DrfPlugin:
             allocated = sums.total(namespace)
             self.namespace_allocated[namespace] = allocated
             self.namespace_shares[namespace] = self.share(allocated)
-        ssn.add_job_order_fn(self.name, self.job_order)
+        # With namespace fairness, allocating to one job moves its namespace's other jobs
+        # too: no key (``Session.add_job_order_fn``), the order is compared each time.
+        share_key = None if self.namespace_fairness else self.job_share
+        ssn.add_job_order_fn(self.name, self.job_order, key=share_key)
         ssn.add_preemptable_fn(self.name, self.preemptable)
         ssn.add_allocate_handler(self.name, self._on_allocate, self._on_deallocate)
 
@@ -142,6 +145,9 @@ class DrfPlugin:
         ssn.result.namespace_share.update(self.namespace_shares)
 
     # ---- callbacks ----------------------------------------------------------------------------
+
+    def job_share(self, job: JobInfo) -> float:
+        return self.job_shares.get(job.key, 0.0)
 
     def job_order(self, left: JobInfo, right: JobInfo) -> int:
         """Lower weighted namespace share first (when enabled), then lower job share first."""

@@ -238,7 +238,7 @@ class GangPlugin:
         ssn.add_job_valid_fn(self.name, job_valid)
         ssn.add_job_ready_fn(self.name, ready_fn)
         ssn.add_job_pipelined_fn(self.name, job_pipelined)
-        ssn.add_job_order_fn(self.name, job_order)
+        ssn.add_job_order_fn(self.name, job_order, key=ready)  # not ready (False) first
         ssn.add_job_starving_fn(self.name, starving)
         ssn.add_preemptable_fn(self.name, victims, has_spare)
         ssn.add_reclaimable_fn(self.name, victims, has_spare)

@@ -66,7 +66,7 @@ class PriorityPlugin:
         def starving(job: JobInfo) -> int:
             return 1 if job.is_starving() else -1
 
-        ssn.add_job_order_fn(self.name, job_order)
+        ssn.add_job_order_fn(self.name, job_order, key=lambda job: -job.priority)
         ssn.add_task_order_fn(self.name, task_order, key=lambda task: -task.priority)
         ssn.add_preemptable_fn(self.name, preemptable, may_give)
         ssn.add_job_starving_fn(self.name, starving)

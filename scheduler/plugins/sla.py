@@ -101,7 +101,11 @@ class SlaPlugin:
                 return 0
             return 1
 
-        ssn.add_job_order_fn(self.name, job_order)
+        def due_key(job: JobInfo) -> tuple[bool, dt.datetime | None]:
+            due = self.deadline(job)
+            return (due is None, due)  # a job with a deadline first, the earliest first
+
+        ssn.add_job_order_fn(self.name, job_order, key=due_key)
         ssn.add_job_enqueueable_fn(self.name, overdue)
         ssn.add_job_pipelined_fn(self.name, overdue)
 
