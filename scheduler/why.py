@@ -167,8 +167,11 @@ def message_reasons(message: str) -> list[str]:
 def unschedulable_reasons(messages: Iterable[str]) -> dict[str, int]:
     """Pods by reason: a pod counts once under every reason its message names (as
     kube-scheduler's unschedulable_pods counts a pod under every plugin that rejected it)."""
-    counts: dict[str, int] = {}
+    pods: dict[str, int] = {}  # many pods share a message: each is parsed once
     for message in messages:
+        pods[message] = pods.get(message, 0) + 1
+    counts: dict[str, int] = {}
+    for message, n in pods.items():
         for reason in dict.fromkeys(message_reasons(message)):
-            counts[reason] = counts.get(reason, 0) + 1
+            counts[reason] = counts.get(reason, 0) + n
     return counts

@@ -57,6 +57,27 @@ def run(
     return ssn
 
 
+def test_a_session_told_not_to_explain_composes_no_record() -> None:
+    """``Session.explain`` off (the simulator): the same decisions and statuses, no records."""
+
+    def cluster() -> ClusterInfo:
+        big = make_job("big", 3, min_resources={"cpu": "3"}, phase="Inqueue")
+        return make_cluster([make_node("n0", "2", "8Gi")], [big], [])
+
+    conf = SchedulerConf(
+        actions=("enqueue", "allocate", "backfill"),
+        tiers=tuple(tuple(PluginOption(p) for p in tier) for tier in DEFAULT_PLUGINS),
+    )
+    told = run(cluster())
+    quiet = Session(cluster(), conf.tiers)
+    quiet.explain = False
+    run_session(quiet, conf, REGISTRY)
+    assert told.result.podgroup_why  # the job waits: explained when asked
+    assert not quiet.result.podgroup_why
+    assert quiet.result.podgroup_status == told.result.podgroup_status
+    assert quiet.result.unschedulable == told.result.unschedulable
+
+
 def test_queue_quota_says_what_must_free_up() -> None:
     """A queue capped at 8 cpu with 6 allocated and a 4-cpu job inqueue: a job needing 6 cpu
     waits at the gate, and the record says by how much."""
@@ -255,6 +276,11 @@ def test_reasons_are_counted_per_pod_without_values() -> None:
         "Insufficient nvidia.com/gpu": 2,
         "gang": 1,
         "other": 1,
+    }
+    # A message many pods share counts once per pod.
+    assert unschedulable_reasons([messages[1], messages[0], messages[1]]) == {
+        "Insufficient nvidia.com/gpu": 3,
+        "node(s) had untolerated taint": 1,
     }
 
 

@@ -102,11 +102,13 @@ def run_session(session: Session, conf: SchedulerConf, registry: Registry) -> Se
                 job.remember(_STATUS, (job.podgroup, condition_key(condition), phase))
         if phase in UNREADY_PHASES:
             session.result.unready_jobs.append(key)
-        found = wait_record(job, notes.get(key, ()), session.now)
-        record, held = publish(job, found, session.now)
-        if record is not None:
-            session.result.podgroup_why[key] = record
-        session.result.why_deferred += held
+        found, record, held = None, None, 0
+        if session.explain:
+            found = wait_record(job, notes.get(key, ()), session.now)
+            record, held = publish(job, found, session.now)
+            if record is not None:
+                session.result.podgroup_why[key] = record
+            session.result.why_deferred += held
         if (
             unchanged
             and key in session.settling

@@ -194,6 +194,9 @@ class Session:
         # What plugins and actions found about why a job waits: (stage, text) by job key,
         # stage a caldera.api.why.WaitStage or DETAIL (scheduler.why composes the record).
         self.wait_notes: dict[str, list[tuple[str, str]]] = {}
+        # Whether the session's close composes the wait records (``scheduler.why``): the
+        # simulator, which writes none, turns it off.
+        self.explain = True
         # The actions of this session's configuration (allocate enqueues by itself when
         # "enqueue" is not among them).
         self.configured_actions: tuple[str, ...] = ()
