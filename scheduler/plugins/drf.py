@@ -76,6 +76,7 @@ class DrfPlugin:
         self.total = Resources()
         self.job_allocated: dict[str, Resources] = {}
         self.job_shares: dict[str, float] = {}
+        self._own_maps = True  # whether the two maps above are this session's own copies
         self.namespace_allocated: dict[str, Resources] = {}
         self.namespace_shares: dict[str, float] = {}
         self.namespace_weights: dict[str, int] = {}
@@ -95,6 +96,9 @@ class DrfPlugin:
     def _change(self, task: TaskInfo, delta: Resources, sign: int) -> None:
         job = task.job
         amount = delta if sign > 0 else Resources() - delta
+        if not self._own_maps:  # the snapshot's maps until the first change (see open)
+            self.job_allocated, self.job_shares = dict(self.job_allocated), dict(self.job_shares)
+            self._own_maps = True
         allocated = self.job_allocated.get(job, Resources()) + amount
         self.job_allocated[job] = allocated
         self.job_shares[job] = self.share(allocated)
@@ -118,14 +122,15 @@ class DrfPlugin:
         # Each job's allocation and share are kept with the snapshot, derived again only for
         # the jobs that changed since the last session, and for every job when the cluster's
         # total changed (the live snapshot keeps the total's object while it is the same).
-        # Two maps, so that the session's own copies are plain dict copies.
+        # Two maps, read in place and copied (plain dict copies) on the session's first change.
         total = self.total
         held_by_job = ssn.cluster.job_map(ALLOCATED_MAP, lambda job: job.allocated, None)
         shares = ssn.cluster.job_map(
             SHARE_MAP, lambda job: dominant_share(job.allocated, total), ssn.total_resource
         )
-        self.job_allocated = dict(held_by_job.values)
-        self.job_shares = dict(shares.values)
+        self.job_allocated = held_by_job.values
+        self.job_shares = shares.values
+        self._own_maps = False
         # The namespaces' sums are kept with the snapshot (``ClusterInfo.sums``).
         sums = ssn.cluster.sums(NAMESPACE_SUMS, by_namespace, held, 1)
         for namespace in sums.groups():
