@@ -166,7 +166,7 @@ class SessionResult:
         self.evictions.append(Evict(task, reason))
 
 
-@dataclass
+@dataclass(slots=True)
 class _Registered:
     tier: int
     plugin: str

@@ -76,7 +76,7 @@ UNTRACKED = ("pods", "ephemeral-storage", "storage")
 QUOTA_EVENT = "queue resource quota insufficient"
 
 
-@dataclass
+@dataclass(slots=True)
 class QueueAttr:
     """What proportion knows about one queue in a session (readable for metrics)."""
 
