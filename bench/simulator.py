@@ -239,9 +239,21 @@ def main() -> int:
         help=f"share of the cluster's GPUs the trace asks for (default {GOAL_LOAD:g}, the goal's)",
     )
     args = parser.parse_args()
-    sizes = [int(s) for s in args.sizes.split(",") if s] or (
-        [50, 100] if args.smoke else [10_000, 50_000, 100_000]
-    )
+    try:
+        given = [int(s) for s in args.sizes.split(",") if s]
+    except ValueError:
+        parser.error(f"--sizes: whole numbers of jobs, comma-separated; got {args.sizes!r}")
+    for flag, value, least in (
+        ("--load", args.load, 0.0),
+        ("--period", args.period, 0.0),
+        ("--nodes", args.nodes, -1),
+        ("--hours", args.hours, -1.0),
+        *(("--sizes", size, 0) for size in given),
+    ):
+        if not value > least:
+            above = "above 0" if least == 0 else "0 or more"
+            parser.error(f"{flag} must be {above}, got {value:g}")
+    sizes = given or ([50, 100] if args.smoke else [10_000, 50_000, 100_000])
     nodes = args.nodes or (10 if args.smoke else 5000)
     print(machine())
     print(f"schedule period {args.period:g} s; GPUs asked for: {args.load:.0%} of the cluster's")

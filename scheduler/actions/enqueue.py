@@ -30,8 +30,9 @@ def queue_rounds(
     itertools.count[int],
 ]:
     """Heaps of queues (queue order) and of each queue's jobs (job order), and a counter that
-    keeps entries distinct; the order keys compare with the session's state at comparison
-    time, as Volcano's priority queues do."""
+    keeps entries distinct. Queue keys compare with the session's state at comparison time,
+    as Volcano's priority queues do; job keys are taken as a job enters (the same order: only
+    the job whose turn it is changes, out of its heap; ``Session.job_order_key``)."""
     counter = itertools.count()
     job_key: Callable[[JobInfo], Any] = ssn.job_order_key()
     queue_key: Callable[[QueueInfo], Any] = ssn.queue_order_key()

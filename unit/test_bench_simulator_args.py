@@ -1,0 +1,31 @@
+"""``bench/simulator.py`` refuses options that would make a meaningless trace, naming the flag."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "bench" / "simulator.py"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--load", "0"], "--load must be above 0, got 0"),
+        (["--load", "-0.5"], "--load must be above 0, got -0.5"),
+        (["--period", "0"], "--period must be above 0, got 0"),
+        (["--sizes", "100,0"], "--sizes must be above 0, got 0"),
+        (["--sizes", "ten"], "--sizes: whole numbers of jobs, comma-separated; got 'ten'"),
+        (["--hours", "-1"], "--hours must be 0 or more, got -1"),
+    ],
+)
+def test_bad_options_are_refused_by_name(arguments: list[str], message: str) -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCH), *arguments], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2
+    assert message in done.stderr
+    assert done.stdout == ""  # refused before any run starts
