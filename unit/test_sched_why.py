@@ -58,7 +58,8 @@ def run(
 
 
 def test_a_session_told_not_to_explain_composes_no_record() -> None:
-    """``Session.explain`` off (the simulator): the same decisions and statuses, no records."""
+    """``Session.explain`` off (the simulator): the same decisions and statuses, no records,
+    notes or Events."""
 
     def cluster() -> ClusterInfo:
         big = make_job("big", 3, min_resources={"cpu": "3"}, phase="Inqueue")
@@ -73,7 +74,11 @@ def test_a_session_told_not_to_explain_composes_no_record() -> None:
     quiet.explain = False
     run_session(quiet, conf, REGISTRY)
     assert told.result.podgroup_why  # the job waits: explained when asked
+    assert told.result.events
+    assert told.wait_notes
     assert not quiet.result.podgroup_why
+    assert not quiet.result.events
+    assert not quiet.wait_notes
     assert quiet.result.podgroup_status == told.result.podgroup_status
     assert quiet.result.unschedulable == told.result.unschedulable
 

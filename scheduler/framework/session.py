@@ -194,8 +194,8 @@ class Session:
         # What plugins and actions found about why a job waits: (stage, text) by job key,
         # stage a caldera.api.why.WaitStage or DETAIL (scheduler.why composes the record).
         self.wait_notes: dict[str, list[tuple[str, str]]] = {}
-        # Whether the session's close composes the wait records (``scheduler.why``): the
-        # simulator, which writes none, turns it off.
+        # Whether the session explains itself: wait records (``scheduler.why``), the notes
+        # they are made of, and Events. The simulator, which writes none, turns it off.
         self.explain = True
         # The actions of this session's configuration (allocate enqueues by itself when
         # "enqueue" is not among them).
@@ -542,6 +542,8 @@ class Session:
 
     def note_wait(self, job: str, stage: str, text: str) -> None:
         """Note why ``job`` waits (see ``scheduler.why``); repeated notes are kept once."""
+        if not self.explain:
+            return
         notes = self.wait_notes.setdefault(job, [])
         if (stage, text) not in notes:
             notes.append((stage, text))
@@ -554,7 +556,8 @@ class Session:
     def record_event(
         self, kind: str, namespace: str, name: str, type_: str, reason: str, message: str
     ) -> None:
-        self.result.events.append(EventRecord(kind, namespace, name, type_, reason, message))
+        if self.explain:
+            self.result.events.append(EventRecord(kind, namespace, name, type_, reason, message))
 
     def sorted_jobs(self, jobs: Iterable[JobInfo]) -> list[JobInfo]:
         return sorted(jobs, key=self.job_order_key())

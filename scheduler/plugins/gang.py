@@ -324,16 +324,17 @@ class GangPlugin:
         unchanged = False
         status = podgroup_status(job, condition)
         if status.phase in _UNSCHEDULABLE_PHASES:
-            pending = job.count(TaskStatus.PENDING)
-            ssn.record_event(
-                "PodGroup",
-                job.namespace,
-                job.name,
-                "Warning",
-                "Unschedulable",
-                f"{pending}/{len(job.tasks)} tasks in gang unschedulable: "
-                f"{fit if fit is not None else fit_error(job)}",
-            )
+            if ssn.explain:  # else no Event is wanted: not worth its text
+                pending = job.count(TaskStatus.PENDING)
+                ssn.record_event(
+                    "PodGroup",
+                    job.namespace,
+                    job.name,
+                    "Warning",
+                    "Unschedulable",
+                    f"{pending}/{len(job.tasks)} tasks in gang unschedulable: "
+                    f"{fit if fit is not None else fit_error(job)}",
+                )
         else:
             current = job.podgroup.status if job.podgroup is not None else None
             if current is None or status_changed(current, status):
