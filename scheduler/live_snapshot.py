@@ -199,9 +199,13 @@ class LiveSnapshot:
         self._nodes.add(node.metadata.name)
         self._news = True
 
-    def podgroup_changed(self, pg: PodGroup) -> None:
+    def podgroup_changed(self, pg: PodGroup, *, news: bool = True) -> None:
+        """``news`` False: a change the caller knows no session decides on (the simulator's
+        writes of a PodGroup's conditions alone, ``simulator.engine``); the next update
+        derives the group all the same, but the change alone does not call for a session."""
         self._groups.add(f"{pg.metadata.namespace}/{pg.metadata.name}")
-        self._news = True
+        if news:
+            self._news = True
 
     def queue_changed(self, _queue: Queue) -> None:
         self._queues_changed = True

@@ -17,8 +17,12 @@ A session runs only when something changed since the last one (the process skips
 no action can bind, evict or admit anything, and the PodGroup statuses such a session would
 write are written by the next one that runs. With a plugin that reads the clock
 (preemption-toleration), sessions run every period while something waits, since time alone
-can change their answer. Queue status, PodScheduled=False conditions, wait records and Events
-are not written: nothing the simulation decides reads them.
+can change their answer. A session's own PodGroup status writes that keep the phase
+(conditions, pod counts) are not such a change (``phase_kept``): a session on the same cluster
+but for them decides the same and writes the same. Queue status, PodScheduled=False
+conditions, wait records and Events are not written: nothing the simulation decides reads
+them (the sessions do not compose the wait records, their notes or Events: ``Session.explain``
+is off).
 
 The run ends when nothing is due: every event done and no session to run; or at ``until``; or,
 with a clock-reading plugin, after ``idle_limit`` seconds with no event and no change.
@@ -33,7 +37,7 @@ from dataclasses import dataclass, replace
 
 import msgspec
 
-from caldera.api.volcano import DEFAULT_QUEUE, Job
+from caldera.api.volcano import DEFAULT_QUEUE, Job, PodGroupStatus
 from scheduler.api.types import TaskInfo
 from scheduler.conf import SchedulerConf
 from scheduler.framework.runner import run_session
@@ -193,8 +197,17 @@ class Simulation:
         for key, status in result.podgroup_status.items():
             pg = world.podgroups.items.get(key)
             if pg is not None:
-                world.replace_podgroup(msgspec.structs.replace(pg, status=status))
+                news = not phase_kept(pg.status, status)
+                world.replace_podgroup(msgspec.structs.replace(pg, status=status), news=news)
         return bool(result.binds or result.evictions or result.podgroup_status)
+
+
+def phase_kept(before: PodGroupStatus, after: PodGroupStatus) -> bool:
+    """Whether a session's PodGroup status write keeps the phase (changing conditions or pod
+    counts). Such a write calls for no session: of a PodGroup's status a session reads the
+    phase, and the conditions only to write them again (``scheduler.framework.status``), so a
+    session on the same cluster but for them decides the same and writes the same status."""
+    return before.phase == after.phase
 
 
 def simulate(

@@ -318,21 +318,23 @@ class World:
         self._store_podgroup(key_of(stored), stored)
         return stored
 
-    def replace_podgroup(self, new: PodGroup) -> PodGroup:
+    def replace_podgroup(self, new: PodGroup, *, news: bool = True) -> PodGroup:
+        """``news``: whether the scheduler's snapshot should take the change as a reason for a
+        session (``LiveSnapshot.podgroup_changed``)."""
         key = key_of(new)
         old = self.podgroups.items[key]
         new = msgspec.structs.replace(new, metadata=self._meta(new.metadata))
-        self._store_podgroup(key, new)
+        self._store_podgroup(key, new, news=news)
         for watcher in self.watchers:
             watcher.podgroup_updated(old, new)
         return new
 
-    def _store_podgroup(self, key: str, pg: PodGroup) -> None:
+    def _store_podgroup(self, key: str, pg: PodGroup, *, news: bool = True) -> None:
         self._unindex_owners(key)
         self.podgroups.items[key] = pg
         for ref in pg.metadata.owner_references:
             self._owned_groups.setdefault(ref.uid, {})[key] = None
-        self.live.podgroup_changed(pg)
+        self.live.podgroup_changed(pg, news=news)
         if pg.status.phase in ("", "Pending"):
             self.pending_groups.add(key)
         else:

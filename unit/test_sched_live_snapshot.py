@@ -783,3 +783,30 @@ tiers:
     )
     ssn = Session(live, with_sla.tiers)
     assert Retries.of(ssn, Placer(ssn)) is None
+
+
+def test_a_change_told_as_no_news_is_derived_all_the_same() -> None:
+    """``podgroup_changed(news=False)`` (the simulator's phase-keeping status writes) does not
+    make ``has_news`` true, yet the next update takes the new PodGroup, as a fresh build."""
+    cache = Cache(random.Random(3))  # noqa: S311 - seeded test data
+    cache.queues.items["default"] = Queue(
+        metadata=ObjectMeta(name="default"), spec=QueueSpec(weight=1)
+    )
+    cache.live.queue_changed(cache.queues.items["default"])
+    cache.put_group("stuck", queue="default", min_member=2, phase="Inqueue", cls="")
+    cache.put_pod(_sized_pod(cache, "stuck-0", "stuck", "6"))  # each node has 4 cpu
+    cache.put_pod(_sized_pod(cache, "stuck-1", "stuck", "6"))
+    cluster = cache.live_cluster(T0)
+    result = cache.session(cluster)
+    status = result.podgroup_status["ns/stuck"]  # its Unschedulable condition
+    assert status.phase == "Inqueue"
+    assert not cache.live.has_news({})
+    pg = msgspec.structs.replace(cache.podgroups.items["ns/stuck"], status=status)
+    cache.podgroups.items["ns/stuck"] = pg
+    cache.live.podgroup_changed(pg, news=False)
+    assert not cache.live.has_news({})
+    cluster = cache.live_cluster(T0)
+    assert cluster.jobs["ns/stuck"].podgroup is pg
+    assert canonical(cluster) == canonical(cache.fresh_cluster(T0))
+    cache.live.podgroup_changed(pg)
+    assert cache.live.has_news({})

@@ -6,16 +6,17 @@ traces, no node ever holds more than it has and every job that fits completes.""
 from __future__ import annotations
 
 from typing import Any
+from unittest.mock import patch
 
 import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from caldera.api.resources import Resources
-from caldera.api.volcano import JobStatus
+from caldera.api.volcano import JobStatus, PodGroupStatus
 from controllers.job.pods import build_podgroup, priority_lookup
 from simulator.baselines import Mode
-from simulator.engine import Limits, Simulation
+from simulator.engine import Limits, Simulation, phase_kept
 from simulator.results import JobResult, Report, RunResult, Series, to_json
 from unit.sim_fixtures import conf, entry, job, run, scenario, task
 
@@ -289,3 +290,59 @@ def test_desired_podgroup_is_built_again_only_when_what_it_reads_changes() -> No
     assert again is not first
     assert again.spec.min_member == 1
     assert again == build_podgroup(scaled, priority_lookup(world.priorities()))
+
+
+def _sessions_and_records(scene: Any, *, phase_writes_only: bool) -> tuple[int, bytes]:
+    """A run's session count and job records; ``phase_writes_only``: every PodGroup status
+    write calls for a session (the rule before ``phase_kept``)."""
+    if phase_writes_only:
+        with patch("simulator.engine.phase_kept", lambda before, after: False):
+            result = run(scene, until=100_000)
+    else:
+        result = run(scene, until=100_000)
+    return result.sessions, msgspec.json.encode(sorted(result.jobs, key=lambda j: j.job))
+
+
+@settings(
+    max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
+@given(jobs=JOBS, big=st.integers(0, 3))
+def test_status_writes_that_keep_the_phase_call_for_no_session(
+    jobs: list[tuple[int, int, bool, int]], big: int
+) -> None:
+    """A PodGroup write that keeps the phase (conditions, counts) wakes no session: the same job
+    records as when every write does, in no more sessions. ``big`` gangs of 5 pods never fit
+    a 4-cpu node and wait all along."""
+    entries = [
+        entry(
+            job(f"j{i}", task("worker", replicas), minAvailable=replicas if gang else 1),
+            arrival,
+            runTime=length,
+        )
+        for i, (arrival, replicas, gang, length) in enumerate(jobs)
+    ]
+    entries += [entry(job(f"big{i}", task("worker", 5), minAvailable=5), i) for i in range(big)]
+    scene = scenario(*entries)
+    fewer, records = _sessions_and_records(scene, phase_writes_only=False)
+    every, expected = _sessions_and_records(scene, phase_writes_only=True)
+    assert records == expected
+    assert fewer <= every
+
+
+def test_a_waiting_gang_beside_a_running_job_skips_the_count_writes_echo() -> None:
+    """A job runs while a gang that never fits waits: the session that writes the running
+    job's pod counts (phase kept) is not followed by another one on the same cluster."""
+    scene = scenario(
+        entry(job("run", task("worker", 2)), 0.5, runTime=100),
+        entry(job("big", task("worker", 5), minAvailable=5), 0.5),
+    )
+    fewer, records = _sessions_and_records(scene, phase_writes_only=False)
+    every, expected = _sessions_and_records(scene, phase_writes_only=True)
+    assert records == expected
+    assert fewer < every
+
+
+def test_phase_kept_compares_the_phase_alone() -> None:
+    running = PodGroupStatus(phase="Running", running=1)
+    assert phase_kept(running, PodGroupStatus(phase="Running", running=2, succeeded=1))
+    assert not phase_kept(running, PodGroupStatus(phase="Completed", running=1))
