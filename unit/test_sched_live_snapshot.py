@@ -588,6 +588,17 @@ def _sized_pod(cache: Cache, name: str, group: str, cpu: str) -> Pod:
     return msgspec.structs.replace(pod, spec=spec)
 
 
+def _add_stuck_gang(cache: Cache) -> None:
+    """A queue "default" and in it the gang "stuck": two 6-cpu pods (each node has 4 cpu)."""
+    cache.queues.items["default"] = Queue(
+        metadata=ObjectMeta(name="default"), spec=QueueSpec(weight=1)
+    )
+    cache.live.queue_changed(cache.queues.items["default"])
+    cache.put_group("stuck", queue="default", min_member=2, phase="Inqueue", cls="")
+    cache.put_pod(_sized_pod(cache, "stuck-0", "stuck", "6"))  # each node has 4 cpu
+    cache.put_pod(_sized_pod(cache, "stuck-1", "stuck", "6"))
+
+
 def test_waiting_job_is_set_right_in_place() -> None:
     """A gang whose first pod fits nowhere waits with a fit error and no statement touched
     it, and one whose pods a statement placed and then discarded: the next update keeps
@@ -596,13 +607,7 @@ def test_waiting_job_is_set_right_in_place() -> None:
     running pod holds as allocated). A job a committed statement bound, and a PodGroup whose
     spec changed, are derived anew."""
     cache = Cache(random.Random(0))  # noqa: S311 - seeded test data
-    cache.queues.items["default"] = Queue(
-        metadata=ObjectMeta(name="default"), spec=QueueSpec(weight=1)
-    )
-    cache.live.queue_changed(cache.queues.items["default"])
-    cache.put_group("stuck", queue="default", min_member=2, phase="Inqueue", cls="")
-    cache.put_pod(_sized_pod(cache, "stuck-0", "stuck", "6"))  # each node has 4 cpu
-    cache.put_pod(_sized_pod(cache, "stuck-1", "stuck", "6"))
+    _add_stuck_gang(cache)
     cache.put_group("tried", queue="default", min_member=3, phase="Inqueue", cls="")
     running = _sized_pod(cache, "tried-0", "tried", "1")
     cache.put_pod(
@@ -789,13 +794,7 @@ def test_a_change_told_as_no_news_is_derived_all_the_same() -> None:
     """``podgroup_changed(news=False)`` (the simulator's phase-keeping status writes) does not
     make ``has_news`` true, yet the next update takes the new PodGroup, as a fresh build."""
     cache = Cache(random.Random(3))  # noqa: S311 - seeded test data
-    cache.queues.items["default"] = Queue(
-        metadata=ObjectMeta(name="default"), spec=QueueSpec(weight=1)
-    )
-    cache.live.queue_changed(cache.queues.items["default"])
-    cache.put_group("stuck", queue="default", min_member=2, phase="Inqueue", cls="")
-    cache.put_pod(_sized_pod(cache, "stuck-0", "stuck", "6"))  # each node has 4 cpu
-    cache.put_pod(_sized_pod(cache, "stuck-1", "stuck", "6"))
+    _add_stuck_gang(cache)
     cluster = cache.live_cluster(T0)
     result = cache.session(cluster)
     status = result.podgroup_status["ns/stuck"]  # its Unschedulable condition

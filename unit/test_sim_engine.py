@@ -195,6 +195,18 @@ JOBS = st.lists(
 )
 
 
+def _entries(jobs: list[tuple[int, int, bool, int]]) -> list[dict[str, Any]]:
+    """``JOBS``' draws as trace entries: one-cpu pods, gangs or elastic jobs."""
+    return [
+        entry(
+            job(f"j{i}", task("worker", replicas), minAvailable=replicas if gang else 1),
+            arrival,
+            runTime=length,
+        )
+        for i, (arrival, replicas, gang, length) in enumerate(jobs)
+    ]
+
+
 @settings(
     max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
 )
@@ -206,14 +218,7 @@ def test_random_traces_never_overfill_a_node_and_every_job_completes(
     the scheduler and both baselines; with gangs placed whole (the scheduler, FIFO) every job
     completes, a gang in exactly its run time (pod by pod, gangs may deadlock); and a run is
     deterministic."""
-    entries = [
-        entry(
-            job(f"j{i}", task("worker", replicas), minAvailable=replicas if gang else 1),
-            arrival,
-            runTime=length,
-        )
-        for i, (arrival, replicas, gang, length) in enumerate(jobs)
-    ]
+    entries = _entries(jobs)
     scene = scenario(*entries, nodes=nodes)
     capacity = {f"node-{i}" if nodes > 1 else "node": 4000 for i in range(nodes)}
     for mode in (Mode.SCHEDULER, Mode.FIFO, Mode.POD_BY_POD):
@@ -313,14 +318,7 @@ def test_status_writes_that_keep_the_phase_call_for_no_session(
     """A PodGroup write that keeps the phase (conditions, counts) wakes no session: the same job
     records as when every write does, in no more sessions. ``big`` gangs of 5 pods never fit
     a 4-cpu node and wait all along."""
-    entries = [
-        entry(
-            job(f"j{i}", task("worker", replicas), minAvailable=replicas if gang else 1),
-            arrival,
-            runTime=length,
-        )
-        for i, (arrival, replicas, gang, length) in enumerate(jobs)
-    ]
+    entries = _entries(jobs)
     entries += [entry(job(f"big{i}", task("worker", 5), minAvailable=5), i) for i in range(big)]
     scene = scenario(*entries)
     fewer, records = _sessions_and_records(scene, phase_writes_only=False)
