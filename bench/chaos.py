@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Final
 
 REPO: Final = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
+if sys.path[:1] != [str(REPO)]:  # first, before bench/ itself (bench/scheduler.py is no package)
     sys.path.insert(0, str(REPO))
 
 from caldera.obs.logging import configure_logging  # noqa: E402

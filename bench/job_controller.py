@@ -48,7 +48,7 @@ import msgspec
 
 REPO: Final = Path(__file__).resolve().parent.parent
 CRD_DIR: Final = REPO / "charts" / "caldera" / "crds"
-if str(REPO) not in sys.path:
+if sys.path[:1] != [str(REPO)]:  # first, before bench/ itself (bench/scheduler.py is no package)
     sys.path.insert(0, str(REPO))
 
 from bench.scheduler import PodWatch, create_all, machine, make_namespace, wait_done  # noqa: E402

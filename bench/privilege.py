@@ -35,7 +35,7 @@ import yaml
 
 # `python bench/privilege.py` as well as `-m`: the test helpers (e2e/) are not installed.
 REPO: Final = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
+if sys.path[:1] != [str(REPO)]:  # first, before bench/ itself (bench/scheduler.py is no package)
     sys.path.insert(0, str(REPO))
 
 from e2e.audit.rbac import Comparison, compare_processes, granted_rules, service_accounts  # noqa: E402

@@ -57,7 +57,7 @@ from typing import Any, Final
 
 REPO: Final = Path(__file__).resolve().parent.parent
 CRD_DIR: Final = REPO / "charts" / "caldera" / "crds"
-if str(REPO) not in sys.path:
+if sys.path[:1] != [str(REPO)]:  # first, before bench/ itself (bench/scheduler.py is no package)
     sys.path.insert(0, str(REPO))
 
 from caldera.api.core import Container, Pod, PodSpec, ResourceRequirements  # noqa: E402

@@ -48,7 +48,7 @@ from typing import Final
 import msgspec
 
 REPO: Final = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
+if sys.path[:1] != [str(REPO)]:  # first, before bench/ itself (bench/scheduler.py is no package)
     sys.path.insert(0, str(REPO))
 
 from caldera.api.core import (  # noqa: E402

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -23,8 +24,15 @@ BENCH = Path(__file__).resolve().parent.parent / "bench" / "simulator.py"
     ],
 )
 def test_bad_options_are_refused_by_name(arguments: list[str], message: str) -> None:
+    # With the checkout on PYTHONPATH too (as the e2e tests set it): bench/scheduler.py must
+    # not shadow the scheduler package.
+    env = {**os.environ, "PYTHONPATH": str(BENCH.parent.parent)}
     done = subprocess.run(
-        [sys.executable, str(BENCH), *arguments], capture_output=True, text=True, timeout=60
+        [sys.executable, str(BENCH), *arguments],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
     )
     assert done.returncode == 2
     assert message in done.stderr
