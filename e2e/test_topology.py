@@ -295,10 +295,12 @@ async def test_discovery_follows_node_changes(
                 and now["r9"].status.node_count == 1
                 and now["r0"].status.node_count == 1
                 and now["r0"].metadata.uid == found["r0"].metadata.uid
+                # the spine's members are updated after the racks: waited for, not raced
+                and len(now["s0"].spec.members) == 3
             )
             return now if ok else None
 
-        now = await eventually(relabelled, timeout=40, what="r9 discovered, r0 shrunk")
+        now = await eventually(relabelled, timeout=40, what="r9 discovered, r0 shrunk, s0 grown")
         assert len(now["s0"].spec.members) == 3
         # The other node of r0 leaves: r0 is deleted.
         other = next(n for n, (rack, _) in topology.items() if rack == f"{prefix}r0" and n != moved)
