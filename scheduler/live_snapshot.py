@@ -201,7 +201,7 @@ class LiveSnapshot:
 
     def podgroup_changed(self, pg: PodGroup, *, news: bool = True) -> None:
         """``news`` False: a change the caller knows no session decides on (the simulator's
-        writes of a PodGroup's conditions alone, ``simulator.engine``); the next update
+        status writes that keep the phase, ``simulator.engine.phase_kept``); the next update
         derives the group all the same, but the change alone does not call for a session."""
         self._groups.add(f"{pg.metadata.namespace}/{pg.metadata.name}")
         if news:

@@ -177,7 +177,7 @@ class Simulation:
         cluster, _ = world.live.update(world.cached, assumed={}, now=world.datetime())
         cluster.namespace_weights = self.namespace_weights
         session = Session(cluster, self.conf.tiers)
-        session.explain = False  # no wait records: nothing here reads them
+        session.explain = False  # no wait records, notes or Events: nothing here reads them
         result = run_session(session, self.conf, self.registry)
         world.live.after_session(session)
         self._scheduler_seconds += time.perf_counter() - clock
