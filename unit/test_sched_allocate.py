@@ -13,7 +13,7 @@ from caldera.api.core import (
 )
 from caldera.api.meta import ObjectMeta
 from caldera.api.volcano import PodGroup
-from scheduler.actions.allocate import AllocateAction
+from scheduler.actions.allocate import AllocateAction, waiting_in_order
 from scheduler.actions.placer import JOB_LOCAL_PLUGINS, NODE_LOCAL_PLUGINS
 from scheduler.api.types import ClusterInfo, QueueInfo, TaskStatus
 from scheduler.conf import SchedulerConf
@@ -320,3 +320,41 @@ def test_plugins_without_node_functions_let_the_placer_reuse_verdicts() -> None:
         places = ssn._registered("predicate") or ssn._registered("node_order")
         if not places:
             assert name in NODE_LOCAL_PLUGINS | JOB_LOCAL_PLUGINS, name
+
+
+def test_waiting_pods_in_order_are_kept_while_the_job_and_the_task_order_are_the_same() -> None:
+    """A job's waiting pods in task order are sorted once and kept with the job: the same
+    list while the job and the task order's signature stay; sorted again when either changes,
+    and never kept without a signature (an order function without a key)."""
+    job = make_job("a", 3)
+    pods = list(job.tasks.values())
+    pods[1].priority = 5
+    by_priority = lambda t: (-t.priority, t.key)  # noqa: E731
+    waiting = job.by_status[TaskStatus.PENDING]
+    first = waiting_in_order(job, waiting, ("priority",), by_priority)
+    assert [t.key for t in first] == [pods[1].key, pods[0].key, pods[2].key]
+    assert waiting_in_order(job, waiting, ("priority",), by_priority) is first
+    by_key = lambda t: t.key  # noqa: E731
+    other = waiting_in_order(job, waiting, ("other",), by_key)
+    assert [t.key for t in other] == sorted(t.key for t in pods)
+    unsigned = waiting_in_order(job, waiting, None, by_priority)
+    assert unsigned is not first
+    assert unsigned == first
+    assert waiting_in_order(job, waiting, None, by_priority) is not unsigned
+    job.set_status(pods[1], TaskStatus.ALLOCATED)  # a new generation: sorted again
+    waiting = job.by_status[TaskStatus.PENDING]
+    assert [t.key for t in waiting_in_order(job, waiting, ("priority",), by_priority)] == [
+        pods[0].key,
+        pods[2].key,
+    ]
+
+
+def test_task_order_signature_names_keyed_orders_only() -> None:
+    """The signature names the plugins giving the task order when each has a key."""
+    tiers = [[PluginOption("priority")]]
+    keyed = Session(make_cluster([make_node("n0", "1")], []), tiers)
+    keyed.add_task_order_fn("priority", lambda a, b: 0, key=lambda t: 0)
+    assert keyed.task_order_signature() == ("priority",)
+    plain = Session(make_cluster([make_node("n0", "1")], []), tiers)
+    plain.add_task_order_fn("priority", lambda a, b: 0)
+    assert plain.task_order_signature() is None

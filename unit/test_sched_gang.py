@@ -7,7 +7,7 @@ from caldera.api.volcano import PodGroup, PodGroupCondition, PodGroupStatus
 from scheduler.api.types import TaskStatus
 from scheduler.framework.plugin import Arguments, PluginOption
 from scheduler.framework.session import Session
-from scheduler.plugins.gang import GangPlugin, job_valid
+from scheduler.plugins.gang import GangPlugin, derive_unready, job_valid, recall_unready
 from unit.sched_fixtures import binds, make_cluster, make_job, make_node, make_task, run
 
 
@@ -155,3 +155,32 @@ def test_pipelined_job_keeps_its_placements() -> None:
     assert ssn.result.unschedulable[allocated.key] == (
         f"Pod ns/{allocated.name} can possibly be assigned to n0, once minAvailable is satisfied"
     )
+
+
+def test_waiting_gang_findings_are_reused_only_while_what_they_read_is_the_same() -> None:
+    """Close keeps what it derived for a gang that waits (fit error, pods' messages) with the
+    job: the same object while the job, its fit errors and its pods' last placements are as
+    they were; derived again, as from scratch, when any of these changes."""
+    job = make_job("a", 3)
+    pods = list(job.tasks.values())
+    job.fit_errors[pods[2].uid] = "0/2 nodes are available: 2 Insufficient cpu."
+    pods[0].last_transaction = (TaskStatus.ALLOCATED, "n0")
+    first = recall_unready(job)
+    assert recall_unready(job) is first
+    assert first.job_message.startswith("2/3 tasks in gang unschedulable: ")
+
+    job.fit_errors[pods[2].uid] = "0/2 nodes are available: 2 Insufficient memory."
+    second = recall_unready(job)
+    assert second is not first
+    assert second == derive_unready(job)
+    assert second.messages[pods[2].key] == "0/2 nodes are available: 2 Insufficient memory."
+
+    pods[1].last_transaction = (TaskStatus.ALLOCATED, "n1")
+    third = recall_unready(job)
+    assert third is not second
+    assert third == derive_unready(job)
+    assert third.schedulable == 2
+
+    job.set_status(pods[0], TaskStatus.ALLOCATED)  # a new generation
+    assert recall_unready(job) == derive_unready(job)
+    assert "not ready, 1 Allocated, 2 Pending," in recall_unready(job).fit

@@ -369,3 +369,18 @@ def test_job_order_keys_sort_as_the_plugins_order_functions(
     keyed = [j.key for j in sorted(jobs, key=ssn.job_order_key())]
     assert keyed == [j.key for j in sorted(jobs, key=ssn.job_order_compare_key())]
     assert isinstance(ssn.job_order_key()(jobs[0]), tuple)  # the keys, not the functions
+
+
+def test_answering_handlers_are_those_of_plugins_that_answer_allocatable() -> None:
+    """A replayed turn tells its placements only to the plugins whose allocatable answers
+    could change with them (proportion's, not drf's)."""
+    told: list[str] = []
+    ssn = Session(_cluster(jobs={}), [[PluginOption("q"), PluginOption("d")]])
+    ssn.add_allocatable_fn("q", lambda queue, task: True)
+    ssn.add_allocate_handler("q", lambda t: told.append("q+"), lambda t: told.append("q-"))
+    ssn.add_allocate_handler("d", lambda t: told.append("d+"), lambda t: told.append("d-"))
+    handlers = ssn.answering_handlers()
+    assert len(handlers) == 1
+    handlers[0][0](_task("j", 0))
+    handlers[0][1](_task("j", 0))
+    assert told == ["q+", "q-"]

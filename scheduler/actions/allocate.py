@@ -28,13 +28,15 @@ Speed: the best node comes from a ``scheduler.actions.placer.Placer``, which loo
 at the nodes that changed since a pod of the same class was placed; and on the live snapshot a
 gang's failed, discarded turn is remembered and replayed, not run again, while nothing it
 reads has changed (``scheduler.actions.retry``): the same pods, last placements and fit error.
+A job's waiting pods in task order are kept with the job while it and the task order stay the
+same (``waiting_in_order``).
 """
 
 from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from caldera.api.volcano import PodGroupCondition
@@ -48,6 +50,9 @@ from scheduler.framework.statement import Statement
 
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
+
+# Kept with a job between sessions (``JobInfo.remember``): its waiting pods in task order.
+_WAITING_IN_ORDER = "allocate.waiting"
 
 
 def discard(stmt: Statement) -> None:
@@ -74,6 +79,25 @@ def skip_invalid(ssn: Session, job: JobInfo) -> bool:
     return True
 
 
+def waiting_in_order(
+    job: JobInfo,
+    waiting: Mapping[str, TaskInfo],
+    signature: tuple[str, ...] | None,
+    task_key: Callable[[TaskInfo], Any],
+) -> list[TaskInfo]:
+    """The job's ``waiting`` (pending) pods that request resources, in task order; kept with
+    the job while it and the task order (``Session.task_order_signature``) stay the same:
+    a waiting gang asks for the same list session after session."""
+    kept = job.remembered(_WAITING_IN_ORDER)
+    if signature is not None and isinstance(kept, tuple) and kept[0] == signature:
+        tasks: list[TaskInfo] = kept[1]
+        return tasks
+    tasks = sorted((t for t in waiting.values() if not t.best_effort), key=task_key)
+    if signature is not None:
+        job.remember(_WAITING_IN_ORDER, (signature, tasks))
+    return tasks
+
+
 class AllocateAction:
     """Places pending pods, committing each gang whole."""
 
@@ -87,6 +111,7 @@ class AllocateAction:
         by_queue: dict[str, list[JobInfo]] = {}
         pending: dict[str, list[TaskInfo]] = {}
         settled = ssn.settled()  # not Pending, no pod waiting (scheduler.api.settled)
+        task_key, signature = ssn.task_order_key(), ssn.task_order_signature()
         for key, job in ssn.jobs.items():
             if key in settled:
                 continue
@@ -100,14 +125,14 @@ class AllocateAction:
             waiting = job.by_status.get(TaskStatus.PENDING)
             if not waiting or job.queue not in ssn.queues:
                 continue
-            tasks = [t for t in waiting.values() if not t.best_effort]
+            tasks = waiting_in_order(job, waiting, signature, task_key)
             if tasks and not skip_invalid(ssn, job):
                 by_queue.setdefault(job.queue, []).append(job)
                 pending[job.key] = tasks
         if not by_queue:
             return
         placer = Placer(ssn)
-        task_key = ssn.task_order_key()
+        retries = Retries.of(ssn, placer)
         ordered: dict[str, deque[TaskInfo]] = {}
         queue_heap, job_heaps, counter = queue_rounds(ssn, by_queue)
         queue_key, job_key = ssn.queue_order_key(), ssn.job_order_key()
@@ -120,22 +145,28 @@ class AllocateAction:
                 continue
             _, _, job = heapq.heappop(jobs)
             if job.key not in ordered:
-                ordered[job.key] = deque(sorted(pending[job.key], key=task_key))
-            if self._turn(ssn, placer, queue, job, ordered[job.key]):
+                ordered[job.key] = deque(pending[job.key])
+            if self._turn(ssn, placer, retries, queue, job, ordered[job.key]):
                 heapq.heappush(jobs, (job_key(job), next(counter), job))
             heapq.heappush(queue_heap, (queue_key(queue), next(counter), queue))
 
     @staticmethod
     def _turn(
-        ssn: Session, placer: Placer, queue: QueueInfo, job: JobInfo, tasks: deque[TaskInfo]
+        ssn: Session,
+        placer: Placer,
+        retries: Retries | None,
+        queue: QueueInfo,
+        job: JobInfo,
+        tasks: deque[TaskInfo],
     ) -> bool:
         """One job's turn; True when the job should get another turn."""
         rule = job_constraint(ssn, job)
-        if rule is not None and place_in_hypernode(ssn, placer, queue, job, tasks, rule):
-            return False
+        if rule is not None:
+            if place_in_hypernode(ssn, placer, queue, job, tasks, rule):
+                return False
+            retries = None  # a soft-mode job placed as here: its turns are not remembered
         # A gang's failed turn that nothing it reads has changed since is replayed, not run
         # (scheduler.actions.retry).
-        retries = Retries.of(ssn, placer) if rule is None else None
         if retries is not None and retries.replay(queue, job, tasks):
             return False
         record = retries.record(job, tasks) if retries is not None else None
@@ -175,5 +206,5 @@ class AllocateAction:
         else:
             failed = None
         if retries is not None:
-            retries.keep(job.key, failed)
+            retries.keep(job, failed)
         return again

@@ -17,8 +17,9 @@ everything the turn reads is as it was:
   did not fit then and does not now; placing pods only takes room, so it would not fit during
   the turn either, and the pods would go where they went;
 - the queue: each pod is asked of the queue's plugins again (``Session.allocatable``) with the
-  earlier pods' allocation told to the plugins' handlers, as the statement tells them, and must
-  get the answer it got; the handlers are then told of the release, as a discard tells them.
+  earlier pods' allocation told to those plugins' handlers, as the statement tells them (the
+  other plugins' handlers, drf's, are not: no answer reads what they keep), and must get the
+  answer it got; the handlers are then told of the release, as a discard tells them.
 
 The fit error is then the class's current reasons (the nodes that did not fit) plus the reasons
 the fitting nodes gave once the turn's pods were on them, recorded with the turn. Only
@@ -30,6 +31,7 @@ sessions that run every turn.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
@@ -130,6 +132,8 @@ class Retries:
         self.ssn = ssn
         self.placer = placer
         self.memory = memory
+        # Told of a replayed turn's placements: only the plugins the answers come from.
+        self.handlers = ssn.answering_handlers()
 
     @staticmethod
     def of(ssn: Session, placer: Placer) -> Retries | None:
@@ -153,13 +157,14 @@ class Retries:
             return None
         return TurnRecord(job, cls, pending)
 
-    def keep(self, key: str, turn: FailedTurn | None) -> None:
-        """Remember the job's failed turn (None: forget any)."""
+    def keep(self, job: JobInfo, turn: FailedTurn | None) -> None:
+        """Remember the job's failed turn (None: forget any), once its statement is
+        discarded (the job as the turn found it)."""
         turns = self.memory.failed_turns
         if turn is None:
-            turns.pop(key, None)
+            turns.pop(job.key, None)
             return
-        turns[key] = turn
+        turns[job.key] = dataclasses.replace(turn, known=(job, job.generation))
         jobs = self.ssn.jobs
         if len(turns) > 2 * len(jobs) + 64:
             for gone in [k for k in turns if k not in jobs]:
@@ -169,7 +174,12 @@ class Retries:
         """Give the job's turn the outcome of its remembered failed one, when valid (see the
         module docstring); False, with nothing changed, when the turn must run."""
         turn = self.memory.failed_turns.get(job.key)
-        if turn is None or turn.job != job_state(job):
+        if turn is None:
+            return False
+        known = turn.known
+        if (known is None or known[0] is not job or known[1] != job.generation) and (
+            turn.job != job_state(job)
+        ):
             return False
         pending = [t for t in tasks if t.status == TaskStatus.PENDING]
         if len(pending) < len(turn.steps):
@@ -204,6 +214,7 @@ class Retries:
         """Whether the queue's plugins answer each step as they did, told of the earlier
         steps' allocations as the statement tells them; told of the releases after."""
         ssn = self.ssn
+        handlers = self.handlers
         told: list[TaskInfo] = []
         same = True
         for task, step in zip(pending, turn.steps, strict=False):
@@ -211,8 +222,10 @@ class Retries:
                 same = False
                 break
             if step.node:
-                ssn.notify_allocate(task)
+                for handler in handlers:
+                    handler[0](task)
                 told.append(task)
         for task in reversed(told):
-            ssn.notify_deallocate(task)
+            for handler in reversed(handlers):
+                handler[1](task)
         return same

@@ -133,6 +133,9 @@ class FailedTurn:
     start: dict[str, tuple[float, object]]
     steps: tuple[TurnStep, ...]
     tail: tuple[str, ...]
+    # The JobInfo and its generation once the turn was discarded: while both are the same, so
+    # is the job's state, and ``job`` needs no comparing.
+    known: tuple[object, int] | None = None
 
 
 class VerdictMemory:

@@ -276,8 +276,10 @@ class Session:
         self, plugin: str, fn: OrderFn[TaskInfo], *, key: Callable[[TaskInfo], Any] | None = None
     ) -> None:
         """``key``, when given, must sort as ``fn`` orders (``fn(a, b)`` is the sign of
-        ``key(a)`` against ``key(b)``): with keys for every task order function, sorting tasks
-        compares tuples instead of calling each function per comparison."""
+        ``key(a)`` against ``key(b)``) and read only the task, what stays fixed for a
+        TaskInfo's life: with keys for every task order function, sorting tasks compares
+        tuples instead of calling each function per comparison, and a job's tasks sorted in
+        one session stay sorted in the next (``task_order_signature``)."""
         self._add("task_order", "enableTaskOrder", plugin, fn, key=key)
 
     def add_victim_order_fn(self, plugin: str, fn: OrderFn[TaskInfo]) -> None:
@@ -381,6 +383,14 @@ class Session:
             return self._order("queue_order", a, b) or ((a.name > b.name) - (a.name < b.name))
 
         return functools.cmp_to_key(compare)
+
+    def task_order_signature(self) -> tuple[str, ...] | None:
+        """What names the task order across sessions: the plugins whose task order functions
+        give it, when each has a key (a function of the task alone); None otherwise."""
+        registered = self._registered("task_order")
+        if any(reg.key is None for reg in registered):
+            return None
+        return tuple(reg.plugin for reg in registered)
 
     def task_order_key(self) -> Callable[[TaskInfo], Any]:
         keys = [reg.key for reg in self._registered("task_order")]
@@ -539,6 +549,13 @@ class Session:
     def notify_deallocate(self, task: TaskInfo) -> None:
         for reg in self._registered("allocate_handlers"):
             reg.fn[1](task)
+
+    def answering_handlers(self) -> list[tuple[Callable[[TaskInfo], None], ...]]:
+        """The allocate handlers (allocate, deallocate) of the plugins that answer
+        ``allocatable``: what to tell to ask them again as if pods were allocated, where each
+        plugin's answers read only its own state."""
+        answering = {reg.plugin for reg in self._registered("allocatable")}
+        return [reg.fn for reg in self._registered("allocate_handlers") if reg.plugin in answering]
 
     def note_wait(self, job: str, stage: str, text: str) -> None:
         """Note why ``job`` waits (see ``scheduler.why``); repeated notes are kept once."""

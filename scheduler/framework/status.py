@@ -16,10 +16,8 @@ from scheduler.api.types import JobInfo, TaskStatus
 from scheduler.framework.session import Session
 
 
-def podgroup_status(job: JobInfo, condition: PodGroupCondition | None) -> PodGroupStatus:
-    """A job's PodGroup status after the session (Volcano's job updater rules)."""
-    current = job.podgroup.status if job.podgroup is not None else PodGroupStatus()
-    running = job.count(TaskStatus.RUNNING)
+def podgroup_phase(job: JobInfo, condition: PodGroupCondition | None) -> str:
+    """The phase of ``podgroup_status(job, condition)``."""
     scheduled = job.count(
         TaskStatus.RUNNING,
         TaskStatus.BOUND,
@@ -27,25 +25,29 @@ def podgroup_status(job: JobInfo, condition: PodGroupCondition | None) -> PodGro
         TaskStatus.FAILED,
         TaskStatus.SUCCEEDED,
     )
-    completed = job.count(TaskStatus.SUCCEEDED, TaskStatus.FAILED)
     unschedulable = condition is not None and condition.type == "Unschedulable"
-    if running and unschedulable:
-        phase = PodGroupPhase.UNKNOWN.value
-    elif scheduled >= job.min_available and scheduled > 0:
-        phase = (
+    if unschedulable and job.count(TaskStatus.RUNNING):
+        return PodGroupPhase.UNKNOWN.value
+    if scheduled >= job.min_available and scheduled > 0:
+        completed = job.count(TaskStatus.SUCCEEDED, TaskStatus.FAILED)
+        return (
             PodGroupPhase.COMPLETED.value if completed == scheduled else PodGroupPhase.RUNNING.value
         )
-    elif job.phase == PodGroupPhase.INQUEUE.value:
-        phase = PodGroupPhase.INQUEUE.value
-    else:
-        phase = PodGroupPhase.PENDING.value
+    if job.phase == PodGroupPhase.INQUEUE.value:
+        return PodGroupPhase.INQUEUE.value
+    return PodGroupPhase.PENDING.value
+
+
+def podgroup_status(job: JobInfo, condition: PodGroupCondition | None) -> PodGroupStatus:
+    """A job's PodGroup status after the session (Volcano's job updater rules)."""
+    current = job.podgroup.status if job.podgroup is not None else PodGroupStatus()
     conditions = list(current.conditions)
     if condition is not None:
         conditions = [c for c in conditions if c.type != condition.type] + [condition]
     return PodGroupStatus(
-        phase=phase,
+        phase=podgroup_phase(job, condition),
         conditions=tuple(conditions),
-        running=running,
+        running=job.count(TaskStatus.RUNNING),
         succeeded=job.count(TaskStatus.SUCCEEDED),
         failed=job.count(TaskStatus.FAILED),
     )

@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from caldera.api.meta import format_time
@@ -33,7 +34,7 @@ from scheduler.api.types import (
 )
 from scheduler.framework.plugin import Arguments
 from scheduler.framework.session import ValidateResult
-from scheduler.framework.status import podgroup_status, status_changed
+from scheduler.framework.status import podgroup_phase, podgroup_status, status_changed
 
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
@@ -52,6 +53,8 @@ _WAITING = (TaskStatus.PENDING, TaskStatus.ALLOCATED, TaskStatus.PIPELINED)
 # whether it has best-effort pods.
 _VALIDITY = "gang.valid"
 _BEST_EFFORT = "gang.best-effort"
+# What close derived for a gang that waits for resources (``Unready``), kept with the job.
+_UNREADY = "gang.unready"
 
 
 def _per_task_checks_apply(job: JobInfo) -> bool:
@@ -261,6 +264,7 @@ class GangPlugin:
                 continue
             job_message = ""
             fit: str | None = None  # fit_error(job), once asked for
+            messages: dict[str, str] | None = None  # the waiting pods', once derived
             job_is_ready = ready(job)
             invalid = None if job_is_ready else job_valid(job)
             gate = ssn.job_conditions.get(job.key) if job.phase in ("", "Pending") else None
@@ -278,21 +282,13 @@ class GangPlugin:
                     message=invalid.message,
                 )
             else:
-                schedulable = job.ready_task_num() + sum(
-                    1
-                    for t in job.tasks_in(TaskStatus.PENDING)
-                    if t.last_transaction is not None
-                    and t.last_transaction[0] in ALLOCATED_STATUSES
-                )
-                fit = fit_error(job)
-                job_message = (
-                    f"{job.min_available - schedulable}/{len(job.tasks)} tasks in gang "
-                    f"unschedulable: {fit}"
-                )
+                found = recall_unready(job)
+                fit, job_message, messages = found.fit, found.job_message, found.messages
                 ssn.note_wait(
                     job.key,
                     WaitStage.ALLOCATE,
-                    f"needs {job.min_available} pods at once (minAvailable); {schedulable} fit now",
+                    f"needs {job.min_available} pods at once (minAvailable); "
+                    f"{found.schedulable} fit now",
                 )
                 condition = PodGroupCondition(
                     type="Unschedulable",
@@ -302,7 +298,7 @@ class GangPlugin:
                     message=job_message,
                 )
             ssn.job_conditions[job.key] = condition
-            unchanged = self._record(ssn, job, condition, job_message, fit)
+            unchanged = self._record(ssn, job, condition, job_message, fit, messages)
             if (
                 unchanged
                 and condition is scheduled
@@ -318,12 +314,13 @@ class GangPlugin:
         condition: PodGroupCondition,
         job_message: str,
         fit: str | None,
+        messages: dict[str, str] | None = None,
     ) -> bool:
         """The job updater's event and the waiting pods' messages; whether the job's PodGroup
-        status stays as it is. ``fit``: ``fit_error(job)`` when already built."""
+        status stays as it is. ``fit``: ``fit_error(job)`` when already built; ``messages``:
+        ``waiting_messages(job, job_message)`` when already derived."""
         unchanged = False
-        status = podgroup_status(job, condition)
-        if status.phase in _UNSCHEDULABLE_PHASES:
+        if podgroup_phase(job, condition) in _UNSCHEDULABLE_PHASES:
             if ssn.explain:  # else no Event is wanted: not worth its text
                 pending = job.count(TaskStatus.PENDING)
                 ssn.record_event(
@@ -337,11 +334,77 @@ class GangPlugin:
                 )
         else:
             current = job.podgroup.status if job.podgroup is not None else None
-            if current is None or status_changed(current, status):
+            if current is None or status_changed(current, podgroup_status(job, condition)):
                 ssn.record_event("PodGroup", job.namespace, job.name, "Normal", "Scheduled", READY)
             else:
                 unchanged = True
-        for task in job.tasks_in(*_WAITING):
-            _, message = task_reason(job, task, job_message)
-            ssn.result.unschedulable[task.key] = message or ALL_NODES_UNAVAILABLE
+        if messages is None:
+            messages = waiting_messages(job, job_message)
+        ssn.result.unschedulable.update(messages)
         return unchanged
+
+
+def waiting_messages(job: JobInfo, job_message: str) -> dict[str, str]:
+    """Why each of the job's waiting pods waits, by pod key (the pods' PodScheduled message)."""
+    messages = {}
+    for task in job.tasks_in(*_WAITING):
+        _, message = task_reason(job, task, job_message)
+        messages[task.key] = message or ALL_NODES_UNAVAILABLE
+    return messages
+
+
+@dataclass(frozen=True, slots=True)
+class Unready:
+    """What close derives for a gang that is valid, not ready and waits for resources, with
+    what it read beyond the job's state: the fit errors and the pending pods' last placements
+    (a session's marks, set afresh by every turn)."""
+
+    fit_errors: dict[str, str]
+    placements: tuple[tuple[TaskStatus, str] | None, ...]
+    schedulable: int  # ready pods, and pending ones the last turn placed
+    fit: str  # fit_error(job)
+    job_message: str  # the condition's message
+    messages: dict[str, str]  # waiting_messages(job, job_message)
+
+
+def _placements(job: JobInfo) -> tuple[tuple[TaskStatus, str] | None, ...]:
+    return tuple(t.last_transaction for t in job.tasks_in(TaskStatus.PENDING))
+
+
+def recall_unready(job: JobInfo) -> Unready:
+    """``derive_unready(job)``, kept with the job (``JobInfo.remember``) and reused while the
+    job's state, fit errors and last placements are as they were: a waiting gang whose turn is
+    replayed (scheduler.actions.retry) asks for the same, session after session."""
+    placements = _placements(job)
+    kept = job.remembered(_UNREADY)
+    if (
+        isinstance(kept, Unready)
+        and kept.placements == placements
+        and kept.fit_errors == job.fit_errors
+    ):
+        return kept
+    found = derive_unready(job)
+    job.remember(_UNREADY, found)
+    return found
+
+
+def derive_unready(job: JobInfo) -> Unready:
+    """The condition's message, the fit error and the waiting pods' messages of a valid gang
+    that is not ready (Volcano's "X/Y tasks in gang unschedulable: ...")."""
+    schedulable = job.ready_task_num() + sum(
+        1
+        for t in job.tasks_in(TaskStatus.PENDING)
+        if t.last_transaction is not None and t.last_transaction[0] in ALLOCATED_STATUSES
+    )
+    fit = fit_error(job)
+    job_message = (
+        f"{job.min_available - schedulable}/{len(job.tasks)} tasks in gang unschedulable: {fit}"
+    )
+    return Unready(
+        dict(job.fit_errors),
+        _placements(job),
+        schedulable,
+        fit,
+        job_message,
+        waiting_messages(job, job_message),
+    )
