@@ -375,12 +375,11 @@ def recall_unready(job: JobInfo) -> Unready:
     """``derive_unready(job)``, kept with the job (``JobInfo.remember``) and reused while the
     job's state, fit errors and last placements are as they were: a waiting gang whose turn is
     replayed (scheduler.actions.retry) asks for the same, session after session."""
-    placements = _placements(job)
     kept = job.remembered(_UNREADY)
     if (
         isinstance(kept, Unready)
-        and kept.placements == placements
         and kept.fit_errors == job.fit_errors
+        and kept.placements == _placements(job)
     ):
         return kept
     found = derive_unready(job)
@@ -391,10 +390,9 @@ def recall_unready(job: JobInfo) -> Unready:
 def derive_unready(job: JobInfo) -> Unready:
     """The condition's message, the fit error and the waiting pods' messages of a valid gang
     that is not ready (Volcano's "X/Y tasks in gang unschedulable: ...")."""
+    placements = _placements(job)
     schedulable = job.ready_task_num() + sum(
-        1
-        for t in job.tasks_in(TaskStatus.PENDING)
-        if t.last_transaction is not None and t.last_transaction[0] in ALLOCATED_STATUSES
+        1 for placed in placements if placed is not None and placed[0] in ALLOCATED_STATUSES
     )
     fit = fit_error(job)
     job_message = (
@@ -402,7 +400,7 @@ def derive_unready(job: JobInfo) -> Unready:
     )
     return Unready(
         dict(job.fit_errors),
-        _placements(job),
+        placements,
         schedulable,
         fit,
         job_message,
