@@ -42,6 +42,9 @@ RequestsFn = Callable[[Pod], tuple[Resources, Resources]]
 Namespaced = TypeVar("Namespaced", ResourceQuota, PodDisruptionBudget)
 
 
+Figures = tuple[Resources, Resources]  # what a pod needs to run, and to start
+
+
 def pod_resources(pod: Pod) -> tuple[Resources, Resources]:
     """(what the pod needs to run, what it needs to start): containers and overhead, then the
     same raised to any init container's needs."""
@@ -50,13 +53,23 @@ def pod_resources(pod: Pod) -> tuple[Resources, Resources]:
     return running, pod_requests(spec)
 
 
+# How many task shapes ``CachedRequests`` keeps before it starts again (a bound, not a tuning:
+# a busy cluster has far fewer live tasks).
+_MAX_SHAPES = 4096
+
+
 class CachedRequests:
     """``pod_resources`` memoised by pod uid, for the pod's resourceVersion or its spec (what
     ``pod_resources`` reads): a session over 10,000 pods should not re-parse 10,000
-    quantities every second, nor a pod's whose status alone changed."""
+    quantities every second, nor a pod's whose status alone changed. A new pod of a task
+    whose earlier pod had the same containers and overhead (what ``pod_resources`` reads)
+    gets that pod's figures: the pods of one task share their template."""
 
     def __init__(self) -> None:
         self._cache: dict[str, tuple[str, PodSpec, tuple[Resources, Resources]]] = {}
+        # By (namespace, PodGroup, task): the last pod's containers, init containers and
+        # overhead, and its figures.
+        self._shapes: dict[tuple[str, str, str], tuple[object, object, object, Figures]] = {}
 
     def __call__(self, pod: Pod) -> tuple[Resources, Resources]:
         uid, rv, spec = pod.metadata.uid, pod.metadata.resource_version, pod.spec
@@ -65,8 +78,29 @@ class CachedRequests:
             if hit[0] != rv:
                 self._cache[uid] = (rv, spec, hit[2])
             return hit[2]
-        value = pod_resources(pod)
+        value = self._of_task(pod)
         self._cache[uid] = (rv, spec, value)
+        return value
+
+    def _of_task(self, pod: Pod) -> Figures:
+        annotations = pod.metadata.annotations
+        group = annotations.get(KUBE_GROUP_NAME_KEY)
+        if group is None:
+            return pod_resources(pod)
+        spec = pod.spec
+        key = (pod.metadata.namespace, group, annotations.get(TASK_SPEC_KEY, ""))
+        kept = self._shapes.get(key)
+        if (
+            kept is not None
+            and kept[0] == spec.containers
+            and kept[1] == spec.init_containers
+            and kept[2] == spec.overhead
+        ):
+            return kept[3]
+        value = pod_resources(pod)
+        if len(self._shapes) >= _MAX_SHAPES:
+            self._shapes.clear()
+        self._shapes[key] = (spec.containers, spec.init_containers, spec.overhead, value)
         return value
 
     def forget(self, live_uids: Iterable[str]) -> None:

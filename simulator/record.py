@@ -18,7 +18,6 @@ from caldera.api.resources import Resources
 from caldera.api.volcano import Job, JobPhase, PodGroup
 from controllers.job.state import FINISHED_PHASES
 from scheduler.framework.session import SessionResult
-from scheduler.snapshot import pod_resources
 from scheduler.why import unschedulable_reasons
 from simulator.results import JobResult, PodRun, QueueSeries, RunResult, Series
 from simulator.world import World, holds_node, key_of
@@ -142,7 +141,7 @@ class Recorder:
         uid = pod.metadata.uid
         request = self._requests.get(uid)
         if request is None:
-            request = self._requests[uid] = pod_resources(pod)[0]
+            request = self._requests[uid] = self.world.requests(pod)[0]
         queue = self.queue_of.get(self.world.pod_job.get(key_of(pod), ""), "")
         by_queue = self.queue_used.setdefault(queue, {})
         for name, amount in request.items():

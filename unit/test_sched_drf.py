@@ -4,12 +4,14 @@ namespace fairness with weights."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from caldera.api.resources import Resources
 from scheduler.api.types import TaskStatus
 from scheduler.framework.plugin import Arguments
 from scheduler.framework.session import Session
-from scheduler.plugins.drf import DrfPlugin, dominant_share
+from scheduler.plugins.drf import UNTRACKED, DrfPlugin, dominant_share, resource_share
 from unit.sched_fixtures import add_job, cpu, cpu_cluster, open_session
 
 
@@ -171,3 +173,20 @@ def test_bad_argument_is_refused() -> None:
     """A non-boolean drf.namespace-fairness names the plugin and key."""
     with pytest.raises(ValueError, match=r"plugin drf: argument drf.namespace-fairness"):
         DrfPlugin(Arguments("drf", {"drf.namespace-fairness": "maybe"}))
+
+
+@given(
+    allocated=st.dictionaries(
+        st.sampled_from(("cpu", "memory", "pods", "gpu")), st.integers(-5, 20)
+    ),
+    total=st.dictionaries(st.sampled_from(("cpu", "memory", "pods", "disk")), st.integers(-5, 20)),
+)
+def test_dominant_share_reads_only_what_is_held(
+    allocated: dict[str, int], total: dict[str, int]
+) -> None:
+    """A resource only the total lists adds a share of 0: the dominant share over the held
+    resources equals the one over both sides' resources (untracked names left out)."""
+    both = 0.0
+    for name in (set(allocated) | set(total)) - set(UNTRACKED):
+        both = max(both, resource_share(allocated.get(name, 0), total.get(name, 0)))
+    assert dominant_share(Resources(allocated), Resources(total)) == both

@@ -3,6 +3,9 @@ PodGroup conditions, events and pod messages written at session close."""
 
 from __future__ import annotations
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from caldera.api.volcano import PodGroup, PodGroupCondition, PodGroupStatus
 from scheduler.api.types import TaskStatus
 from scheduler.framework.plugin import Arguments, PluginOption
@@ -173,7 +176,12 @@ def test_waiting_gang_findings_are_reused_only_while_what_they_read_is_the_same(
     second = recall_unready(job)
     assert second is not first
     assert second == derive_unready(job)
+    assert second.prefix is first.prefix  # the same pods fail: only the texts put in anew
     assert second.messages[pods[2].key] == "0/2 nodes are available: 2 Insufficient memory."
+    assert second.fit.endswith(
+        "Origin reason is a-2: 0/2 nodes are available: 2 Insufficient memory."
+    )
+    assert second.messages[pods[1].key] == second.job_message
 
     pods[1].last_transaction = (TaskStatus.ALLOCATED, "n1")
     third = recall_unready(job)
@@ -184,3 +192,35 @@ def test_waiting_gang_findings_are_reused_only_while_what_they_read_is_the_same(
     job.set_status(pods[0], TaskStatus.ALLOCATED)  # a new generation
     assert recall_unready(job) == derive_unready(job)
     assert "not ready, 1 Allocated, 2 Pending," in recall_unready(job).fit
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(("text", "fails", "clears", "placed", "moved")),
+            st.integers(0, 4),
+            st.sampled_from(("cpu", "memory", "nvidia.com/gpu")),
+        ),
+        max_size=12,
+    )
+)
+def test_kept_findings_equal_findings_derived_afresh(
+    changes: list[tuple[str, int, str]],
+) -> None:
+    """Whatever changes between two closes (a fit error's text, which pods fail, the last
+    placements, the job's state), what close recalls equals what it derives from scratch."""
+    job = make_job("a", 5)
+    pods = sorted(job.tasks.values(), key=lambda t: t.name)
+    for kind, which, resource in changes:
+        pod = pods[which]
+        if kind == "text" and pod.uid in job.fit_errors:
+            job.fit_errors[pod.uid] = f"0/3 nodes are available: 3 Insufficient {resource}."
+        elif kind in ("text", "fails"):
+            job.fit_errors[pod.uid] = f"0/2 nodes are available: 2 Insufficient {resource}."
+        elif kind == "clears":
+            job.fit_errors.pop(pod.uid, None)
+        elif kind == "placed":
+            pod.last_transaction = (TaskStatus.ALLOCATED, f"n-{resource}")
+        elif pod.status == TaskStatus.PENDING:
+            job.set_status(pod, TaskStatus.PIPELINED)
+        assert recall_unready(job) == derive_unready(job)

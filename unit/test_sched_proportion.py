@@ -10,7 +10,13 @@ from hypothesis import strategies as st
 from caldera.api.resources import Resources
 from scheduler.api.types import QueueInfo, TaskStatus
 from scheduler.framework.plugin import Arguments
-from scheduler.plugins.proportion import QUOTA_EVENT, Claim, ProportionPlugin, water_fill
+from scheduler.plugins.proportion import (
+    QUOTA_EVENT,
+    Claim,
+    ProportionPlugin,
+    queue_share,
+    water_fill,
+)
 from unit.sched_fixtures import add_job, cpu, cpu_cluster, open_session
 
 
@@ -307,3 +313,47 @@ def test_allocate_handler_keeps_allocated_current() -> None:
     stmt.discard()
     assert attr.allocated == Resources()
     assert attr.share == 0.0
+
+
+def test_kept_shares_follow_the_queues_and_their_requests() -> None:
+    """The queues' limits and deserved shares kept with the snapshot between sessions
+    (``ClusterInfo.recall``) are derived again whenever a queue or a request changes, a queue
+    changed in place included, and reused while nothing did."""
+    cluster = cpu_cluster({"n0": "8"}, [QueueInfo("a", weight=3), QueueInfo("b", weight=1)])
+    add_job(cluster, "ja", queue="a", pending=20)
+
+    def deserved() -> tuple[Resources, Resources]:
+        plugin = proportion()
+        open_session(cluster, [plugin])
+        return plugin.queue_attrs["a"].deserved, plugin.queue_attrs["b"].deserved
+
+    assert deserved() == (cpu("8"), Resources())
+    kept = cluster.derived["proportion.deserved"][1]
+    assert deserved() == (cpu("8"), Resources())
+    assert cluster.derived["proportion.deserved"][1] is kept  # reused: nothing changed
+    add_job(cluster, "jb", queue="b", pending=20)
+    assert deserved() == (cpu("6"), cpu("2"))
+    cluster.queues["b"] = QueueInfo("b", weight=3)
+    assert deserved() == (cpu("4"), cpu("4"))
+    cluster.queues["b"].capability = cpu("1")  # in place
+    assert deserved() == (cpu("7"), cpu("1"))
+
+
+@given(
+    allocated=st.dictionaries(
+        st.sampled_from(("cpu", "memory", "pods", "gpu")), st.integers(-5, 20)
+    ),
+    deserved=st.dictionaries(
+        st.sampled_from(("cpu", "memory", "gpu", "disk")), st.integers(-5, 20)
+    ),
+)
+def test_queue_share_reads_only_what_is_allocated(
+    allocated: dict[str, int], deserved: dict[str, int]
+) -> None:
+    """A resource only the deserved share lists adds a share of 0: the share over the
+    allocated resources equals the share over both sides' resources."""
+    both = 0.0
+    for name in set(allocated) | set(deserved):
+        used, limit = allocated.get(name, 0), deserved.get(name, 0)
+        both = max(both, (0.0 if used <= 0 else 1.0) if limit <= 0 else used / limit)
+    assert queue_share(Resources(allocated), Resources(deserved)) == both

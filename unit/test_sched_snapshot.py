@@ -179,6 +179,23 @@ def test_cached_requests_reuse_until_the_pod_spec_changes() -> None:
     assert cache(pod) is not first
 
 
+def test_cached_requests_share_a_tasks_figures_between_its_pods() -> None:
+    """A new pod of a task gets the figures of the task's last pod when its containers and
+    overhead are the same (decoded apart: equal, not the same objects); a pod of another
+    shape, task or group gets its own."""
+    cache = CachedRequests()
+    first = cache(_pod("a-0", group="g", cpu="1"))
+    assert cache(_pod("a-1", group="g", cpu="1")) is first
+    other = cache(_pod("a-2", group="g", cpu="2"))
+    assert other[0] == Resources.from_list({"cpu": "2"})
+    assert cache(_pod("b-0", group="h", cpu="2")) is not other
+    ungrouped = cache(_pod("c-0", cpu="1"))
+    assert ungrouped == first
+    assert ungrouped is not first
+    init = cache(_pod("a-3", group="g", cpu="2", init_cpu="3"))
+    assert init == (Resources.from_list({"cpu": "2"}), Resources.from_list({"cpu": "3"}))
+
+
 def test_now_is_taken_from_the_caller() -> None:
     """The session's clock is an input, so the simulator can drive it."""
     when = dt.datetime(2030, 1, 1, tzinfo=dt.UTC)

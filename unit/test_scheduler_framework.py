@@ -126,6 +126,52 @@ def test_evict_then_discard_restores_running_task() -> None:
     assert ssn.nodes["n0"].idle == Resources.from_list({"cpu": "3", "pods": "110"})
 
 
+def test_discard_gives_the_job_its_generation_back() -> None:
+    """A discarded statement names the job's state as before it (what was derived from it
+    holds again); a later change gets a generation the job never had."""
+    ssn = Session(_cluster(jobs={"a": 2}), [])
+    job = ssn.jobs["ns/a"]
+    job.remember("test", "derived before the turn")
+    before, allocated = job.generation, job.allocated
+    seen = set()
+    stmt = ssn.statement()
+    for task in list(job.tasks.values()):
+        stmt.allocate(task, "n0")
+        seen.add(job.generation)
+        job.remember("test", "derived during the turn")
+    stmt.discard()
+    assert job.generation == before
+    assert job.allocated is allocated
+    job.remember("test", "derived before the turn")
+    assert job.remembered("test") == "derived before the turn"
+    stmt = ssn.statement()
+    stmt.allocate(next(iter(job.tasks.values())), "n0")
+    assert job.generation not in seen | {before}
+    assert job.remembered("test") is None
+    stmt.commit()  # a commit keeps the new state
+    assert job.generation not in seen | {before}
+
+
+def test_discard_keeps_a_change_another_statement_made_since() -> None:
+    """A job changed after the statement's last operation by a statement that stays is not
+    given its old generation back: its state is not the old one."""
+    ssn = Session(_cluster(jobs={"a": 2}), [])
+    job = ssn.jobs["ns/a"]
+    first, second = list(job.tasks.values())
+    before = job.generation
+    outer = ssn.statement()
+    outer.allocate(first, "n0")
+    inner = ssn.statement()
+    inner.allocate(second, "n0")
+    inner.commit()
+    committed = job.generation
+    outer.discard()
+    assert job.generation not in (before, committed)
+    assert job.count(TaskStatus.BINDING) == 1
+    assert job.count(TaskStatus.PENDING) == 1
+    assert job.allocated == second.resreq
+
+
 def test_order_functions_first_opinion_wins_in_tier_order() -> None:
     """The first plugin (tier order) with an opinion decides; disabled switches are skipped."""
     tiers = [

@@ -153,7 +153,12 @@ class Resources:
 
     def is_empty(self) -> bool:
         """Return True when no amount is positive (Volcano's ``IsEmpty``)."""
-        return all(amount <= 0 for amount in self._amounts.values())
+        # A loop, not all(): sessions ask millions of times, and a loop without a generator
+        # takes a fifth of the time.
+        for amount in self._amounts.values():  # noqa: SIM110
+            if amount > 0:
+                return False
+        return True
 
     def __add__(self, other: Resources) -> Resources:
         total = dict(self._amounts)

@@ -31,7 +31,9 @@ from scheduler.api.verdicts import VerdictMemory
 
 # Node generations are drawn from one counter for the whole process, so that a generation names
 # one state of one node: a verdict stamped with it (``scheduler.api.verdicts``) stays true for
-# as long as the node has it, even across sessions and NodeInfos derived again.
+# as long as the node has it, even across sessions and NodeInfos derived again. Jobs draw from
+# it too, so that a job's generation, once left, is never given to a later state of the job
+# (``JobInfo.restore`` gives an earlier one back).
 _generations = itertools.count(1)
 V = TypeVar("V")
 
@@ -181,13 +183,15 @@ class JobInfo:
     # Told the job's key whenever its tasks change status, when attached: the session's set
     # of such jobs (a snapshot kept across sessions learns from it what to derive again).
     changes: ChangeLog | None = None
-    # Bumped on every change of the tasks or of their statuses. With the phase it names the
+    # Renewed on every change of the tasks or of their statuses. With the phase it names the
     # job's state (the other fields are fixed for a JobInfo's life: a changed PodGroup is
     # derived into a new one), so that what plugins derive from a job is kept in ``memo`` (by
     # plugin) and reused while both stay the same: on the live snapshot a JobInfo outlives the
-    # session when nothing changed it (``Memo``).
+    # session when nothing changed it (``Memo``). A discarded statement gives the job its
+    # generation back (``restore``).
     generation: int = 0
     memo: dict[str, Memo] = field(default_factory=dict)
+    best_effort_tasks: int = 0  # how many of the tasks request nothing (kept by add/remove)
 
     def remembered(self, plugin: str) -> object | None:
         """What ``plugin`` kept from this job in this state, None when the job changed."""
@@ -210,8 +214,19 @@ class JobInfo:
 
     def _moved(self) -> None:
         """The job's tasks changed: a new generation, told to the snapshot's trail."""
-        self.generation += 1
+        self.generation = next(_generations)
         self._tell_trail()
+
+    def mark(self) -> tuple[int, Resources]:
+        """The job's state as it is now, for ``restore``."""
+        return self.generation, self.allocated
+
+    def restore(self, mark: tuple[int, Resources]) -> None:
+        """Name the job's state as ``mark`` named it, once every change since has been undone
+        (a statement discarded: each task back in its status and on its node), so that what
+        was derived from that state holds again. ``allocated`` is put back as it was, not as
+        the undoing left it (a resource added and taken away again would stay listed as 0)."""
+        self.generation, self.allocated = mark
 
     def _tell_trail(self) -> None:
         log = self.changes
@@ -227,6 +242,8 @@ class JobInfo:
     def add_task(self, task: TaskInfo) -> None:
         self._moved()
         self.tasks[task.uid] = task
+        if task.best_effort:
+            self.best_effort_tasks += 1
         self.by_status.setdefault(task.status, {})[task.uid] = task
         if task.status in ALLOCATED_STATUSES:
             self.allocated = self.allocated + task.resreq
@@ -236,6 +253,8 @@ class JobInfo:
         if self.tasks.pop(task.uid, None) is None:
             return
         self._moved()
+        if task.best_effort:
+            self.best_effort_tasks -= 1
         bucket = self.by_status.get(task.status)
         if bucket is not None:
             bucket.pop(task.uid, None)
@@ -430,6 +449,9 @@ class ClusterInfo:
     # Values derived per job, kept the same way (``job_map``), by name: the context they were
     # derived in (compared by identity) and the map.
     job_maps: dict[str, tuple[object, JobMap[Any]]] = field(default_factory=dict)
+    # Values derived from the snapshot as a whole (``recall``), by name: what they were
+    # derived from and the value.
+    derived: dict[str, tuple[object, Any]] = field(default_factory=dict)
     # Every change of a job's state, when the snapshot keeps the trail (the live snapshot:
     # every job attached, every job added, derived again or gone appended); None: sums compare
     # every job with what they kept.
@@ -463,6 +485,20 @@ class ClusterInfo:
         values: JobMap[V] = kept[1]
         values.refresh(self.jobs, self.job_trail)
         return values
+
+    def recall(self, name: str, inputs: object, derive: Callable[[], V]) -> V:
+        """The value kept under ``name`` (one name, one derivation) when it was derived from
+        inputs equal to ``inputs``, else ``derive()``, kept with them: for what a plugin
+        derives from the cluster as a whole, such as the queues' deserved shares, and that
+        stays the same while its inputs do. Kept as long as the snapshot, so on the live
+        snapshot across sessions."""
+        kept = self.derived.get(name)
+        if kept is not None and kept[0] == inputs:
+            value: V = kept[1]
+            return value
+        value = derive()
+        self.derived[name] = (inputs, value)
+        return value
 
     def trim_job_trail(self) -> None:
         """Drop what every kept sum and map has read of the trail; one left too far behind

@@ -257,7 +257,9 @@ class Session:
         screen: JobScreenFn | None = None,
         key: Callable[[Any], Any] | None = None,
     ) -> None:
-        tier, option = self._options.get(plugin, (len(self.tiers), PluginOption(plugin)))
+        entry = self._options.get(plugin)  # (a default built only when needed: sessions
+        # register some forty callbacks each)
+        tier, option = entry if entry is not None else (len(self.tiers), PluginOption(plugin))
         if option.enabled(switch):
             self._fns.setdefault(kind, []).append(_Registered(tier, plugin, fn, screen, key))
 

@@ -2,6 +2,12 @@
 all: allocate, pipeline and evict change the session's state at once (later decisions see them),
 and ``discard`` undoes them in reverse order; ``commit`` turns them into decisions (binds,
 evictions), and pipelined tasks stay as they are, waiting for what is being released.
+
+A discard also gives each job it touched the generation the job had before (``JobInfo.restore``),
+unless something outside the statement changed the job since its last operation (another
+statement kept on it): the job is then as it was, and what plugins and the live snapshot
+derived from it holds again. A waiting gang whose turn fails every session is not derived
+again every session.
 """
 
 from __future__ import annotations
@@ -9,7 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from scheduler.api.types import TaskInfo, TaskStatus
+from caldera.api.resources import Resources
+from scheduler.api.types import JobInfo, TaskInfo, TaskStatus
 
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
@@ -33,6 +40,13 @@ class Statement:
     def __init__(self, ssn: Session) -> None:
         self.ssn = ssn
         self.operations: list[_Operation] = []
+        # Each touched job by key: the job, its mark before the first operation, and its
+        # generation after the last one.
+        self._marks: dict[str, tuple[JobInfo, tuple[int, Resources], int]] = {}
+
+    def _touch(self, job: JobInfo, before: tuple[int, Resources]) -> None:
+        kept = self._marks.get(job.key)
+        self._marks[job.key] = (job, before if kept is None else kept[1], job.generation)
 
     def allocate(self, task: TaskInfo, node: str) -> None:
         self._move(task, node, TaskStatus.ALLOCATED, "allocate")
@@ -48,7 +62,10 @@ class Statement:
         node = self.ssn.nodes.get(task.node_name)
         if node is not None:
             node.remove_task(task)
-        self.ssn.jobs[task.job].set_status(task, TaskStatus.RELEASING)
+        job = self.ssn.jobs[task.job]
+        before = job.mark()
+        job.set_status(task, TaskStatus.RELEASING)
+        self._touch(job, before)
         if node is not None:
             node.add_task(task)
         self.operations.append(op)
@@ -60,13 +77,19 @@ class Statement:
         old_node = self.ssn.nodes.get(task.node_name) if task.node_name else None
         if old_node is not None:
             old_node.remove_task(task)
+        before = job.mark()
         job.set_status(task, status)
+        self._touch(job, before)
         task.node_name = node_name
         self.ssn.nodes[node_name].add_task(task)
         self.operations.append(record)
 
     def discard(self) -> None:
-        """Undo every operation, newest first."""
+        """Undo every operation, newest first; give the jobs their generations back (see the
+        module docstring)."""
+        untouched = [
+            (job, before) for job, before, last in self._marks.values() if job.generation == last
+        ]
         for record in reversed(self.operations):
             task = record.task
             if record.op == "evict":
@@ -81,6 +104,9 @@ class Statement:
             if record.previous_node and record.previous != TaskStatus.PENDING:
                 self.ssn.nodes[record.previous_node].add_task(task)
         self.operations.clear()
+        for job, before in untouched:
+            job.restore(before)
+        self._marks.clear()
 
     def commit(self) -> None:
         """Turn allocations into binds and evictions into evictions; pipelined tasks stay as
@@ -93,3 +119,4 @@ class Statement:
             elif record.op == "evict":
                 self.ssn.result.evict(task, record.reason)
         self.operations.clear()
+        self._marks.clear()

@@ -46,6 +46,7 @@ UNTRACKED = ("pods", "ephemeral-storage", "storage")
 NAMESPACE_SUMS = "drf.namespaces"  # the snapshot's sums of what each namespace's jobs hold
 ALLOCATED_MAP = "drf.allocated"  # the snapshot's per-job allocation (``ClusterInfo.job_map``)
 SHARE_MAP = "drf.shares"  # and per-job dominant share, derived afresh when the total changes
+_NOTHING = Resources()
 
 
 def resource_share(used: int, total: int) -> float:
@@ -57,12 +58,13 @@ def resource_share(used: int, total: int) -> float:
 
 
 def dominant_share(allocated: Resources, total: Resources) -> float:
-    """The largest share of any resource that ``allocated`` holds of ``total``."""
+    """The largest share of any resource that ``allocated`` holds of ``total`` (0 when it
+    holds none: a resource only ``total`` lists is a share of 0, so only ``allocated``'s are
+    looked at)."""
     share = 0.0
-    for name in set(total.names()) | set(allocated.names()):
-        if name in UNTRACKED:
-            continue
-        share = max(share, resource_share(allocated.get(name), total.get(name)))
+    for name, used in allocated.items():
+        if name not in UNTRACKED:
+            share = max(share, resource_share(used, total.get(name)))
     return share
 
 
@@ -95,14 +97,15 @@ class DrfPlugin:
 
     def _change(self, task: TaskInfo, delta: Resources, sign: int) -> None:
         job = task.job
-        amount = delta if sign > 0 else Resources() - delta
         if not self._own_maps:  # the snapshot's maps until the first change (see open)
             self.job_allocated, self.job_shares = dict(self.job_allocated), dict(self.job_shares)
             self._own_maps = True
-        allocated = self.job_allocated.get(job, Resources()) + amount
+        held = self.job_allocated.get(job, _NOTHING)
+        allocated = held + delta if sign > 0 else held - delta
         self.job_allocated[job] = allocated
         self.job_shares[job] = self.share(allocated)
-        ns = self.namespace_allocated.get(task.namespace, Resources()) + amount
+        held = self.namespace_allocated.get(task.namespace, _NOTHING)
+        ns = held + delta if sign > 0 else held - delta
         self.namespace_allocated[task.namespace] = ns
         self.namespace_shares[task.namespace] = self.share(ns)
 

@@ -49,10 +49,9 @@ ALL_NODES_UNAVAILABLE = "all nodes are unavailable"
 _UNSCHEDULABLE_PHASES = frozenset({"Pending", "Inqueue", "Unknown"})
 _VALID_STATUSES = (*ALLOCATED_STATUSES, TaskStatus.SUCCEEDED, TaskStatus.PIPELINED)
 _WAITING = (TaskStatus.PENDING, TaskStatus.ALLOCATED, TaskStatus.PIPELINED)
-# What the plugin keeps with a job between sessions (``JobInfo.recall``): its validity, and
-# whether it has best-effort pods.
+_NO_TASKS: dict[str, TaskInfo] = {}
+# What the plugin keeps with a job between sessions (``JobInfo.recall``): its validity.
 _VALIDITY = "gang.valid"
-_BEST_EFFORT = "gang.best-effort"
 # What close derived for a gang that waits for resources (``Unready``), kept with the job.
 _UNREADY = "gang.unready"
 
@@ -75,15 +74,9 @@ def _roles_satisfied(job: JobInfo, statuses: Sequence[TaskStatus], best_effort: 
     return all(counts.get(role, 0) >= n for role, n in job.min_task_member.items())
 
 
-def _has_best_effort(job: JobInfo) -> bool:
-    """Whether any of the job's pods requests nothing."""
-    return any(t.best_effort for t in job.tasks.values())
-
-
 def has_best_effort(job: JobInfo) -> bool:
-    """``_has_best_effort``, kept with the job while it does not change (asked only of the
-    jobs a session orders or finds unsettled, not of every job)."""
-    return job.recall(_BEST_EFFORT, _has_best_effort)
+    """Whether any of the job's pods requests nothing (counted as tasks come and go)."""
+    return job.best_effort_tasks > 0
 
 
 def job_valid(job: JobInfo) -> ValidateResult | None:
@@ -174,6 +167,14 @@ def fit_error(job: JobInfo) -> str:
     """Volcano's JobInfo.FitError: task counts by status, why the pending ones wait (the
     reasons, which do not depend on the job's message), and the fit error of the first pod
     (by name) that found no node."""
+    prefix, origin = _fit_error_parts(job)
+    return _with_origin(job, prefix, origin)
+
+
+def _fit_error_parts(job: JobInfo) -> tuple[str, TaskInfo | None]:
+    """``fit_error(job)`` but for the origin's fit error: the text before it, and the pod it
+    is of (None: no pending pod has a fit error). Only which pods have a fit error counts
+    here, not what it says."""
     counts = {s.value: len(bucket) for s, bucket in job.by_status.items() if bucket}
     counts["minAvailable"] = job.min_available
     message = f"{NOT_READY}, {_histogram(counts)}"
@@ -183,15 +184,19 @@ def fit_error(job: JobInfo) -> str:
         reasons[reason] = reasons.get(reason, 0) + 1
     if reasons:
         message += f"; Pending: {_histogram(reasons)}"
-    failed = sorted(
-        (t.name, job.fit_errors[t.uid])
-        for t in job.tasks_in(TaskStatus.PENDING)
-        if job.fit_errors.get(t.uid)
-    )
-    if failed:
-        # As newer Volcano does: the fit error of one pod that found no node.
-        message += f". Origin reason is {failed[0][0]}: {failed[0][1]}"
-    return message
+    # As newer Volcano does: the fit error of one pod that found no node (the first by name).
+    failed = [t for t in job.tasks_in(TaskStatus.PENDING) if job.fit_errors.get(t.uid)]
+    return message, min(failed, key=_name) if failed else None
+
+
+def _name(task: TaskInfo) -> str:
+    return task.name
+
+
+def _with_origin(job: JobInfo, prefix: str, origin: TaskInfo | None) -> str:
+    if origin is None:
+        return prefix
+    return f"{prefix}. Origin reason is {origin.name}: {job.fit_errors[origin.uid]}"
 
 
 class GangPlugin:
@@ -357,31 +362,51 @@ def waiting_messages(job: JobInfo, job_message: str) -> dict[str, str]:
 class Unready:
     """What close derives for a gang that is valid, not ready and waits for resources, with
     what it read beyond the job's state: the fit errors and the pending pods' last placements
-    (a session's marks, set afresh by every turn)."""
+    (a session's marks, set afresh by every turn); and what of it follows the fit errors'
+    text alone (``_retold``)."""
 
     fit_errors: dict[str, str]
-    placements: tuple[tuple[TaskStatus, str] | None, ...]
+    placements: tuple[tuple[TaskStatus, str] | None, ...]  # the waiting pods' last ones
     schedulable: int  # ready pods, and pending ones the last turn placed
     fit: str  # fit_error(job)
     job_message: str  # the condition's message
     messages: dict[str, str]  # waiting_messages(job, job_message)
+    prefix: str  # fit but for its origin's fit error
+    origin: TaskInfo | None  # the pod whose fit error ends fit
+    failing: frozenset[str]  # the pending pods with a fit error, by uid
+    own: tuple[TaskInfo, ...]  # waiting pods whose message is their fit error
+    general: tuple[str, ...]  # keys of the waiting pods whose message is the job's
 
 
 def _placements(job: JobInfo) -> tuple[tuple[TaskStatus, str] | None, ...]:
-    return tuple(t.last_transaction for t in job.tasks_in(TaskStatus.PENDING))
+    """The waiting pods' last placements (what their messages read besides the fit errors)."""
+    by_status = job.by_status
+    return tuple(
+        task.last_transaction
+        for status in _WAITING
+        for task in by_status.get(status, _NO_TASKS).values()
+    )
+
+
+def _failing(job: JobInfo) -> frozenset[str]:
+    return frozenset(uid for uid, text in job.fit_errors.items() if text)
 
 
 def recall_unready(job: JobInfo) -> Unready:
     """``derive_unready(job)``, kept with the job (``JobInfo.remember``) and reused while the
     job's state, fit errors and last placements are as they were: a waiting gang whose turn is
-    replayed (scheduler.actions.retry) asks for the same, session after session."""
+    replayed (scheduler.actions.retry) asks for the same, session after session. When only
+    the fit errors' text changed (the same pods failing: the nodes' reasons moved), the texts
+    are put in anew (``_retold``) rather than everything derived again."""
     kept = job.remembered(_UNREADY)
-    if (
-        isinstance(kept, Unready)
-        and kept.fit_errors == job.fit_errors
-        and kept.placements == _placements(job)
-    ):
-        return kept
+    if isinstance(kept, Unready):
+        if kept.fit_errors == job.fit_errors:
+            if kept.placements == _placements(job):
+                return kept
+        elif kept.failing == _failing(job) and kept.placements == _placements(job):
+            found = _retold(job, kept)
+            job.remember(_UNREADY, found)
+            return found
     found = derive_unready(job)
     job.remember(_UNREADY, found)
     return found
@@ -390,19 +415,60 @@ def recall_unready(job: JobInfo) -> Unready:
 def derive_unready(job: JobInfo) -> Unready:
     """The condition's message, the fit error and the waiting pods' messages of a valid gang
     that is not ready (Volcano's "X/Y tasks in gang unschedulable: ...")."""
-    placements = _placements(job)
     schedulable = job.ready_task_num() + sum(
-        1 for placed in placements if placed is not None and placed[0] in ALLOCATED_STATUSES
+        1
+        for task in job.tasks_in(TaskStatus.PENDING)
+        if task.last_transaction is not None and task.last_transaction[0] in ALLOCATED_STATUSES
     )
-    fit = fit_error(job)
-    job_message = (
-        f"{job.min_available - schedulable}/{len(job.tasks)} tasks in gang unschedulable: {fit}"
-    )
+    prefix, origin = _fit_error_parts(job)
+    fit = _with_origin(job, prefix, origin)
+    job_message = f"{_head(job, schedulable)}{fit}"
+    own, general = [], []
+    for task in job.tasks_in(*_WAITING):
+        if _context(task)[0] == TaskStatus.PENDING:
+            if job.fit_errors.get(task.uid):
+                own.append(task)
+            else:
+                general.append(task.key)
     return Unready(
         dict(job.fit_errors),
-        placements,
+        _placements(job),
         schedulable,
         fit,
         job_message,
         waiting_messages(job, job_message),
+        prefix,
+        origin,
+        _failing(job),
+        tuple(own),
+        tuple(general),
+    )
+
+
+def _head(job: JobInfo, schedulable: int) -> str:
+    return f"{job.min_available - schedulable}/{len(job.tasks)} tasks in gang unschedulable: "
+
+
+def _retold(job: JobInfo, kept: Unready) -> Unready:
+    """``derive_unready(job)`` for a job whose state, last placements and failing pods are
+    ``kept``'s, only the fit errors' text changed: the texts put in anew."""
+    fit = _with_origin(job, kept.prefix, kept.origin)
+    job_message = f"{_head(job, kept.schedulable)}{fit}"
+    messages = dict(kept.messages)
+    for task in kept.own:
+        messages[task.key] = job.fit_errors[task.uid]
+    for key in kept.general:
+        messages[key] = job_message or ALL_NODES_UNAVAILABLE
+    return Unready(
+        dict(job.fit_errors),
+        kept.placements,
+        kept.schedulable,
+        fit,
+        job_message,
+        messages,
+        kept.prefix,
+        kept.origin,
+        kept.failing,
+        kept.own,
+        kept.general,
     )

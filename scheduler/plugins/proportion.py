@@ -62,6 +62,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import NamedTuple
 
 from caldera.api.resources import Resources
 from caldera.api.why import WaitStage
@@ -90,12 +91,24 @@ class QueueAttr:
     inqueue: Resources = field(default_factory=Resources)
     elastic: Resources = field(default_factory=Resources)
     deserved: Resources = field(default_factory=Resources)
-    share: float = 0.0
+    # The share as last derived, and the two vectors it was derived from (compared by
+    # identity: both are immutable and replaced, never changed).
+    _share: tuple[float, Resources | None, Resources | None] = (0.0, None, None)
+
+    @property
+    def share(self) -> float:
+        """``queue_share(allocated, deserved)``, derived when asked for: the allocate handlers
+        change ``allocated`` far more often than the queue order asks for the share."""
+        share, allocated, deserved = self._share
+        if allocated is not self.allocated or deserved is not self.deserved:
+            share = queue_share(self.allocated, self.deserved)
+            self._share = (share, self.allocated, self.deserved)
+        return share
 
 
-@dataclass(frozen=True)
-class Claim:
-    """One queue's stake in one resource for ``water_fill``."""
+class Claim(NamedTuple):
+    """One queue's stake in one resource for ``water_fill`` (a tuple: sessions build one per
+    queue and resource whenever a request changes)."""
 
     weight: int
     ceiling: int  # min(real capability, request)
@@ -173,13 +186,22 @@ def job_inqueue(job: JobInfo) -> Resources:
 
 def queue_share(allocated: Resources, deserved: Resources) -> float:
     """The largest ``allocated / deserved`` over the resources (a resource deserved 0 counts 1
-    once held, Volcano's ``helpers.Share``)."""
+    once held, Volcano's ``helpers.Share``). A resource only ``deserved`` lists is a share
+    of 0, so only ``allocated``'s are looked at."""
     share = 0.0
-    for name in set(allocated.names()) | set(deserved.names()):
-        used, limit = allocated.get(name), deserved.get(name)
+    for name, used in allocated.items():
+        limit = deserved.get(name)
         part = (0.0 if used <= 0 else 1.0) if limit <= 0 else used / limit
         share = max(share, part)
     return share
+
+
+def tracked(resources: Resources) -> Resources:
+    """``resources`` without the names Volcano does not track (the same vector when it lists
+    none of them, as pods' requests seldom do)."""
+    if any(name in resources for name in UNTRACKED):
+        return resources.without(*UNTRACKED)
+    return resources
 
 
 def tracked_capability(queue: QueueInfo) -> Resources | None:
@@ -193,6 +215,82 @@ def tracked_capability(queue: QueueInfo) -> Resources | None:
         if not (name in ("cpu", "memory") and amount <= 0)
     }
     return Resources(kept)
+
+
+# Kept with the snapshot (``ClusterInfo.recall``): the queues' limits, their deserved shares.
+_LIMITS = "proportion.limits"
+_DESERVED = "proportion.deserved"
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class QueueLimits:
+    """What proportion reads of a queue beyond its jobs: the parts of ``QueueAttr`` that
+    depend only on the queues and the cluster's total. Compared by identity, as a kept
+    derivation's input."""
+
+    name: str
+    weight: int
+    guarantee: Resources
+    capability: Resources | None  # None: unlimited; cpu/memory <= 0 already dropped
+    real_capability: Resources
+
+
+def _limits_read(queue: QueueInfo) -> tuple[object, ...]:
+    """What ``queue_limits`` reads of a queue, listed zeros included."""
+    capability = None if queue.capability is None else queue.capability.items()
+    return queue.name, queue.weight, capability, queue.guarantee.items()
+
+
+def queue_limits(total: Resources, queues: Sequence[QueueInfo]) -> tuple[QueueLimits, ...]:
+    """Each queue's weight, guarantee, capability and real capability (module docstring),
+    in the order of ``queues``; ``total`` without the untracked resources."""
+    guarantees = [q.guarantee.without(*UNTRACKED) for q in queues]
+    spare = total.sub_clamped(Resources.sum(guarantees))
+    limits = []
+    for queue, guarantee in zip(queues, guarantees, strict=True):
+        capability = tracked_capability(queue)
+        real = spare + guarantee
+        if capability is not None:
+            names = set(real.names()) | set(capability.names())
+            real = Resources(
+                {
+                    n: min(real.get(n), capability.get(n)) if n in capability else real.get(n)
+                    for n in names
+                }
+            )
+        limits.append(QueueLimits(queue.name, max(queue.weight, 1), guarantee, capability, real))
+    return tuple(limits)
+
+
+def deserved(
+    total: Resources, limits: Sequence[QueueLimits], requests: Sequence[Resources]
+) -> tuple[Resources, ...]:
+    """Each queue's deserved share, water-filled resource by resource (module docstring), in
+    the order of ``limits``; ``requests``: what each queue asks for, in the same order."""
+    names: set[str] = set(total.names())
+    for limit, request in zip(limits, requests, strict=True):
+        names |= set(request.names()) | set(limit.guarantee.names())
+    amounts: list[dict[str, int]] = [{} for _ in limits]
+    for name in sorted(names):
+        claims = [
+            Claim(
+                weight=limit.weight,
+                ceiling=max(
+                    min(
+                        request.get(name),
+                        limit.real_capability.get(name)
+                        if name in limit.real_capability
+                        else request.get(name),
+                    ),
+                    0,
+                ),
+                guarantee=max(limit.guarantee.get(name), 0),
+            )
+            for limit, request in zip(limits, requests, strict=True)
+        ]
+        for share, amount in zip(amounts, water_fill(max(total.get(name), 0), claims), strict=True):
+            share[name] = amount
+    return tuple(Resources(share) for share in amounts)
 
 
 class ProportionPlugin:
@@ -210,47 +308,37 @@ class ProportionPlugin:
 
     def on_session_open(self, ssn: Session) -> None:
         self._ssn = ssn
-        self.total = ssn.total_resource.without(*UNTRACKED)
-        self.queue_attrs = {}
-        total_guarantee = Resources.sum(
-            q.guarantee.without(*UNTRACKED) for q in ssn.queues.values()
-        )
-        spare = self.total.sub_clamped(total_guarantee)
-        for queue in ssn.queues.values():
-            guarantee = queue.guarantee.without(*UNTRACKED)
-            attr = QueueAttr(
-                name=queue.name,
-                weight=max(queue.weight, 1),
-                guarantee=guarantee,
-                capability=tracked_capability(queue),
-            )
-            real = spare + guarantee
-            if attr.capability is not None:
-                names = set(real.names()) | set(attr.capability.names())
-                real = Resources(
-                    {
-                        n: min(real.get(n), attr.capability.get(n))
-                        if n in attr.capability
-                        else real.get(n)
-                        for n in names
-                    }
-                )
-            attr.real_capability = real
-            self.queue_attrs[queue.name] = attr
-
+        self.total = total = ssn.total_resource.without(*UNTRACKED)
+        cluster = ssn.cluster
+        # What the queues' limits and deserved shares are derived from changes far less often
+        # than sessions run: both are kept with the snapshot while their inputs stay the same
+        # (``ClusterInfo.recall``).
+        queues = tuple(ssn.queues.values())
+        inputs: tuple[object, ...] = (total.items(), *map(_limits_read, queues))
+        limits = cluster.recall(_LIMITS, inputs, lambda: queue_limits(total, queues))
         # The queues' sums are kept with the snapshot: only jobs that changed since the last
         # session are looked at again (``ClusterInfo.sums``).
-        sums = ssn.cluster.sums(self.name, by_queue, job_figures, 4)
-        for name, attr in self.queue_attrs.items():
-            allocated = sums.total(name, ALLOCATED)
-            attr.allocated = allocated.without(*UNTRACKED)
-            attr.request = (allocated + sums.total(name, PENDING)).without(*UNTRACKED)
-            attr.inqueue = sums.total(name, INQUEUE)
-            attr.elastic = sums.total(name, ELASTIC)
-
-        self._compute_deserved()
-        for attr in self.queue_attrs.values():
-            attr.share = queue_share(attr.allocated, attr.deserved)
+        sums = cluster.sums(self.name, by_queue, job_figures, 4)
+        self.queue_attrs = {}
+        for limit in limits:
+            allocated = sums.total(limit.name, ALLOCATED)
+            self.queue_attrs[limit.name] = QueueAttr(
+                name=limit.name,
+                weight=limit.weight,
+                guarantee=limit.guarantee,
+                capability=limit.capability,
+                real_capability=limit.real_capability,
+                allocated=tracked(allocated),
+                request=(allocated + sums.total(limit.name, PENDING)).without(*UNTRACKED),
+                inqueue=sums.total(limit.name, INQUEUE),
+                elastic=sums.total(limit.name, ELASTIC),
+            )
+        requests = tuple(attr.request for attr in self.queue_attrs.values())
+        # Compared name by name, listed zeros included: they are listed in what is derived.
+        inputs = (total.items(), limits, tuple(r.items() for r in requests))
+        shares = cluster.recall(_DESERVED, inputs, lambda: deserved(total, limits, requests))
+        for attr, share in zip(self.queue_attrs.values(), shares, strict=True):
+            attr.deserved = share
 
         ssn.add_queue_order_fn(self.name, self.queue_order)
         ssn.add_overused_fn(self.name, self.overused)
@@ -261,41 +349,11 @@ class ProportionPlugin:
         ssn.add_preemptive_fn(self.name, self.preemptive)
         ssn.add_allocate_handler(self.name, self._on_allocate, self._on_deallocate)
 
-    def _compute_deserved(self) -> None:
-        attrs = list(self.queue_attrs.values())
-        names: set[str] = set(self.total.names())
-        for attr in attrs:
-            names |= set(attr.request.names()) | set(attr.guarantee.names())
-        deserved: dict[str, dict[str, int]] = {attr.name: {} for attr in attrs}
-        for name in sorted(names):
-            claims = [
-                Claim(
-                    weight=attr.weight,
-                    ceiling=max(
-                        min(
-                            attr.request.get(name),
-                            attr.real_capability.get(name)
-                            if name in attr.real_capability
-                            else attr.request.get(name),
-                        ),
-                        0,
-                    ),
-                    guarantee=max(attr.guarantee.get(name), 0),
-                )
-                for attr in attrs
-            ]
-            for attr, amount in zip(
-                attrs, water_fill(max(self.total.get(name), 0), claims), strict=True
-            ):
-                deserved[attr.name][name] = amount
-        for attr in attrs:
-            attr.deserved = Resources(deserved[attr.name])
-
     def on_session_close(self, ssn: Session) -> None:
         """Report each queue's deserved share and how much of it is used, for the metrics."""
         for name, attr in self.queue_attrs.items():
             ssn.result.queue_deserved[name] = attr.deserved
-            ssn.result.queue_share[name] = queue_share(attr.allocated, attr.deserved)
+            ssn.result.queue_share[name] = attr.share
             ssn.result.queue_figures[name] = QueueFigures(
                 weight=attr.weight,
                 request=attr.request,
@@ -317,14 +375,12 @@ class ProportionPlugin:
     def _on_allocate(self, task: TaskInfo) -> None:
         attr = self._attr_of(task)
         if attr is not None:
-            attr.allocated = attr.allocated + task.resreq.without(*UNTRACKED)
-            attr.share = queue_share(attr.allocated, attr.deserved)
+            attr.allocated = attr.allocated + tracked(task.resreq)
 
     def _on_deallocate(self, task: TaskInfo) -> None:
         attr = self._attr_of(task)
         if attr is not None:
-            attr.allocated = attr.allocated - task.resreq.without(*UNTRACKED)
-            attr.share = queue_share(attr.allocated, attr.deserved)
+            attr.allocated = attr.allocated - tracked(task.resreq)
 
     # ---- callbacks ----------------------------------------------------------------------------
 
@@ -443,7 +499,7 @@ class ProportionPlugin:
             attr = self.queue_attrs.get(job.queue) if job is not None else None
             if attr is None:
                 continue
-            released = task.resreq.without(*UNTRACKED)
+            released = tracked(task.resreq)
             after = remaining.get(attr.name, attr.allocated) - released
             if any(
                 after.get(name) >= attr.deserved.get(name)
