@@ -88,7 +88,7 @@ def run_session(session: Session, conf: SchedulerConf, registry: Registry) -> Se
     for key, job in session.jobs.items():
         if key in settled and key not in notes:
             continue  # the same status, a ready phase, no wait record (scheduler.api.settled)
-        condition = session.job_conditions.get(key)
+        condition = session.job_condition(key)
         phase = _unchanged_phase(job, condition)
         unchanged = phase is not None
         if phase is None:

@@ -189,8 +189,10 @@ class Session:
         self._fns: dict[str, list[_Registered]] = {}
         self.result = SessionResult()
         self.total_resource = cluster.total_allocatable()
-        # The PodGroup condition a plugin (gang) set for a job in this session.
+        # The PodGroup condition a plugin (gang) set for a job in this session; and the one
+        # every settled job has (gang's Scheduled), set once rather than per settled job.
         self.job_conditions: dict[str, PodGroupCondition] = {}
+        self.settled_condition: PodGroupCondition | None = None
         # What plugins and actions found about why a job waits: (stage, text) by job key,
         # stage a caldera.api.why.WaitStage or DETAIL (scheduler.why composes the record).
         self.wait_notes: dict[str, list[tuple[str, str]]] = {}
@@ -224,6 +226,13 @@ class Session:
         # Set by the network-topology-aware plugin when it opens: how HyperNodes are scored
         # (scheduler.framework.hypernodes); None leaves every job topology-blind.
         self.topology: HyperNodeState | None = None
+
+    def job_condition(self, key: str) -> PodGroupCondition | None:
+        """The PodGroup condition the session's plugins set for the job, None when none did."""
+        condition = self.job_conditions.get(key)
+        if condition is None and self.settled_condition is not None and key in self.settled():
+            return self.settled_condition
+        return condition
 
     def settled(self) -> Mapping[str, str]:
         """The settled jobs as of now (``scheduler.api.settled``), by key, with the phase their

@@ -261,11 +261,11 @@ class GangPlugin:
             type="Scheduled", status="True", last_transition_time=now, reason=SCHEDULED_REASON
         )
         settled = ssn.settled()
+        # A settled job is ready, no pod waits, and its PodGroup already said so in an earlier
+        # session, unchanged since: no event, no message, the same condition (given once).
+        ssn.settled_condition = scheduled
         for job in ssn.jobs.values():
             if job.key in settled:
-                # Ready, no pod waiting, and its PodGroup already said so in an earlier
-                # session, unchanged since: no event, no message, the same condition.
-                ssn.job_conditions[job.key] = scheduled
                 continue
             job_message = ""
             fit: str | None = None  # fit_error(job), once asked for

@@ -1,6 +1,8 @@
 """proportion: queues share the cluster by weight (Volcano's proportion plugin).
 
-Each queue gets a *deserved* amount of every resource, computed at session open:
+Each queue gets a *deserved* amount of every resource, computed at session open (and kept
+with the snapshot, reused while the cluster's total, the queues and their requests are the
+same):
 
     request_q     what the queue's jobs hold plus what their pending tasks ask for
     capability_q  spec.capability; resources it does not list are unlimited, and cpu or memory
