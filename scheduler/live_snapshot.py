@@ -301,14 +301,12 @@ class LiveSnapshot:
             return
         self._nodes.update(session.node_changes)
         touched = session.job_changes
-        # A settled job was not touched, has no fit error and keeps its PodGroup's phase.
-        settled = session.settled()
         # Jobs a committed statement changed: their tasks keep what the session planned.
         result = session.result
         kept = {b.task.job for b in result.binds} | {e.task.job for e in result.evictions}
-        for key, job in cluster.jobs.items():
-            if key in settled:
-                continue
+        # A settled job was not touched, has no fit error and keeps its PodGroup's phase.
+        for job in session.unsettled_jobs():
+            key = job.key
             pg_phase = job.podgroup.status.phase if job.podgroup is not None else ""
             if key in touched and (key in kept or _holds_plans(job)):
                 self._groups.add(key)

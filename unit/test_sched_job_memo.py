@@ -11,6 +11,7 @@ from __future__ import annotations
 import msgspec
 
 from caldera.api.volcano import PodGroupCondition, PodGroupStatus
+from scheduler.api.job_sums import JobTrail
 from scheduler.api.types import JobInfo, TaskStatus
 from scheduler.framework.runner import _STATUS, _unchanged_phase
 from scheduler.framework.session import Session
@@ -99,3 +100,26 @@ def test_status_memo_holds_for_one_condition() -> None:
     assert job.podgroup is not None
     job.podgroup = msgspec.structs.replace(job.podgroup, status=PodGroupStatus(phase="Running"))
     assert _unchanged_phase(job, scheduled) is None  # another PodGroup
+
+
+def test_unsettled_jobs_follow_the_trail_and_the_settled_jobs() -> None:
+    """The passes' list of jobs that are not settled keeps the snapshot's order, is shared
+    while nothing moves, and follows a job that settles, changes or is unsettled by a change."""
+    jobs = [make_job(name, 2) for name in ("a", "b", "c")]
+    cluster = make_cluster([make_node("n0", "8", "16Gi")], jobs)
+    cluster.job_trail = JobTrail()
+    cluster.job_log.trail = cluster.job_trail.keys
+    for job in jobs:
+        job.changes = cluster.job_log
+    ssn = Session(cluster, [])
+    first = ssn.unsettled_jobs()
+    assert [j.name for j in first] == ["a", "b", "c"]
+    assert ssn.unsettled_jobs() is first  # nothing moved: the same list
+    ssn.settle("ns/b", "Running")
+    assert [j.name for j in ssn.unsettled_jobs()] == ["a", "c"]
+    a_task = next(iter(jobs[0].tasks.values()))
+    jobs[0].set_status(a_task, TaskStatus.ALLOCATED)  # the trail moves; b stays settled
+    assert [j.name for j in ssn.unsettled_jobs()] == ["a", "c"]
+    b_task = next(iter(jobs[1].tasks.values()))
+    jobs[1].set_status(b_task, TaskStatus.ALLOCATED)  # b changes: no longer settled
+    assert [j.name for j in ssn.unsettled_jobs()] == ["a", "b", "c"]

@@ -110,11 +110,9 @@ class AllocateAction:
         enqueue_here = "enqueue" not in ssn.configured_actions
         by_queue: dict[str, list[JobInfo]] = {}
         pending: dict[str, list[TaskInfo]] = {}
-        settled = ssn.settled()  # not Pending, no pod waiting (scheduler.api.settled)
         task_key, signature = ssn.task_order_key(), ssn.task_order_signature()
-        for key, job in ssn.jobs.items():
-            if key in settled:
-                continue
+        # Settled jobs are not Pending and have no pod waiting (scheduler.api.settled).
+        for job in ssn.unsettled_jobs():
             if job.phase in PENDING_PHASES:
                 if not enqueue_here:
                     continue

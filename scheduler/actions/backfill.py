@@ -29,9 +29,9 @@ class BackfillAction:
 
     def execute(self, ssn: Session) -> None:
         by_queue: dict[str, list[JobInfo]] = {}
-        settled = ssn.settled()  # not Pending, no pod waiting (scheduler.api.settled)
-        for key, job in ssn.jobs.items():
-            if key in settled or job.phase in PENDING_PHASES or job.queue not in ssn.queues:
+        # Settled jobs are not Pending and have no pod waiting (scheduler.api.settled).
+        for job in ssn.unsettled_jobs():
+            if job.phase in PENDING_PHASES or job.queue not in ssn.queues:
                 continue
             waiting = job.by_status.get(TaskStatus.PENDING)
             if not waiting or not any(t.best_effort for t in waiting.values()):

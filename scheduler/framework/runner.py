@@ -85,9 +85,13 @@ def run_session(session: Session, conf: SchedulerConf, registry: Registry) -> Se
         plugin.on_session_close(session)
         timings.plugin_seconds[(plugin.name, "OnSessionClose")] = time.perf_counter() - started
     settled, notes = session.settled(), session.wait_notes
-    for key, job in session.jobs.items():
+    # A settled job keeps its status and a ready phase, and has no wait record to write
+    # (scheduler.api.settled), unless a note about it came in this session.
+    noted = any(key in settled for key in notes)
+    for job in session.unsettled_jobs() if not noted else list(session.jobs.values()):
+        key = job.key
         if key in settled and key not in notes:
-            continue  # the same status, a ready phase, no wait record (scheduler.api.settled)
+            continue
         condition = session.job_condition(key)
         phase = _unchanged_phase(job, condition)
         unchanged = phase is not None

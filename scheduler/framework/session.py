@@ -223,6 +223,7 @@ class Session:
         # Jobs gang's close found ready, nothing waiting, their PodGroup already saying so:
         # the session's close settles those whose status and why record stay as they are.
         self.settling: set[str] = set()
+        self._unsettled: tuple[tuple[int, int, int], list[JobInfo]] | None = None
         # Set by the network-topology-aware plugin when it opens: how HyperNodes are scored
         # (scheduler.framework.hypernodes); None leaves every job topology-blind.
         self.topology: HyperNodeState | None = None
@@ -241,6 +242,20 @@ class Session:
         if kept is None or trail is None:
             return _NOTHING_SETTLED
         return kept.refresh(trail)
+
+    def unsettled_jobs(self) -> list[JobInfo]:
+        """The jobs that are not settled (``settled``), in the snapshot's order: what each pass
+        over every job looks at. Kept while no job changes (the trail does not move) and none
+        settles, so the passes of a session in which nothing moved share one list."""
+        settled = self.settled()
+        trail = self.cluster.job_trail
+        mark = (trail.end if trail is not None else -1, len(settled), len(self.jobs))
+        kept = self._unsettled
+        if kept is not None and kept[0] == mark:
+            return kept[1]
+        jobs = [job for key, job in self.jobs.items() if key not in settled]
+        self._unsettled = (mark, jobs)
+        return jobs
 
     def settle(self, key: str, phase: str) -> None:
         """The session's close found the job settled (``settled``), its PodGroup in ``phase``."""

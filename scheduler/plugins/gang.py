@@ -260,13 +260,10 @@ class GangPlugin:
         scheduled = PodGroupCondition(
             type="Scheduled", status="True", last_transition_time=now, reason=SCHEDULED_REASON
         )
-        settled = ssn.settled()
         # A settled job is ready, no pod waits, and its PodGroup already said so in an earlier
         # session, unchanged since: no event, no message, the same condition (given once).
         ssn.settled_condition = scheduled
-        for job in ssn.jobs.values():
-            if job.key in settled:
-                continue
+        for job in ssn.unsettled_jobs():
             job_message = ""
             fit: str | None = None  # fit_error(job), once asked for
             messages: dict[str, str] | None = None  # the waiting pods', once derived
