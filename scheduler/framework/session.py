@@ -454,10 +454,20 @@ class Session:
         return None
 
     def node_score(self, task: TaskInfo, node: NodeInfo) -> float:
-        return sum(float(reg.fn(task, node)) for reg in self._registered("node_order"))
+        """The plugins' scores summed in registration order (a loop, not sum() over a
+        generator: asked per pod and node looked at)."""
+        score = 0.0
+        for reg in self._registered("node_order"):
+            score += float(reg.fn(task, node))
+        return score
 
     def job_ready(self, job: JobInfo) -> bool:
-        return all(reg.fn(job) for reg in self._registered("job_ready"))
+        # Loops, not all()/any(), here and below: asked per pod placed, and a loop without a
+        # generator takes a fifth of the time.
+        for reg in self._registered("job_ready"):  # noqa: SIM110
+            if not reg.fn(job):
+                return False
+        return True
 
     def job_valid(self, job: JobInfo) -> ValidateResult | None:
         for reg in self._registered("job_valid"):
@@ -558,10 +568,16 @@ class Session:
         return all(reg.fn(queue, tasks) for reg in self._registered("preemptive"))
 
     def overused(self, queue: QueueInfo) -> bool:
-        return any(reg.fn(queue) for reg in self._registered("overused"))
+        for reg in self._registered("overused"):  # noqa: SIM110
+            if reg.fn(queue):
+                return True
+        return False
 
     def allocatable(self, queue: QueueInfo, task: TaskInfo) -> bool:
-        return all(reg.fn(queue, task) for reg in self._registered("allocatable"))
+        for reg in self._registered("allocatable"):  # noqa: SIM110
+            if not reg.fn(queue, task):
+                return False
+        return True
 
     # ---- state changes ----------------------------------------------------------------------
 

@@ -415,11 +415,14 @@ class ProportionPlugin:
             return True
         request = tasks[0].resreq if len(tasks) == 1 else Resources.sum(t.resreq for t in tasks)
         allocated, deserved = attr.allocated, attr.deserved
-        return all(
-            allocated.get(name) + amount <= deserved.get(name)
-            for name, amount in request.items()
-            if amount > 0 and name not in UNTRACKED
-        )
+        for name, amount in request.items():  # a loop, not all(): asked per pod and turn
+            if (
+                amount > 0
+                and name not in UNTRACKED
+                and allocated.get(name) + amount > deserved.get(name)
+            ):
+                return False
+        return True
 
     def job_enqueueable(self, job: JobInfo) -> int:
         """Reject jobs of a closed queue or beyond the queue's quota; permit the others."""
