@@ -2,7 +2,7 @@
 jobs per wall second, at several trace sizes, and the cost per 1,000 jobs between them.
 
     .venv/bin/python bench/simulator.py                  # 10,000, 50,000, 100,000 jobs, 5,000 nodes
-                                                         # (whole: over 2 CPU hours, see below)
+                                                         # (whole: an hour or more, see below)
     .venv/bin/python bench/simulator.py --smoke          # CI: 50 and 100 jobs on 10 nodes
     .venv/bin/python bench/simulator.py --sizes 10000 --profile   # and where the time goes
     .venv/bin/python bench/simulator.py --sizes 100000 --hours 2  # the week's first 2 hours
@@ -20,9 +20,9 @@ a run that breaks raises (exit code 1).
 ``--hours H`` stops each run after H simulated hours (the trace's later jobs never arrive): for
 when a whole run takes longer than there is. The week's figure is then an extrapolation from
 the simulated hours' rate, and is printed as one (``extrapolated``), never as a measurement.
-On this machine the week's first 3 hours run at 4 to 5 CPU seconds per simulated hour, the
+On this machine the week's first 3 hours run at 3 to 5 CPU seconds per simulated hour, the
 later ones dearer as the trace's backlog of waiting gangs grows (docs/benchmarks.md,
-"Simulator"): the 10,000-job run takes 3 to 4 CPU minutes whole, the larger ones much longer.
+"Simulator"): the 10,000-job run takes 1.5 to 3 CPU minutes whole, the larger ones much longer.
 """
 
 from __future__ import annotations
