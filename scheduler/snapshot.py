@@ -23,6 +23,7 @@ from typing import TypeVar
 import msgspec
 
 from caldera.api.core import (
+    Container,
     Node,
     Pod,
     PodDisruptionBudget,
@@ -30,7 +31,7 @@ from caldera.api.core import (
     PriorityClass,
     ResourceQuota,
 )
-from caldera.api.meta import condition_is_true, find_condition, parse_time
+from caldera.api.meta import ResourceList, condition_is_true, find_condition, parse_time
 from caldera.api.resources import Resources, pod_requests
 from caldera.api.topology import HyperNode
 from caldera.api.topology_tree import HyperNodeTree, build_tree
@@ -38,14 +39,12 @@ from caldera.api.volcano import KUBE_GROUP_NAME_KEY, TASK_SPEC_KEY, PodGroup, Qu
 from scheduler.api.types import ClusterInfo, JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus
 
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-RequestsFn = Callable[[Pod], tuple[Resources, Resources]]
+Figures = tuple[Resources, Resources]  # what a pod needs to run, and to start
+RequestsFn = Callable[[Pod], Figures]
 Namespaced = TypeVar("Namespaced", ResourceQuota, PodDisruptionBudget)
 
 
-Figures = tuple[Resources, Resources]  # what a pod needs to run, and to start
-
-
-def pod_resources(pod: Pod) -> tuple[Resources, Resources]:
+def pod_resources(pod: Pod) -> Figures:
     """(what the pod needs to run, what it needs to start): containers and overhead, then the
     same raised to any init container's needs."""
     spec = msgspec.to_builtins(pod.spec)
@@ -53,6 +52,8 @@ def pod_resources(pod: Pod) -> tuple[Resources, Resources]:
     return running, pod_requests(spec)
 
 
+# What ``pod_resources`` reads of a pod (containers, init containers, overhead), and its figures.
+_Shape = tuple[tuple[Container, ...], tuple[Container, ...], ResourceList, Figures]
 # How many task shapes ``CachedRequests`` keeps before it starts again (a bound, not a tuning:
 # a busy cluster has far fewer live tasks).
 _MAX_SHAPES = 4096
@@ -66,12 +67,12 @@ class CachedRequests:
     gets that pod's figures: the pods of one task share their template."""
 
     def __init__(self) -> None:
-        self._cache: dict[str, tuple[str, PodSpec, tuple[Resources, Resources]]] = {}
+        self._cache: dict[str, tuple[str, PodSpec, Figures]] = {}
         # By (namespace, PodGroup, task): the last pod's containers, init containers and
         # overhead, and its figures.
-        self._shapes: dict[tuple[str, str, str], tuple[object, object, object, Figures]] = {}
+        self._shapes: dict[tuple[str, str, str], _Shape] = {}
 
-    def __call__(self, pod: Pod) -> tuple[Resources, Resources]:
+    def __call__(self, pod: Pod) -> Figures:
         uid, rv, spec = pod.metadata.uid, pod.metadata.resource_version, pod.spec
         hit = self._cache.get(uid)
         if hit is not None and (hit[0] == rv or hit[1] is spec or hit[1] == spec):

@@ -95,7 +95,9 @@ class QueueAttr:
     deserved: Resources = field(default_factory=Resources)
     # The share as last derived, and the two vectors it was derived from (compared by
     # identity: both are immutable and replaced, never changed).
-    _share: tuple[float, Resources | None, Resources | None] = (0.0, None, None)
+    _share: tuple[float, Resources | None, Resources | None] = field(
+        default=(0.0, None, None), init=False, repr=False, compare=False
+    )
 
     @property
     def share(self) -> float:
@@ -213,7 +215,7 @@ def tracked_capability(queue: QueueInfo) -> Resources | None:
         return None
     kept = {
         name: amount
-        for name, amount in queue.capability.without(*UNTRACKED).items()
+        for name, amount in tracked(queue.capability).items()
         if not (name in ("cpu", "memory") and amount <= 0)
     }
     return Resources(kept)
@@ -246,7 +248,7 @@ def _limits_read(queue: QueueInfo) -> tuple[object, ...]:
 def queue_limits(total: Resources, queues: Sequence[QueueInfo]) -> tuple[QueueLimits, ...]:
     """Each queue's weight, guarantee, capability and real capability (module docstring),
     in the order of ``queues``; ``total`` without the untracked resources."""
-    guarantees = [q.guarantee.without(*UNTRACKED) for q in queues]
+    guarantees = [tracked(q.guarantee) for q in queues]
     spare = total.sub_clamped(Resources.sum(guarantees))
     limits = []
     for queue, guarantee in zip(queues, guarantees, strict=True):
@@ -310,7 +312,7 @@ class ProportionPlugin:
 
     def on_session_open(self, ssn: Session) -> None:
         self._ssn = ssn
-        self.total = total = ssn.total_resource.without(*UNTRACKED)
+        self.total = total = tracked(ssn.total_resource)
         cluster = ssn.cluster
         # What the queues' limits and deserved shares are derived from changes far less often
         # than sessions run: both are kept with the snapshot while their inputs stay the same
@@ -331,7 +333,7 @@ class ProportionPlugin:
                 capability=limit.capability,
                 real_capability=limit.real_capability,
                 allocated=tracked(allocated),
-                request=(allocated + sums.total(limit.name, PENDING)).without(*UNTRACKED),
+                request=tracked(allocated + sums.total(limit.name, PENDING)),
                 inqueue=sums.total(limit.name, INQUEUE),
                 elastic=sums.total(limit.name, ELASTIC),
             )
@@ -440,7 +442,7 @@ class ProportionPlugin:
             return -1
         if job.min_resources.is_empty():
             return 1
-        need = job.min_resources.without(*UNTRACKED)
+        need = tracked(job.min_resources)
         wanted = need + attr.allocated + attr.inqueue - attr.elastic
         if wanted.less_equal(attr.real_capability, missing="unbounded"):
             return 1
@@ -470,7 +472,7 @@ class ProportionPlugin:
     def job_enqueued(self, job: JobInfo) -> None:
         attr = self.queue_attrs.get(job.queue)
         if attr is not None:
-            attr.inqueue = attr.inqueue + job.min_resources.without(*UNTRACKED)
+            attr.inqueue = attr.inqueue + tracked(job.min_resources)
 
     def may_give(self, reclaimer: TaskInfo, job: JobInfo) -> bool:
         """Whether ``reclaimable`` could take any task of ``job``: its queue must hold more
