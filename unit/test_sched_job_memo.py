@@ -11,10 +11,15 @@ from __future__ import annotations
 import msgspec
 
 from caldera.api.volcano import PodGroupCondition, PodGroupStatus
+from caldera.api.why import WaitStage
 from scheduler.api.job_sums import JobTrail
 from scheduler.api.types import JobInfo, TaskStatus
-from scheduler.framework.runner import _STATUS, _unchanged_phase
+from scheduler.conf import SchedulerConf
+from scheduler.framework.plugin import Arguments, PluginOption
+from scheduler.framework.runner import _STATUS, Registry, _unchanged_phase, run_session
 from scheduler.framework.session import Session
+from scheduler.plugins.gang import GangPlugin, has_best_effort
+from scheduler.registry import REGISTRY
 from unit.sched_fixtures import make_cluster, make_job, make_node, make_task, run
 
 
@@ -123,3 +128,73 @@ def test_unsettled_jobs_follow_the_trail_and_the_settled_jobs() -> None:
     b_task = next(iter(jobs[1].tasks.values()))
     jobs[1].set_status(b_task, TaskStatus.ALLOCATED)  # b changes: no longer settled
     assert [j.name for j in ssn.unsettled_jobs()] == ["a", "b", "c"]
+
+
+def test_settled_jobs_get_the_scheduled_condition_from_gangs_close() -> None:
+    """gang's close gives the settled jobs their condition once, for the session to read as
+    theirs (``Session.job_condition``); a job it set one for reads its own."""
+    jobs = [make_job(name, 2) for name in ("a", "b")]
+    cluster = make_cluster([make_node("n0", "8", "16Gi")], jobs)
+    cluster.job_trail = JobTrail()
+    cluster.job_log.trail = cluster.job_trail.keys
+    for job in jobs:
+        job.changes = cluster.job_log
+    ssn = Session(cluster, [])
+    ssn.settle("ns/b", "Running")
+    assert ssn.job_condition("ns/b") is None  # no plugin closed yet
+    GangPlugin(Arguments("gang", {})).on_session_close(ssn)
+    settled = ssn.job_condition("ns/b")
+    assert settled is not None
+    assert settled.type == "Scheduled"
+    unsettled = ssn.job_condition("ns/a")
+    assert unsettled is not None
+    assert unsettled is ssn.job_conditions["ns/a"]
+    assert unsettled.type == "Unschedulable"
+
+
+def test_best_effort_pods_are_counted_as_tasks_come_and_go() -> None:
+    """Whether a job has a pod that requests nothing follows its tasks, not a memo."""
+    job = make_job("j", 1)
+    assert has_best_effort(job) is False
+    best_effort = make_task("j", 5, {})
+    job.add_task(best_effort)
+    assert has_best_effort(job) is True
+    job.set_status(best_effort, TaskStatus.ALLOCATED)
+    assert has_best_effort(job) is True
+    job.remove_task(best_effort)
+    assert has_best_effort(job) is False
+    job.remove_task(best_effort)  # gone already: nothing counted twice
+    assert has_best_effort(job) is False
+
+
+class _NotesSettledJob:
+    """A plugin that notes a wait for job b at close, as if something about it came in."""
+
+    name = "noter"
+
+    def __init__(self, args: Arguments) -> None:
+        self.args = args
+
+    def on_session_open(self, ssn: Session) -> None:
+        return None
+
+    def on_session_close(self, ssn: Session) -> None:
+        ssn.note_wait("ns/b", WaitStage.ALLOCATE, "noted while settled")
+
+
+def test_a_settled_job_with_a_note_still_gets_its_wait_record() -> None:
+    """The status pass walks the unsettled jobs, and a settled job too when a note about it
+    came in this session: its wait record is written."""
+    jobs = [make_job(name, 2) for name in ("a", "b")]
+    cluster = make_cluster([make_node("n0", "8", "16Gi")], jobs)
+    cluster.job_trail = JobTrail()
+    cluster.job_log.trail = cluster.job_trail.keys
+    for job in jobs:
+        job.changes = cluster.job_log
+    tiers = ((PluginOption("gang"), PluginOption("noter")),)
+    ssn = Session(cluster, tiers)
+    ssn.settle("ns/b", "Running")
+    registry = Registry(plugins={**REGISTRY.plugins, "noter": _NotesSettledJob}, actions={})
+    result = run_session(ssn, SchedulerConf(actions=(), tiers=tiers), registry)
+    assert "ns/b" in ssn.settled()
+    assert result.podgroup_why["ns/b"].summary == "noted while settled"
