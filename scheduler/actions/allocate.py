@@ -167,7 +167,7 @@ class AllocateAction:
         # (scheduler.actions.retry).
         if retries is not None and retries.replay(queue, job, tasks):
             return False
-        record = retries.record(job, tasks) if retries is not None else None
+        record = retries.record(queue, job, tasks) if retries is not None else None
         failed: FailedTurn | None = None
         stmt = ssn.statement()
         again = False

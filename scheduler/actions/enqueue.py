@@ -30,9 +30,10 @@ def queue_rounds(
     itertools.count[int],
 ]:
     """Heaps of queues (queue order) and of each queue's jobs (job order), and a counter that
-    keeps entries distinct. Queue keys compare with the session's state at comparison time,
-    as Volcano's priority queues do; job keys are taken as a job enters (the same order: only
-    the job whose turn it is changes, out of its heap; ``Session.job_order_key``)."""
+    keeps entries distinct. Keys are taken as a queue or a job enters, when its plugins give
+    keys (the same order as Volcano's priority queues, which compare at each comparison: only
+    the queue and the job whose turn it is change, out of their heaps;
+    ``Session.job_order_key``, ``Session.queue_order_key``); else they compare then."""
     counter = itertools.count()
     job_key: Callable[[JobInfo], Any] = ssn.job_order_key()
     queue_key: Callable[[QueueInfo], Any] = ssn.queue_order_key()

@@ -106,6 +106,23 @@ def fits_idle(request: Resources, node: NodeInfo) -> bool:
     return all(amount <= alloc.get(n) - used.get(n) for n, amount in request.items())
 
 
+# One object per class key (``shared_class``), so that looking a class up finds its key by
+# identity, without comparing requests; forgotten whole past a bound (only speed is lost).
+_CLASS_KEYS: dict[tuple[object, ...], tuple[object, ...]] = {}
+_MAX_CLASS_KEYS = 4096
+
+
+def shared_class(task: TaskInfo) -> tuple[object, ...]:
+    """The class key of a pod that is not job-local, one object for equal keys."""
+    key = (task.init_resreq, task.resreq, task.signature, "", "")
+    kept = _CLASS_KEYS.get(key)
+    if kept is None:
+        if len(_CLASS_KEYS) >= _MAX_CLASS_KEYS:
+            _CLASS_KEYS.clear()
+        kept = _CLASS_KEYS[key] = key
+    return kept
+
+
 class Placer:
     """Finds the best node for a pod, reusing what is still valid from earlier pods."""
 
@@ -149,14 +166,12 @@ class Placer:
     def class_key(self, task: TaskInfo) -> tuple[object, ...]:
         """What makes pods equivalent here: requests and scheduling constraints, and, for a
         job-local pod, its job and task."""
-        local = self.per_task and self._is_job_local(task.job)
-        return (
-            task.init_resreq,
-            task.resreq,
-            task.signature,
-            task.job if local else "",
-            task.role if local else "",
-        )
+        if self.per_task and self._is_job_local(task.job):
+            return (task.init_resreq, task.resreq, task.signature, task.job, task.role)
+        key = task.shared_class
+        if key is None:
+            key = task.shared_class = shared_class(task)
+        return key
 
     def _class(self, task: TaskInfo) -> Candidates:
         """The verdicts kept for ``task``'s class, as last brought up to date (in this session,

@@ -49,6 +49,8 @@ REPLAY_PLUGINS = DEFAULT_PLUGINS
 # A turn that started with more fitting nodes than this is not remembered (its check would
 # cost more than the turn saves).
 MAX_START_NODES = 64
+# Replayed fit errors kept (``VerdictMemory.fit_errors``) before they are all forgotten.
+MAX_TOLD = 256
 
 
 def job_state(job: JobInfo) -> object:
@@ -85,12 +87,15 @@ def _start(cand: Candidates, nodes: Mapping[str, NodeInfo]) -> dict[str, tuple[f
 class TurnRecord:
     """What a turn read and did, noted as it runs (``allocate``), for ``Retries.keep``."""
 
-    __slots__ = ("cls", "job", "pods", "start", "steps", "usable")
+    __slots__ = ("cls", "job", "pods", "queue_state", "start", "steps", "usable")
 
-    def __init__(self, job: JobInfo, cls: object, pods: list[TaskInfo]) -> None:
+    def __init__(
+        self, job: JobInfo, cls: object, pods: list[TaskInfo], queue_state: object
+    ) -> None:
         self.job = job_state(job)
         self.cls = cls
         self.pods = tuple(pods)
+        self.queue_state = queue_state
         self.start: dict[str, tuple[float, object]] | None = None
         self.steps: list[TurnStep] = []
         self.usable = True
@@ -122,7 +127,15 @@ class TurnRecord:
             if reasons is None:
                 return None
             tail.extend(reasons)
-        return FailedTurn(self.job, self.cls, self.pods, self.start, tuple(self.steps), tuple(tail))
+        return FailedTurn(
+            self.job,
+            self.cls,
+            self.pods,
+            self.start,
+            tuple(self.steps),
+            tuple(tail),
+            queue_state=self.queue_state,
+        )
 
 
 class Retries:
@@ -147,7 +160,7 @@ class Retries:
             return None
         return Retries(ssn, placer, memory)
 
-    def record(self, job: JobInfo, tasks: deque[TaskInfo]) -> TurnRecord | None:
+    def record(self, queue: QueueInfo, job: JobInfo, tasks: deque[TaskInfo]) -> TurnRecord | None:
         """A record for the job's turn, when its waiting pods are of one class."""
         pending = [t for t in tasks if t.status == TaskStatus.PENDING]
         if not pending:
@@ -155,7 +168,7 @@ class Retries:
         cls = self.placer.class_key(pending[0])
         if any(self.placer.class_key(t) != cls for t in pending[1:]):
             return None
-        return TurnRecord(job, cls, pending)
+        return TurnRecord(job, cls, pending, self.ssn.allocatable_state(queue))
 
     def keep(self, job: JobInfo, turn: FailedTurn | None) -> None:
         """Remember the job's failed turn (None: forget any), once its statement is
@@ -196,19 +209,38 @@ class Retries:
         for name, (score, state) in turn.start.items():
             if cand.scores[name] != score or node_state(nodes[name]) != state:
                 return False
-        if not self._same_answers(queue, pending, turn):
+        if not (
+            same_pods
+            and turn.queue_state is not None
+            and turn.queue_state == self.ssn.allocatable_state(queue)
+        ) and not self._same_answers(queue, pending, turn):
             return False
         for step in turn.steps:
             if step.node:
                 assert step.status is not None
                 job.tasks[step.uid].last_transaction = (step.status, step.node)
+        failing = job.tasks[turn.steps[-1].uid]
+        message = self._fit_error(turn, cand, len(nodes))
+        job.fit_errors[failing.uid] = failing.fit_error = message
+        return True
+
+    def _fit_error(self, turn: FailedTurn, cand: Candidates, node_count: int) -> str:
+        """The replayed turn's fit error: the class's reasons and the turn's tail, told again
+        only when the class's reasons changed (the gangs of a class waiting together share
+        their messages)."""
+        told = self.memory.fit_errors
+        key = (turn.cls, node_count, turn.tail)
+        kept = told.get(key)
+        if kept is not None and kept[0] == cand.reason_counts:
+            return kept[1]
         counts = dict(cand.reason_counts)
         for reason in turn.tail:
             counts[reason] = counts.get(reason, 0) + 1
-        failing = job.tasks[turn.steps[-1].uid]
-        message = fit_error_histogram(len(nodes), counts)
-        job.fit_errors[failing.uid] = failing.fit_error = message
-        return True
+        message = fit_error_histogram(node_count, counts)
+        if len(told) > MAX_TOLD:
+            told.clear()
+        told[key] = (dict(cand.reason_counts), message)
+        return message
 
     def _same_answers(self, queue: QueueInfo, pending: list[TaskInfo], turn: FailedTurn) -> bool:
         """Whether the queue's plugins answer each step as they did, told of the earlier

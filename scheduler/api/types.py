@@ -137,6 +137,8 @@ class TaskInfo:
     # (backfill places these).
     key: str = field(init=False)
     best_effort: bool = field(init=False)
+    # The placer's class of the pod when not job-local (``Placer.class_key``), kept once asked.
+    shared_class: tuple[object, ...] | None = None
 
     def __post_init__(self) -> None:
         self.key = f"{self.namespace}/{self.name}"
@@ -192,6 +194,10 @@ class JobInfo:
     generation: int = 0
     memo: dict[str, Memo] = field(default_factory=dict)
     best_effort_tasks: int = 0  # how many of the tasks request nothing (kept by add/remove)
+    # Kept by add/remove/set_status, as the statuses' buckets are: read by every readiness
+    # check of every waiting gang each session.
+    ready_tasks: int = 0  # tasks in READY_STATUSES
+    pending_best_effort: int = 0  # best-effort tasks still PENDING
 
     def remembered(self, plugin: str) -> object | None:
         """What ``plugin`` kept from this job in this state, None when the job changed."""
@@ -244,6 +250,7 @@ class JobInfo:
         self.tasks[task.uid] = task
         if task.best_effort:
             self.best_effort_tasks += 1
+        self._count(task, task.status, 1)
         self.by_status.setdefault(task.status, {})[task.uid] = task
         if task.status in ALLOCATED_STATUSES:
             self.allocated = self.allocated + task.resreq
@@ -255,6 +262,7 @@ class JobInfo:
         self._moved()
         if task.best_effort:
             self.best_effort_tasks -= 1
+        self._count(task, task.status, -1)
         bucket = self.by_status.get(task.status)
         if bucket is not None:
             bucket.pop(task.uid, None)
@@ -270,6 +278,8 @@ class JobInfo:
         bucket = self.by_status.get(old)
         if bucket is not None:
             bucket.pop(task.uid, None)
+        self._count(task, old, -1)
+        self._count(task, status, 1)
         was, now = old in ALLOCATED_STATUSES, status in ALLOCATED_STATUSES
         if was and not now:
             self.allocated = self.allocated - task.resreq
@@ -280,6 +290,12 @@ class JobInfo:
         log = self.changes
         if log is not None and log.note is not None:
             log.note(self.key)
+
+    def _count(self, task: TaskInfo, status: TaskStatus, by: int) -> None:
+        if status in READY_STATUSES:
+            self.ready_tasks += by
+        elif status == TaskStatus.PENDING and task.best_effort:
+            self.pending_best_effort += by
 
     def count(self, *statuses: TaskStatus) -> int:
         total = 0
@@ -295,10 +311,10 @@ class JobInfo:
             yield from list(self.by_status.get(status, {}).values())
 
     def ready_task_num(self) -> int:
-        return self.count(*READY_STATUSES)
+        return self.ready_tasks
 
     def pending_best_effort_num(self) -> int:
-        return sum(1 for t in self.tasks_in(TaskStatus.PENDING) if t.best_effort)
+        return self.pending_best_effort
 
     def is_ready(self) -> bool:
         """Enough tasks placed for the gang to start (pending best-effort pods count too)."""

@@ -136,6 +136,9 @@ class FailedTurn:
     # The JobInfo and its generation once the turn was discarded: while both are the same, so
     # is the job's state, and ``job`` needs no comparing.
     known: tuple[object, int] | None = None
+    # What the queue's allocatable functions read as the turn started
+    # (``Session.allocatable_state``; None: they do not say).
+    queue_state: object = None
 
 
 class VerdictMemory:
@@ -145,6 +148,11 @@ class VerdictMemory:
         self.classes: dict[Hashable, Candidates] = {}
         # Each waiting gang's last failed turn, by job key (``scheduler.actions.retry``).
         self.failed_turns: dict[str, FailedTurn] = {}
+        # Replayed turns' fit errors, by class, node count and tail: the class's reason
+        # counts they were told for, and the message (``scheduler.actions.retry``).
+        self.fit_errors: dict[
+            tuple[Hashable, int, tuple[str, ...]], tuple[dict[str, int], str]
+        ] = {}
         self.log: list[str] = []  # nodes changed between sessions, in order
         self.base = 0  # the absolute position of ``log[0]``
         self.session = 0  # bumped by ``begin``

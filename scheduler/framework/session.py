@@ -173,6 +173,25 @@ class _Registered:
     fn: Any
     screen: JobScreenFn | None = None  # victim functions only
     key: Callable[[Any], Any] | None = None  # order functions: the same order as a sort key
+    # Allocatable functions: what the answers read of the session beyond the task
+    # (``Session.allocatable_state``).
+    state: Callable[[Any], object] | None = None
+
+
+def _job_key(funcs: list[Callable[[JobInfo], Any]]) -> Callable[[JobInfo], tuple[Any, ...]]:
+    """The plugins' keys of a job, then its creation and key, as one tuple (spelled out for up
+    to three plugins, Volcano's default configuration: taken for every waiting job each
+    session)."""
+    if len(funcs) == 1:
+        (a,) = funcs
+        return lambda job: (a(job), job.creation, job.key)
+    if len(funcs) == 2:
+        a, b = funcs
+        return lambda job: (a(job), b(job), job.creation, job.key)
+    if len(funcs) == 3:
+        a, b, c = funcs
+        return lambda job: (a(job), b(job), c(job), job.creation, job.key)
+    return lambda job: (*[key(job) for key in funcs], job.creation, job.key)
 
 
 class Session:
@@ -187,6 +206,9 @@ class Session:
         self.tiers = tiers
         self._options = {opt.name: (i, opt) for i, tier in enumerate(tiers) for opt in tier}
         self._fns: dict[str, list[_Registered]] = {}
+        # Each kind's functions grouped by tier, in tier order (``_vote``), kept until the next
+        # registration.
+        self._tiers: dict[str, list[list[_Registered]]] = {}
         self.result = SessionResult()
         self.total_resource = cluster.total_allocatable()
         # The PodGroup condition a plugin (gang) set for a job in this session; and the one
@@ -280,12 +302,14 @@ class Session:
         fn: Any,
         screen: JobScreenFn | None = None,
         key: Callable[[Any], Any] | None = None,
+        state: Callable[[Any], object] | None = None,
     ) -> None:
         entry = self._options.get(plugin)  # (a default built only when needed: sessions
         # register some forty callbacks each)
         tier, option = entry if entry is not None else (len(self.tiers), PluginOption(plugin))
         if option.enabled(switch):
-            self._fns.setdefault(kind, []).append(_Registered(tier, plugin, fn, screen, key))
+            self._fns.setdefault(kind, []).append(_Registered(tier, plugin, fn, screen, key, state))
+            self._tiers.pop(kind, None)
 
     def add_job_order_fn(
         self, plugin: str, fn: OrderFn[JobInfo], *, key: Callable[[JobInfo], Any] | None = None
@@ -295,8 +319,17 @@ class Session:
         when the job enters a sort or a heap, instead of calling ``fn`` per comparison."""
         self._add("job_order", "enableJobOrder", plugin, fn, key=key)
 
-    def add_queue_order_fn(self, plugin: str, fn: OrderFn[QueueInfo]) -> None:
-        self._add("queue_order", "enableQueueOrder", plugin, fn)
+    def add_queue_order_fn(
+        self,
+        plugin: str,
+        fn: OrderFn[QueueInfo],
+        *,
+        key: Callable[[QueueInfo], Any] | None = None,
+    ) -> None:
+        """``key``, when given, must sort as ``fn`` orders and read only what changes with the
+        queue itself (its jobs' allocations): ``queue_order_key`` then takes a queue's key
+        when it enters a sort or a heap (see ``job_order_key``)."""
+        self._add("queue_order", "enableQueueOrder", plugin, fn, key=key)
 
     def add_task_order_fn(
         self, plugin: str, fn: OrderFn[TaskInfo], *, key: Callable[[TaskInfo], Any] | None = None
@@ -352,8 +385,13 @@ class Session:
     def add_overused_fn(self, plugin: str, fn: QueuePredicate) -> None:
         self._add("overused", "enabledOverused", plugin, fn)
 
-    def add_allocatable_fn(self, plugin: str, fn: AllocatableFn) -> None:
-        self._add("allocatable", "enabledAllocatable", plugin, fn)
+    def add_allocatable_fn(
+        self, plugin: str, fn: AllocatableFn, *, state: Callable[[QueueInfo], object] | None = None
+    ) -> None:
+        """``state``, when given, names what ``fn`` reads of the session for a queue beyond the
+        task, its allocate handler keeping it: equal states (``==``) give equal answers to
+        equal pods, and after equal allocations (``allocatable_state``)."""
+        self._add("allocatable", "enabledAllocatable", plugin, fn, state=state)
 
     def add_allocate_handler(
         self, plugin: str, on_allocate: EventFn, on_deallocate: EventFn
@@ -387,8 +425,7 @@ class Session:
         priority queues do."""
         keys = [reg.key for reg in self._registered("job_order")]
         if all(key is not None for key in keys):
-            funcs = [key for key in keys if key is not None]
-            return lambda job: (*[key(job) for key in funcs], job.creation, job.key)
+            return _job_key([key for key in keys if key is not None])
         return self.job_order_compare_key()
 
     def job_order_compare_key(self) -> Callable[[JobInfo], Any]:
@@ -405,6 +442,15 @@ class Session:
         return functools.cmp_to_key(compare)
 
     def queue_order_key(self) -> Callable[[QueueInfo], Any]:
+        """A sort key putting queues in the session's queue order, then by name: with keys for
+        every queue order function, a tuple taken once per queue (an action changes only the
+        queue whose turn it is, out of its heap); otherwise the functions compared at each
+        comparison."""
+        keys = [reg.key for reg in self._registered("queue_order")]
+        if all(key is not None for key in keys):
+            funcs = [key for key in keys if key is not None]
+            return lambda queue: (*[key(queue) for key in funcs], queue.name)
+
         def compare(a: QueueInfo, b: QueueInfo) -> int:
             return self._order("queue_order", a, b) or ((a.name > b.name) - (a.name < b.name))
 
@@ -476,13 +522,19 @@ class Session:
                 return result
         return None
 
+    def _by_tier(self, kind: str) -> list[list[_Registered]]:
+        grouped = self._tiers.get(kind)
+        if grouped is None:
+            by_tier: dict[int, list[_Registered]] = {}
+            for reg in self._registered(kind):
+                by_tier.setdefault(reg.tier, []).append(reg)
+            grouped = self._tiers[kind] = [by_tier[tier] for tier in sorted(by_tier)]
+        return grouped
+
     def _vote(self, kind: str, job: JobInfo, default: bool) -> bool:
-        by_tier: dict[int, list[_Registered]] = {}
-        for reg in self._registered(kind):
-            by_tier.setdefault(reg.tier, []).append(reg)
-        for tier in sorted(by_tier):
+        for tier in self._by_tier(kind):
             permitted = False
-            for reg in by_tier[tier]:
+            for reg in tier:
                 vote = int(reg.fn(job))
                 if vote < 0:
                     return False
@@ -591,6 +643,16 @@ class Session:
     def notify_deallocate(self, task: TaskInfo) -> None:
         for reg in self._registered("allocate_handlers"):
             reg.fn[1](task)
+
+    def allocatable_state(self, queue: QueueInfo) -> tuple[object, ...] | None:
+        """What every allocatable function reads of the session for ``queue`` (see
+        ``add_allocatable_fn``); None when one does not say."""
+        states = []
+        for reg in self._registered("allocatable"):
+            if reg.state is None:
+                return None
+            states.append(reg.state(queue))
+        return tuple(states)
 
     def answering_handlers(self) -> list[tuple[Callable[[TaskInfo], None], ...]]:
         """The allocate handlers (allocate, deallocate) of the plugins that answer

@@ -15,27 +15,37 @@ from scheduler.api.job_sums import by_queue, held
 from scheduler.api.types import JobInfo, TaskStatus
 from scheduler.framework.session import Session
 
+# Looked up once: an enum member's lookup runs Python code, and every session asks every job.
+_SCHEDULED = (
+    TaskStatus.RUNNING,
+    TaskStatus.BOUND,
+    TaskStatus.BINDING,
+    TaskStatus.FAILED,
+    TaskStatus.SUCCEEDED,
+)
+_COMPLETED = (TaskStatus.SUCCEEDED, TaskStatus.FAILED)
+_RUNNING = TaskStatus.RUNNING
+_UNKNOWN_PHASE, _COMPLETED_PHASE, _RUNNING_PHASE, _INQUEUE_PHASE, _PENDING_PHASE = (
+    PodGroupPhase.UNKNOWN.value,
+    PodGroupPhase.COMPLETED.value,
+    PodGroupPhase.RUNNING.value,
+    PodGroupPhase.INQUEUE.value,
+    PodGroupPhase.PENDING.value,
+)
+
 
 def podgroup_phase(job: JobInfo, condition: PodGroupCondition | None) -> str:
     """The phase of ``podgroup_status(job, condition)``."""
-    scheduled = job.count(
-        TaskStatus.RUNNING,
-        TaskStatus.BOUND,
-        TaskStatus.BINDING,
-        TaskStatus.FAILED,
-        TaskStatus.SUCCEEDED,
-    )
+    scheduled = job.count(*_SCHEDULED)
     unschedulable = condition is not None and condition.type == "Unschedulable"
-    if unschedulable and job.count(TaskStatus.RUNNING):
-        return PodGroupPhase.UNKNOWN.value
+    if unschedulable and job.count(_RUNNING):
+        return _UNKNOWN_PHASE
     if scheduled >= job.min_available and scheduled > 0:
-        completed = job.count(TaskStatus.SUCCEEDED, TaskStatus.FAILED)
-        return (
-            PodGroupPhase.COMPLETED.value if completed == scheduled else PodGroupPhase.RUNNING.value
-        )
-    if job.phase == PodGroupPhase.INQUEUE.value:
-        return PodGroupPhase.INQUEUE.value
-    return PodGroupPhase.PENDING.value
+        completed = job.count(*_COMPLETED)
+        return _COMPLETED_PHASE if completed == scheduled else _RUNNING_PHASE
+    if job.phase == _INQUEUE_PHASE:
+        return _INQUEUE_PHASE
+    return _PENDING_PHASE
 
 
 def podgroup_status(job: JobInfo, condition: PodGroupCondition | None) -> PodGroupStatus:

@@ -344,9 +344,9 @@ class ProportionPlugin:
         for attr, share in zip(self.queue_attrs.values(), shares, strict=True):
             attr.deserved = share
 
-        ssn.add_queue_order_fn(self.name, self.queue_order)
+        ssn.add_queue_order_fn(self.name, self.queue_order, key=self.queue_key)
         ssn.add_overused_fn(self.name, self.overused)
-        ssn.add_allocatable_fn(self.name, self.allocatable)
+        ssn.add_allocatable_fn(self.name, self.allocatable, state=self.allocatable_state)
         ssn.add_job_enqueueable_fn(self.name, self.job_enqueueable)
         ssn.add_job_enqueued_fn(self.name, self.job_enqueued)
         ssn.add_reclaimable_fn(self.name, self.reclaimable, self.may_give)
@@ -399,6 +399,11 @@ class ProportionPlugin:
             return 0
         return -1 if ls < rs else 1
 
+    def queue_key(self, queue: QueueInfo) -> tuple[int, float]:
+        """``queue_order`` as a sort key."""
+        attr = self.queue_attrs.get(queue.name)
+        return -queue.priority, attr.share if attr is not None else 0.0
+
     def overused(self, queue: QueueInfo) -> bool:
         """Deserved <= allocated in every resource."""
         attr = self.queue_attrs.get(queue.name)
@@ -408,6 +413,11 @@ class ProportionPlugin:
         """The queue stays within its deserved share with the task, in every resource the task
         requests (Volcano's ``queueAllocatable``)."""
         return self.preemptive(queue, (task,))
+
+    def allocatable_state(self, queue: QueueInfo) -> tuple[Resources, Resources] | None:
+        """What ``allocatable`` reads of the queue: what it holds and deserves."""
+        attr = self.queue_attrs.get(queue.name)
+        return None if attr is None else (attr.allocated, attr.deserved)
 
     def preemptive(self, queue: QueueInfo, tasks: Sequence[TaskInfo]) -> bool:
         """The queue stays within its deserved share with ``tasks`` added, in every resource
