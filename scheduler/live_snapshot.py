@@ -299,7 +299,14 @@ class LiveSnapshot:
         cluster = self.cluster
         if cluster is None:
             return
-        self._nodes.update(session.node_changes)
+        changed = session.changed_nodes()
+        self._nodes.update(changed)
+        if cluster.verdicts is not None:
+            # A node every statement on it gave back is as it was, not derived again; but a
+            # class may have looked at it in between: it looks again (finding its verdict).
+            cluster.verdicts.log.extend(
+                n for n in dict.fromkeys(session.node_changes) if n not in changed
+            )
         touched = session.job_changes
         # Jobs a committed statement changed: their tasks keep what the session planned.
         result = session.result

@@ -17,6 +17,7 @@ is worth a write (the finding changed, and its stage changed or the last write i
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 from collections.abc import Iterable, Sequence
 
@@ -172,6 +173,13 @@ def unschedulable_reasons(messages: Iterable[str]) -> dict[str, int]:
         pods[message] = pods.get(message, 0) + 1
     counts: dict[str, int] = {}
     for message, n in pods.items():
-        for reason in dict.fromkeys(message_reasons(message)):
+        for reason in _distinct_reasons(message):
             counts[reason] = counts.get(reason, 0) + n
     return counts
+
+
+@functools.lru_cache(maxsize=4096)
+def _distinct_reasons(message: str) -> tuple[str, ...]:
+    """``message_reasons`` once each, kept: a waiting gang's pods are told the same messages
+    session after session."""
+    return tuple(dict.fromkeys(message_reasons(message)))

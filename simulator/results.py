@@ -62,12 +62,12 @@ class Series(msgspec.Struct, kw_only=True):
 
     def add(self, time: float, sample: dict[str, float]) -> None:
         """Append a sample (replacing one taken at the same time), unless nothing changed."""
-        if (
-            self.times
-            and set(sample) <= set(self.values)
-            and all(column[-1] == sample.get(name, 0.0) for name, column in self.values.items())
-        ):
-            return
+        if self.times and sample.keys() <= self.values.keys():
+            for name, column in self.values.items():
+                if column[-1] != sample.get(name, 0.0):
+                    break
+            else:  # a loop, not all(): samples come with every pod that starts or ends
+                return
         if self.times and self.times[-1] == time:
             self.times.pop()
             for column in self.values.values():

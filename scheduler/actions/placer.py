@@ -153,8 +153,15 @@ class Placer:
         return local
 
     def _evaluate(self, cand: Candidates, task: TaskInfo, node: NodeInfo) -> None:
-        cand.seen[node.name] = node.generation
-        verdict = evaluate(self.ssn, task, node)
+        name = node.name
+        verdict: float | list[str] | None = None
+        if name in cand.seen:
+            verdict = cand.swap_back(name, node.generation)
+            if verdict is None:
+                cand.previous[name] = (cand.seen[name], cand.verdict(name))
+        if verdict is None:
+            cand.seen[name] = node.generation
+            verdict = evaluate(self.ssn, task, node)
         if isinstance(verdict, list):
             cand.set_reasons(node.name, verdict)
             cand.scores.pop(node.name, None)

@@ -197,9 +197,8 @@ class Retries:
         pending = [t for t in tasks if t.status == TaskStatus.PENDING]
         if len(pending) < len(turn.steps):
             return False
-        same_pods = len(pending) == len(turn.pods) and all(
-            a is b for a, b in zip(pending, turn.pods, strict=True)
-        )
+        # TaskInfos compare by identity (eq=False): the same objects, compared in C.
+        same_pods = tuple(pending) == turn.pods
         if not same_pods and any(self.placer.class_key(t) != turn.cls for t in pending):
             return False
         cand = self.placer.candidates(pending[0])

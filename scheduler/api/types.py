@@ -348,6 +348,16 @@ class JobInfo:
         return Resources.sum(t.resreq for t in self.tasks.values())
 
 
+# A node's generation and sums (used, releasing, pipelined), for ``NodeInfo.restore``.
+NodeMark = tuple[int, Resources, Resources, Resources]
+
+
+def generations_from_now() -> int:
+    """A generation no state has been given yet: every later change gets one at least this
+    large, so a state named by a smaller one existed before now."""
+    return next(_generations)
+
+
 @dataclass(slots=True, eq=False)
 class NodeInfo:
     """A node and the tasks placed on it."""
@@ -374,6 +384,16 @@ class NodeInfo:
         log = self.changes
         if log is not None and log.note is not None:
             log.note(self.name)
+
+    def mark(self) -> NodeMark:
+        """The node's state as it is now, for ``restore``."""
+        return self.generation, self.used, self.releasing, self.pipelined
+
+    def restore(self, mark: NodeMark) -> None:
+        """Name the node's state as ``mark`` named it, once every change since has been
+        undone (a statement discarded: the same tasks on it, in the same statuses), so that
+        verdicts about that state hold again; the sums are put back as they were."""
+        self.generation, self.used, self.releasing, self.pipelined = mark
 
     @property
     def idle(self) -> Resources:

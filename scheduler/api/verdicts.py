@@ -50,6 +50,7 @@ class Candidates:
         "between",
         "heap",
         "position",
+        "previous",
         "reason_counts",
         "reasons",
         "scores",
@@ -66,6 +67,10 @@ class Candidates:
         # the histogram without a pass over every node.
         self.reason_counts: dict[str, int] = {}
         self.seen: dict[str, int] = {}  # node -> generation evaluated
+        # node -> the verdict before the last one, and the generation it was for: a node
+        # that a discarded statement gave its generation back (``NodeInfo.restore``) has it
+        # again without being looked at.
+        self.previous: dict[str, tuple[int, float | list[str]]] = {}
         self.position = -1  # how much of the session's change log it has seen; -1: nothing
         self.views: dict[frozenset[str], NodeSetHeap] = {}  # see ``Placer.best_among``
         # For a class kept in a ``VerdictMemory``: the session it last looked in, and how
@@ -77,7 +82,23 @@ class Candidates:
         """The node is gone: no verdict about it."""
         self.seen.pop(node, None)
         self.scores.pop(node, None)
+        self.previous.pop(node, None)
         self.drop_reasons(node)
+
+    def verdict(self, node: str) -> float | list[str]:
+        """The node's current verdict (a score, or why it does not fit)."""
+        score = self.scores.get(node)
+        return score if score is not None else self.reasons.get(node, [])
+
+    def swap_back(self, node: str, generation: int) -> float | list[str] | None:
+        """The verdict for the node at ``generation`` when it is the previous one, made the
+        current one again (the current one becoming the previous); None when it is not."""
+        previous = self.previous.get(node)
+        if previous is None or previous[0] != generation:
+            return None
+        self.previous[node] = (self.seen[node], self.verdict(node))
+        self.seen[node] = generation
+        return previous[1]
 
     def set_reasons(self, node: str, reasons: list[str]) -> None:
         """The node does not fit, for ``reasons``."""

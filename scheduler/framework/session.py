@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -34,7 +35,14 @@ from caldera.api.resources import Resources
 from caldera.api.volcano import PodGroupCondition, PodGroupStatus
 from caldera.api.why import WaitRecord
 from scheduler.api.settled import SettledJobs
-from scheduler.api.types import ClusterInfo, JobInfo, NodeInfo, QueueInfo, TaskInfo
+from scheduler.api.types import (
+    ClusterInfo,
+    JobInfo,
+    NodeInfo,
+    QueueInfo,
+    TaskInfo,
+    generations_from_now,
+)
 from scheduler.framework.plugin import PluginOption
 from scheduler.framework.statement import Statement
 
@@ -228,6 +236,9 @@ class Session:
         # every job one of whose tasks changed status (see JobInfo.changes).
         self.node_changes: list[str] = []
         self.job_changes: set[str] = set()
+        # Every state a node is in that is named by a smaller generation was there before the
+        # session (``changed_nodes``).
+        self.first_generation = generations_from_now()
         if not cluster.logs_attached:
             for node in cluster.nodes.values():
                 node.changes = cluster.node_log
@@ -275,9 +286,23 @@ class Session:
         kept = self._unsettled
         if kept is not None and kept[0] == mark:
             return kept[1]
-        jobs = [job for key, job in self.jobs.items() if key not in settled]
+        # Filtered and looked up in C: the snapshot's jobs are mostly settled.
+        unsettled = itertools.filterfalse(settled.__contains__, self.jobs)
+        jobs = list(map(self.jobs.__getitem__, unsettled))
         self._unsettled = (mark, jobs)
         return jobs
+
+    def changed_nodes(self) -> set[str]:
+        """The nodes the session left changed: those it touched, but for those that every
+        statement on them discarded gave their state back (``NodeInfo.restore``) and those
+        gone."""
+        nodes, first = self.nodes, self.first_generation
+        changed = set()
+        for name in self.node_changes:
+            node = nodes.get(name)
+            if node is None or node.generation >= first:
+                changed.add(name)
+        return changed
 
     def settle(self, key: str, phase: str) -> None:
         """The session's close found the job settled (``settled``), its PodGroup in ``phase``."""

@@ -7,7 +7,10 @@ A discard also gives each job it touched the generation the job had before (``Jo
 unless something outside the statement changed the job since its last operation (another
 statement kept on it): the job is then as it was, and what plugins and the live snapshot
 derived from it holds again. A waiting gang whose turn fails every session is not derived
-again every session.
+again every session. The nodes it placed pods on get theirs back the same way
+(``NodeInfo.restore``; not a node one of its evictions touched, whose tasks would be listed in
+another order): the placer's verdicts about them hold again (``scheduler.actions.placer``),
+and the live snapshot need not derive them again after the session.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from caldera.api.resources import Resources
-from scheduler.api.types import JobInfo, TaskInfo, TaskStatus
+from scheduler.api.types import JobInfo, NodeInfo, NodeMark, TaskInfo, TaskStatus
 
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
@@ -43,6 +46,8 @@ class Statement:
         # Each touched job by key: the job, its mark before the first operation, and its
         # generation after the last one.
         self._marks: dict[str, tuple[JobInfo, tuple[int, Resources], int]] = {}
+        # The same for each node a pod was placed on, by name (None: an eviction touched it).
+        self._node_marks: dict[str, tuple[NodeInfo, NodeMark, int] | None] = {}
 
     def _touch(self, job: JobInfo, before: tuple[int, Resources]) -> None:
         kept = self._marks.get(job.key)
@@ -61,6 +66,7 @@ class Statement:
         op = _Operation("evict", task, task.node_name, task.status, task.node_name, reason)
         node = self.ssn.nodes.get(task.node_name)
         if node is not None:
+            self._node_marks[node.name] = None
             node.remove_task(task)
         job = self.ssn.jobs[task.job]
         before = job.mark()
@@ -76,12 +82,22 @@ class Statement:
         job = self.ssn.jobs[task.job]
         old_node = self.ssn.nodes.get(task.node_name) if task.node_name else None
         if old_node is not None:
+            self._node_marks[old_node.name] = None  # its tasks would come back in another order
             old_node.remove_task(task)
         before = job.mark()
         job.set_status(task, status)
         self._touch(job, before)
         task.node_name = node_name
-        self.ssn.nodes[node_name].add_task(task)
+        node = self.ssn.nodes[node_name]
+        node_before = node.mark()
+        node.add_task(task)
+        marks = self._node_marks
+        if node_name not in marks:
+            marks[node_name] = (node, node_before, node.generation)
+        elif (kept := marks[node_name]) is not None:
+            # Restorable while every change of the node since the first was this statement's.
+            ours = kept[2] == node_before[0]
+            marks[node_name] = (node, kept[1], node.generation) if ours else None
         self.operations.append(record)
 
     def discard(self) -> None:
@@ -89,6 +105,11 @@ class Statement:
         module docstring)."""
         untouched = [
             (job, before) for job, before, last in self._marks.values() if job.generation == last
+        ]
+        nodes = [
+            (mark[0], mark[1])
+            for mark in self._node_marks.values()
+            if mark is not None and mark[0].generation == mark[2]
         ]
         for record in reversed(self.operations):
             task = record.task
@@ -106,7 +127,10 @@ class Statement:
         self.operations.clear()
         for job, before in untouched:
             job.restore(before)
+        for node, node_before in nodes:
+            node.restore(node_before)
         self._marks.clear()
+        self._node_marks.clear()
 
     def commit(self) -> None:
         """Turn allocations into binds and evictions into evictions; pipelined tasks stay as
@@ -120,3 +144,4 @@ class Statement:
                 self.ssn.result.evict(task, record.reason)
         self.operations.clear()
         self._marks.clear()
+        self._node_marks.clear()
