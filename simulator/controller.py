@@ -24,7 +24,9 @@ Left out, as they do not change where or when pods run: the job plugins' pod edi
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import overload
 
 import msgspec
 
@@ -67,6 +69,37 @@ _Item = Request | _Timer
 _Desired = tuple[tuple[object, ...], tuple[str, dict[str, int]], PodGroup]
 
 
+class _Later(Sequence[Pod]):
+    """The pods ``list_them`` lists, listed when first read: most pod events never read their
+    task's other pods, and listing them costs a pass over the job's pods per event."""
+
+    __slots__ = ("_list_them", "_pods")
+
+    def __init__(self, list_them: Callable[[], list[Pod]]) -> None:
+        self._list_them = list_them
+        self._pods: list[Pod] | None = None
+
+    def _listed(self) -> list[Pod]:
+        if self._pods is None:
+            self._pods = self._list_them()
+        return self._pods
+
+    @overload
+    def __getitem__(self, index: int) -> Pod: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Pod]: ...
+
+    def __getitem__(self, index: int | slice) -> Pod | Sequence[Pod]:
+        return self._listed()[index]
+
+    def __len__(self) -> int:
+        return len(self._listed())
+
+    def __iter__(self) -> Iterator[Pod]:
+        return iter(self._listed())
+
+
 class JobController:
     """See the module docstring. A ``simulator.world.Watcher``."""
 
@@ -102,11 +135,12 @@ class JobController:
         self._inbox.pop(key, None)
         self._dirty.pop(key, None)
 
-    def _task_context(self, pod: Pod) -> tuple[list[Pod], int | None, int | None]:
+    def _task_context(self, pod: Pod) -> tuple[Sequence[Pod], int | None, int | None]:
         job_key = self.world.pod_job.get(key_of(pod), "")
         job = self.world.jobs.get(job_key)
         name = pod_task(pod)
-        siblings = [p for p in self.world.pods_of(job_key) if pod_task(p) == name]
+        pods_of = self.world.pods_of
+        siblings = _Later(lambda: [p for p in pods_of(job_key) if pod_task(p) == name])
         task = next((t for t in job.spec.tasks if t.name == name), None) if job else None
         if task is None:
             return siblings, None, None

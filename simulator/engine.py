@@ -30,9 +30,12 @@ with a clock-reading plugin, after ``idle_limit`` seconds with no event and no c
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import math
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 import msgspec
@@ -54,6 +57,8 @@ from simulator.timeline import Timeline
 from simulator.world import World
 
 DEFAULT_IDLE_LIMIT = 24 * 3600.0
+# The young generation's size while a run goes on (``young_generation``).
+YOUNG_OBJECTS = 100_000
 _EPSILON = 1e-9
 
 
@@ -137,6 +142,10 @@ class Simulation:
         return index * self.period
 
     def run(self) -> RunResult:
+        with young_generation(YOUNG_OBJECTS):
+            return self._run()
+
+    def _run(self) -> RunResult:
         started = time.perf_counter()
         world = self.world
         last_change = 0.0
@@ -200,6 +209,21 @@ class Simulation:
                 news = not phase_kept(pg.status, status)
                 world.replace_podgroup(msgspec.structs.replace(pg, status=status), news=news)
         return bool(result.binds or result.evictions or result.podgroup_status)
+
+
+@contextlib.contextmanager
+def young_generation(objects: int) -> Iterator[None]:
+    """Collect the youngest generation of cyclic garbage every ``objects`` allocations instead
+    of Python's 700, while the block runs. A run allocates objects by the million (pods, their
+    statuses, a session's working sets) and almost none in cycles (a session drops its
+    callbacks, ``Session.close``): with the default, the collector walks the young objects
+    about every thousand allocations and takes a sixth of a run's time."""
+    thresholds = gc.get_threshold()
+    gc.set_threshold(objects, *thresholds[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*thresholds)
 
 
 def phase_kept(before: PodGroupStatus, after: PodGroupStatus) -> bool:

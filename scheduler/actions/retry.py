@@ -147,6 +147,9 @@ class Retries:
         self.memory = memory
         # Told of a replayed turn's placements: only the plugins the answers come from.
         self.handlers = ssn.answering_handlers()
+        # This session's failed turns, by class and queue: lent to gangs of the same class in
+        # the same queue (``_replay_borrowed``).
+        self.fresh: dict[tuple[object, str], FailedTurn] = {}
 
     @staticmethod
     def of(ssn: Session, placer: Placer) -> Retries | None:
@@ -178,14 +181,19 @@ class Retries:
             turns.pop(job.key, None)
             return
         turns[job.key] = dataclasses.replace(turn, known=(job, job.generation))
+        self.fresh[(turn.cls, job.queue)] = turn
         jobs = self.ssn.jobs
         if len(turns) > 2 * len(jobs) + 64:
             for gone in [k for k in turns if k not in jobs]:
                 del turns[gone]
 
     def replay(self, queue: QueueInfo, job: JobInfo, tasks: deque[TaskInfo]) -> bool:
-        """Give the job's turn the outcome of its remembered failed one, when valid (see the
-        module docstring); False, with nothing changed, when the turn must run."""
+        """Give the job's turn the outcome of its remembered failed one, or of another gang's
+        failed in this session, when valid (see the module docstring); False, with nothing
+        changed, when the turn must run."""
+        return self._replay_own(queue, job, tasks) or self._replay_borrowed(queue, job, tasks)
+
+    def _replay_own(self, queue: QueueInfo, job: JobInfo, tasks: deque[TaskInfo]) -> bool:
         turn = self.memory.failed_turns.get(job.key)
         if turn is None:
             return False
@@ -202,26 +210,79 @@ class Retries:
         if not same_pods and any(self.placer.class_key(t) != turn.cls for t in pending):
             return False
         cand = self.placer.candidates(pending[0])
-        nodes = self.ssn.nodes
-        if cand.scores.keys() != turn.start.keys():
+        if not self._same_start(cand, turn):
             return False
-        for name, (score, state) in turn.start.items():
-            if cand.scores[name] != score or node_state(nodes[name]) != state:
-                return False
         if not (
             same_pods
             and turn.queue_state is not None
             and turn.queue_state == self.ssn.allocatable_state(queue)
         ) and not self._same_answers(queue, pending, turn):
             return False
+        self._tell(job, turn, cand)
+        return True
+
+    def _replay_borrowed(self, queue: QueueInfo, job: JobInfo, tasks: deque[TaskInfo]) -> bool:
+        """The outcome of a failed turn that another gang of the class ran in this session,
+        in the same queue, for a gang with at least as many waiting pods that the pods that
+        turn placed would not make ready (nor pipelined): its pods go where that gang's went,
+        step by step, and the same step finds no node."""
+        pending = [t for t in tasks if t.status == TaskStatus.PENDING]
+        if not pending:
+            return False
+        placer = self.placer
+        cls = placer.class_key(pending[0])
+        turn = self.fresh.get((cls, job.queue))
+        if turn is None or turn.queue_state is None or len(pending) < len(turn.steps):
+            return False
+        placed = sum(1 for step in turn.steps if step.node)
+        # Gang's readiness counts (its role counts only hold a job back further): neither
+        # ready nor pipelined after every placement, so the turn is discarded.
+        if job.ready_tasks + placed + job.pending_best_effort >= job.min_available:
+            return False
+        if any(placer.class_key(t) != cls for t in pending[1:]):
+            return False
+        if turn.queue_state != self.ssn.allocatable_state(queue):
+            return False
+        cand = placer.candidates(pending[0])
+        if not self._same_start(cand, turn):
+            return False
+        steps = tuple(
+            dataclasses.replace(step, uid=task.uid)
+            for step, task in zip(turn.steps, pending, strict=False)
+        )
+        own = FailedTurn(
+            job_state(job),
+            cls,
+            tuple(pending),
+            turn.start,
+            steps,
+            turn.tail,
+            queue_state=turn.queue_state,
+        )
+        self._tell(job, own, cand)
+        self.keep(job, own)
+        return True
+
+    def _same_start(self, cand: Candidates, turn: FailedTurn) -> bool:
+        """Whether the class's fitting nodes are the turn's first pod's: the same nodes, with
+        the same scores and states."""
+        if cand.scores.keys() != turn.start.keys():
+            return False
+        nodes = self.ssn.nodes
+        for name, (score, state) in turn.start.items():
+            if cand.scores[name] != score or node_state(nodes[name]) != state:
+                return False
+        return True
+
+    def _tell(self, job: JobInfo, turn: FailedTurn, cand: Candidates) -> None:
+        """What a replayed turn leaves: the placed pods' last placements, the fit error."""
         for step in turn.steps:
             if step.node:
                 assert step.status is not None
                 job.tasks[step.uid].last_transaction = (step.status, step.node)
         failing = job.tasks[turn.steps[-1].uid]
-        message = self._fit_error(turn, cand, len(nodes))
+        message = self._fit_error(turn, cand, len(self.ssn.nodes))
         job.fit_errors[failing.uid] = failing.fit_error = message
-        return True
 
     def _fit_error(self, turn: FailedTurn, cand: Candidates, node_count: int) -> str:
         """The replayed turn's fit error: the class's reasons and the turn's tail, told again

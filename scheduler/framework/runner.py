@@ -130,4 +130,5 @@ def run_session(session: Session, conf: SchedulerConf, registry: Registry) -> Se
             session.result.placed_jobs[placed.key] = PlacedJob(
                 placed.namespace, placed.name, placed.queue, placed.creation
             )
+    session.close()
     return session.result

@@ -304,6 +304,13 @@ class Session:
                 changed.add(name)
         return changed
 
+    def close(self) -> None:
+        """Drop the plugins' callbacks once the session is over: they and the session refer to
+        each other (bound methods, closures over the session), a cycle only the cyclic garbage
+        collector would free, with everything the plugins derived for the session."""
+        self._fns.clear()
+        self._tiers.clear()
+
     def settle(self, key: str, phase: str) -> None:
         """The session's close found the job settled (``settled``), its PodGroup in ``phase``."""
         kept = self.cluster.settled

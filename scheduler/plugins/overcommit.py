@@ -57,6 +57,10 @@ def _reservation(job: JobInfo) -> tuple[Resources]:
     return (_reserved(job),)
 
 
+# Kept with the snapshot (``ClusterInfo.recall``): the cluster's total times the factor.
+_PROMISED = "overcommit.promised"
+
+
 class OvercommitPlugin:
     """Gates enqueue on the cluster's (overcommitted) free resources."""
 
@@ -73,7 +77,12 @@ class OvercommitPlugin:
 
     def on_session_open(self, ssn: Session) -> None:
         used = ssn.cluster.total_used()
-        self.promised = ssn.total_resource.scale(self.factor)
+        total, factor = ssn.total_resource, self.factor
+        # Kept with the snapshot while the cluster's total is the same (the scaling is exact
+        # arithmetic, not cheap).
+        self.promised = ssn.cluster.recall(
+            _PROMISED, (total.items(), factor), lambda: total.scale(factor)
+        )
         self.idle = self.promised - used
         # The reservations' sum is kept with the snapshot: only jobs that changed since the
         # last session are looked at again (``ClusterInfo.sums``).
