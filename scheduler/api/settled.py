@@ -27,21 +27,31 @@ from scheduler.api.job_sums import JobTrail
 class SettledJobs:
     """The settled jobs of a snapshot, by key, with the PodGroup phase each one keeps."""
 
-    __slots__ = ("phases", "position", "tiers")
+    __slots__ = ("phases", "position", "tiers", "version")
 
     def __init__(self, tiers: Sequence[object], position: int) -> None:
         self.tiers = tiers
         self.phases: dict[str, str] = {}
         self.position = position  # how much of the trail has been read
+        self.version = 0  # moved on whenever a job settles or is unsettled
+
+    def settle(self, key: str, phase: str) -> None:
+        """The job is settled, its PodGroup in ``phase``."""
+        self.phases[key] = phase
+        self.version += 1
 
     def refresh(self, trail: JobTrail) -> dict[str, str]:
         """Unsettle the jobs the trail names since the last refresh; the settled jobs."""
         changed = trail.since(self.position)
         if changed is None:  # trimmed past what was read: start again
             self.phases.clear()
+            self.version += 1
         elif changed:
             phases = self.phases
+            before = len(phases)
             for key in changed:
                 phases.pop(key, None)
+            if len(phases) != before:
+                self.version += 1
         self.position = trail.end
         return self.phases

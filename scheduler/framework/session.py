@@ -256,7 +256,7 @@ class Session:
         # Jobs gang's close found ready, nothing waiting, their PodGroup already saying so:
         # the session's close settles those whose status and why record stay as they are.
         self.settling: set[str] = set()
-        self._unsettled: tuple[tuple[int, int, int], list[JobInfo]] | None = None
+        self._unsettled: tuple[tuple[int, int], list[JobInfo]] | None = None
         # Set by the network-topology-aware plugin when it opens: how HyperNodes are scored
         # (scheduler.framework.hypernodes); None leaves every job topology-blind.
         self.topology: HyperNodeState | None = None
@@ -278,11 +278,13 @@ class Session:
 
     def unsettled_jobs(self) -> list[JobInfo]:
         """The jobs that are not settled (``settled``), in the snapshot's order: what each pass
-        over every job looks at. Kept while no job changes (the trail does not move) and none
-        settles, so the passes of a session in which nothing moved share one list."""
+        over every job looks at. Kept while no job settles or is unsettled (the jobs a session
+        changes are unsettled already), so the passes of a session share one list."""
         settled = self.settled()
-        trail = self.cluster.job_trail
-        mark = (trail.end if trail is not None else -1, len(settled), len(self.jobs))
+        kept_settled = self.cluster.settled
+        nothing = settled is _NOTHING_SETTLED or kept_settled is None
+        version = -1 if nothing or kept_settled is None else kept_settled.version
+        mark = (version, len(self.jobs))
         kept = self._unsettled
         if kept is not None and kept[0] == mark:
             return kept[1]
@@ -316,7 +318,7 @@ class Session:
         kept = self.cluster.settled
         if kept is not None and self.cluster.job_trail is not None:
             kept.refresh(self.cluster.job_trail)
-            kept.phases[key] = phase
+            kept.settle(key, phase)
 
     def plugin_switch(self, plugin: str, switch: str, default: bool) -> bool:
         """A switch of ``plugin`` as the configuration sets it, ``default`` when it does not:
