@@ -22,7 +22,17 @@ everything the turn reads is as it was:
   answer it got; the handlers are then told of the release, as a discard tells them.
 
 The fit error is then the class's current reasons (the nodes that did not fit) plus the reasons
-the fitting nodes gave once the turn's pods were on them, recorded with the turn. Only
+the fitting nodes gave once the turn's pods were on them, recorded with the turn. When the
+queue's plugins say what their answers read (``Session.allocatable_state``) and it is as it
+was, with the same pods, the answers are not asked again.
+
+A gang whose own turn cannot be replayed may borrow one that another gang of its class ran
+and failed in the same queue earlier in the session: with the same fitting nodes (states and
+scores) and the same queue state, its pods would go where that gang's went, step by step, and
+the same step would find no node, provided it has at least as many waiting pods and the pods
+placed would make it neither ready nor pipelined (gang's counts; its roles only hold a job
+back further). A backlog of gangs of one class then runs one turn per session, not one each,
+when the nodes that fit change. Only
 configurations of ``REPLAY_PLUGINS`` are replayed: their readiness, allocatable and handler
 functions read nothing but the job, the queue and what the handlers kept; any other plugin
 makes every turn run. ``unit/test_sched_live_snapshot.py`` compares sessions that replay with
@@ -236,8 +246,10 @@ class Retries:
             return False
         placed = sum(1 for step in turn.steps if step.node)
         # Gang's readiness counts (its role counts only hold a job back further): neither
-        # ready nor pipelined after every placement, so the turn is discarded.
-        if job.ready_tasks + placed + job.pending_best_effort >= job.min_available:
+        # ready nor pipelined after every placement (pods pipelined before the turn, by
+        # preempt, count), so the turn is discarded.
+        held = job.ready_tasks + job.count(TaskStatus.PIPELINED) + job.pending_best_effort
+        if held + placed >= job.min_available:
             return False
         if any(placer.class_key(t) != cls for t in pending[1:]):
             return False
