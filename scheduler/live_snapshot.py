@@ -26,7 +26,9 @@ NodeInfos whose generation moved; Volcano clones its whole cache every session):
   PodGroup, the phase it gives, the fit errors and last placements (the session's other
   marks) and, after a discard, ``allocated`` are set as ``job_info`` and ``add_task`` would
   set them. A backlog of waiting gangs, retried and discarded every session and their
-  conditions written every session, is not derived again pod by pod every session.
+  conditions written every session, is not derived again pod by pod every session; nor are
+  the nodes every statement on them gave back (``Session.changed_nodes``), only logged for
+  the placer's classes that looked at them in between.
 
 Across sessions it also keeps, for the session's own shortcuts, the nodes' verdicts per class
 of pod (``ClusterInfo.verdicts``: every node the update derives again, adds, removes or

@@ -32,11 +32,13 @@ scores) and the same queue state, its pods would go where that gang's went, step
 the same step would find no node, provided it has at least as many waiting pods and the pods
 placed would make it neither ready nor pipelined (gang's counts; its roles only hold a job
 back further). A backlog of gangs of one class then runs one turn per session, not one each,
-when the nodes that fit change. Only
-configurations of ``REPLAY_PLUGINS`` are replayed: their readiness, allocatable and handler
-functions read nothing but the job, the queue and what the handlers kept; any other plugin
-makes every turn run. ``unit/test_sched_live_snapshot.py`` compares sessions that replay with
-sessions that run every turn.
+when the nodes that fit change.
+
+Only configurations of ``REPLAY_PLUGINS`` are replayed: their readiness, allocatable and
+handler functions read nothing but the job, the queue and what the handlers kept; any other
+plugin makes every turn run. ``unit/test_sched_live_snapshot.py`` and
+``unit/test_sched_borrowed_replay.py`` compare sessions that replay with sessions that run
+every turn.
 """
 
 from __future__ import annotations
