@@ -235,38 +235,19 @@ class Retries:
 
     def _replay_borrowed(self, queue: QueueInfo, job: JobInfo, tasks: deque[TaskInfo]) -> bool:
         """The outcome of a failed turn that another gang of the class ran in this session,
-        in the same queue, for a gang with at least as many waiting pods that the pods that
-        turn placed would not make ready (nor pipelined): its pods go where that gang's went,
-        step by step, and the same step finds no node."""
-        pending = [t for t in tasks if t.status == TaskStatus.PENDING]
-        if not pending:
+        in the same queue (``_lendable``): the gang's pods go where that gang's went, step by
+        step, and the same step finds no node; remembered as the gang's own turn."""
+        lent = self._lendable(queue, job, tasks)
+        if lent is None:
             return False
-        placer = self.placer
-        cls = placer.class_key(pending[0])
-        turn = self.fresh.get((cls, job.queue))
-        if turn is None or turn.queue_state is None or len(pending) < len(turn.steps):
-            return False
-        placed = sum(1 for step in turn.steps if step.node)
-        # Gang's readiness counts (its role counts only hold a job back further): neither
-        # ready nor pipelined after every placement (pods pipelined before the turn, by
-        # preempt, count), so the turn is discarded.
-        held = job.ready_tasks + job.count(TaskStatus.PIPELINED) + job.pending_best_effort
-        if held + placed >= job.min_available:
-            return False
-        if any(placer.class_key(t) != cls for t in pending[1:]):
-            return False
-        if turn.queue_state != self.ssn.allocatable_state(queue):
-            return False
-        cand = placer.candidates(pending[0])
-        if not self._same_start(cand, turn):
-            return False
+        turn, pending, cand = lent
         steps = tuple(
             dataclasses.replace(step, uid=task.uid)
             for step, task in zip(turn.steps, pending, strict=False)
         )
         own = FailedTurn(
             job_state(job),
-            cls,
+            turn.cls,
             tuple(pending),
             turn.start,
             steps,
@@ -276,6 +257,45 @@ class Retries:
         self._tell(job, own, cand)
         self.keep(job, own)
         return True
+
+    def _lendable(
+        self, queue: QueueInfo, job: JobInfo, tasks: deque[TaskInfo]
+    ) -> tuple[FailedTurn, list[TaskInfo], Candidates] | None:
+        """This session's failed turn of the class of the job's waiting pods, in its queue,
+        with those pods and the class's candidates, when it may be lent: the job has at least
+        as many waiting pods, all of the class, and would stay unready; the queue's state and
+        the fitting nodes are as they were. None when not."""
+        pending = [t for t in tasks if t.status == TaskStatus.PENDING]
+        if not pending:
+            return None
+        placer = self.placer
+        cls = placer.class_key(pending[0])
+        turn = self.fresh.get((cls, job.queue))
+        if turn is None or len(pending) < len(turn.steps) or not self._stays_unready(job, turn):
+            return None
+        if any(placer.class_key(t) != cls for t in pending[1:]):
+            return None
+        if not self._same_queue_state(queue, turn):
+            return None
+        cand = placer.candidates(pending[0])
+        if not self._same_start(cand, turn):
+            return None
+        return turn, pending, cand
+
+    @staticmethod
+    def _stays_unready(job: JobInfo, turn: FailedTurn) -> bool:
+        """Whether the pods ``turn`` placed would leave the job neither ready nor pipelined
+        (gang's counts, pods pipelined before the turn by preempt included; its role counts
+        only hold a job back further), so that its turn is discarded."""
+        placed = sum(1 for step in turn.steps if step.node)
+        held = job.ready_tasks + job.count(TaskStatus.PIPELINED) + job.pending_best_effort
+        return held + placed < job.min_available
+
+    def _same_queue_state(self, queue: QueueInfo, turn: FailedTurn) -> bool:
+        """Whether the queue's plugins read what they read when the turn started."""
+        return turn.queue_state is not None and turn.queue_state == self.ssn.allocatable_state(
+            queue
+        )
 
     def _same_start(self, cand: Candidates, turn: FailedTurn) -> bool:
         """Whether the class's fitting nodes are the turn's first pod's: the same nodes, with
