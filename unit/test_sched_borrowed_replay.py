@@ -99,11 +99,8 @@ def put_big(cache: Cache, name: str, max_pods: int = 110, cpu: str = "4") -> Non
     cache.live.node_changed(node)
 
 
-def build(
-    free: int, gangs: Sequence[Gang], small: int = SMALL_NODES, *, max_pods: int = 110
-) -> Cache:
-    """``free`` 4-cpu nodes ``big-<i>``, ``small`` 3-cpu nodes, queues default and q1 (weight
-    1, no deserved given), and the gangs, Inqueue, with their pods ``<gang>-<i>``."""
+def bare_cache() -> Cache:
+    """A cache without nodes, with the queues default and q1 (weight 1, no deserved given)."""
     cache = Cache(random.Random(0))  # noqa: S311 - seeded test data
     for name in list(cache.nodes.items):
         cache.delete(cache.nodes, name)
@@ -112,6 +109,15 @@ def build(
             metadata=ObjectMeta(name=name), spec=QueueSpec(weight=1)
         )
         cache.live.queue_changed(queue)
+    return cache
+
+
+def build(
+    free: int, gangs: Sequence[Gang], small: int = SMALL_NODES, *, max_pods: int = 110
+) -> Cache:
+    """``free`` 4-cpu nodes ``big-<i>``, ``small`` 3-cpu nodes, queues default and q1 (weight
+    1, no deserved given), and the gangs, Inqueue, with their pods ``<gang>-<i>``."""
+    cache = bare_cache()
     for i in range(free):
         put_big(cache, f"big-{i}", max_pods)
     for i in range(small):
@@ -757,14 +763,7 @@ def pipelined_by_preempt() -> Cache:
     room being released) and p-1 on w (v-0 evicted): pipelined, committed, and w keeps 4 cpu
     being released. Allocate: a pipelines a-0 on w, finds no node for a-1, is discarded; then
     p (three waiting pods, none ready): a's one placement would not make it ready."""
-    cache = Cache(random.Random(0))  # noqa: S311 - seeded test data
-    for name in list(cache.nodes.items):
-        cache.delete(cache.nodes, name)
-    for name in QUEUES:
-        cache.queues.items[name] = queue = Queue(
-            metadata=ObjectMeta(name=name), spec=QueueSpec(weight=1)
-        )
-        cache.live.queue_changed(queue)
+    cache = bare_cache()
     for name, value in (("mid", 50), ("low", 0)):
         cache.classes.items[name] = pc = PriorityClass(metadata=ObjectMeta(name=name), value=value)
         cache.live.priority_class_changed(pc)
