@@ -155,10 +155,13 @@ class Placer:
     def _evaluate(self, cand: Candidates, task: TaskInfo, node: NodeInfo) -> None:
         name = node.name
         verdict: float | list[str] | None = None
-        if name in cand.seen:
+        seen = cand.seen.get(name)
+        if seen is not None:
             verdict = cand.swap_back(name, node.generation)
             if verdict is None:
-                cand.previous[name] = (cand.seen[name], cand.verdict(name))
+                score = cand.scores.get(name)
+                kept = score if score is not None else cand.reasons.get(name, [])
+                cand.previous[name] = (seen, kept)
         if verdict is None:
             cand.seen[name] = node.generation
             verdict = evaluate(self.ssn, task, node)
