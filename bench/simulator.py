@@ -20,9 +20,9 @@ a run that breaks raises (exit code 1).
 ``--hours H`` stops each run after H simulated hours (the trace's later jobs never arrive): for
 when a whole run takes longer than there is. The week's figure is then an extrapolation from
 the simulated hours' rate, and is printed as one (``extrapolated``), never as a measurement.
-On this machine the week's first 3 hours run at 3 to 5 CPU seconds per simulated hour, the
+On this machine the week's first 3 hours run at about 2 CPU seconds per simulated hour, the
 later ones dearer as the trace's backlog of waiting gangs grows (docs/benchmarks.md,
-"Simulator"): the 10,000-job run takes 1.5 to 3 CPU minutes whole, the larger ones much longer.
+"Simulator"): the 10,000-job run takes about a CPU minute whole, the 50,000-job one about 12.
 """
 
 from __future__ import annotations
