@@ -22,7 +22,9 @@ when a whole run takes longer than there is. The week's figure is then an extrap
 the simulated hours' rate, and is printed as one (``extrapolated``), never as a measurement.
 On this machine the week's first 3 hours run at about 2 CPU seconds per simulated hour, the
 later ones dearer as the trace's backlog of waiting gangs grows (docs/benchmarks.md,
-"Simulator"): the 10,000-job run takes about a CPU minute whole, the 50,000-job one about 12.
+"Simulator"): the 10,000-job run takes about a CPU minute whole, the 50,000-job one about 12,
+the 100,000-job week about half an hour (its backlog keeps growing: an extrapolation from a
+shorter run understates it).
 """
 
 from __future__ import annotations
