@@ -13,7 +13,7 @@ import msgspec
 from caldera.api.volcano import PodGroupCondition, PodGroupStatus
 from caldera.api.why import WaitStage
 from scheduler.api.job_sums import JobTrail
-from scheduler.api.types import JobInfo, TaskStatus
+from scheduler.api.types import ClusterInfo, JobInfo, TaskStatus
 from scheduler.conf import SchedulerConf
 from scheduler.framework.plugin import Arguments, PluginOption
 from scheduler.framework.runner import _STATUS, Registry, _unchanged_phase, run_session
@@ -107,15 +107,21 @@ def test_status_memo_holds_for_one_condition() -> None:
     assert _unchanged_phase(job, scheduled) is None  # another PodGroup
 
 
-def test_unsettled_jobs_follow_the_trail_and_the_settled_jobs() -> None:
-    """The passes' list of jobs that are not settled keeps the snapshot's order, is shared
-    while nothing moves, and follows a job that settles, changes or is unsettled by a change."""
-    jobs = [make_job(name, 2) for name in ("a", "b", "c")]
+def _trailed_cluster(jobs: list[JobInfo]) -> ClusterInfo:
+    """One node and ``jobs``, with the trail the live snapshot keeps, every job attached."""
     cluster = make_cluster([make_node("n0", "8", "16Gi")], jobs)
     cluster.job_trail = JobTrail()
     cluster.job_log.trail = cluster.job_trail.keys
     for job in jobs:
         job.changes = cluster.job_log
+    return cluster
+
+
+def test_unsettled_jobs_follow_the_trail_and_the_settled_jobs() -> None:
+    """The passes' list of jobs that are not settled keeps the snapshot's order, is shared
+    while nothing moves, and follows a job that settles, changes or is unsettled by a change."""
+    jobs = [make_job(name, 2) for name in ("a", "b", "c")]
+    cluster = _trailed_cluster(jobs)
     ssn = Session(cluster, [])
     first = ssn.unsettled_jobs()
     assert [j.name for j in first] == ["a", "b", "c"]
@@ -134,11 +140,7 @@ def test_settled_jobs_get_the_scheduled_condition_from_gangs_close() -> None:
     """gang's close gives the settled jobs their condition once, for the session to read as
     theirs (``Session.job_condition``); a job it set one for reads its own."""
     jobs = [make_job(name, 2) for name in ("a", "b")]
-    cluster = make_cluster([make_node("n0", "8", "16Gi")], jobs)
-    cluster.job_trail = JobTrail()
-    cluster.job_log.trail = cluster.job_trail.keys
-    for job in jobs:
-        job.changes = cluster.job_log
+    cluster = _trailed_cluster(jobs)
     ssn = Session(cluster, [])
     ssn.settle("ns/b", "Running")
     assert ssn.job_condition("ns/b") is None  # no plugin closed yet
@@ -186,11 +188,7 @@ def test_a_settled_job_with_a_note_still_gets_its_wait_record() -> None:
     """The status pass walks the unsettled jobs, and a settled job too when a note about it
     came in this session: its wait record is written."""
     jobs = [make_job(name, 2) for name in ("a", "b")]
-    cluster = make_cluster([make_node("n0", "8", "16Gi")], jobs)
-    cluster.job_trail = JobTrail()
-    cluster.job_log.trail = cluster.job_trail.keys
-    for job in jobs:
-        job.changes = cluster.job_log
+    cluster = _trailed_cluster(jobs)
     tiers = ((PluginOption("gang"), PluginOption("noter")),)
     ssn = Session(cluster, tiers)
     ssn.settle("ns/b", "Running")

@@ -159,9 +159,7 @@ class Placer:
         if seen is not None:
             verdict = cand.swap_back(name, node.generation)
             if verdict is None:
-                score = cand.scores.get(name)
-                kept = score if score is not None else cand.reasons.get(name, [])
-                cand.previous[name] = (seen, kept)
+                cand.previous[name] = (seen, cand.verdict(name))
         if verdict is None:
             cand.seen[name] = node.generation
             verdict = evaluate(self.ssn, task, node)

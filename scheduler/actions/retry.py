@@ -224,11 +224,9 @@ class Retries:
         cand = self.placer.candidates(pending[0])
         if not self._same_start(cand, turn):
             return False
-        if not (
-            same_pods
-            and turn.queue_state is not None
-            and turn.queue_state == self.ssn.allocatable_state(queue)
-        ) and not self._same_answers(queue, pending, turn):
+        if not (same_pods and self._same_queue_state(queue, turn)) and not self._same_answers(
+            queue, pending, turn
+        ):
             return False
         self._tell(job, turn, cand)
         return True
@@ -288,8 +286,7 @@ class Retries:
         (gang's counts, pods pipelined before the turn by preempt included; its role counts
         only hold a job back further), so that its turn is discarded."""
         placed = sum(1 for step in turn.steps if step.node)
-        held = job.ready_tasks + job.count(TaskStatus.PIPELINED) + job.pending_best_effort
-        return held + placed < job.min_available
+        return job.pipelined_task_num() + placed < job.min_available
 
     def _same_queue_state(self, queue: QueueInfo, turn: FailedTurn) -> bool:
         """Whether the queue's plugins read what they read when the turn started."""

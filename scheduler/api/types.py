@@ -320,13 +320,12 @@ class JobInfo:
         """Enough tasks placed for the gang to start (pending best-effort pods count too)."""
         return self.ready_task_num() + self.pending_best_effort_num() >= self.min_available
 
+    def pipelined_task_num(self) -> int:
+        """Tasks that count towards a pipelined gang: ready, pipelined, pending best-effort."""
+        return self.ready_tasks + self.count(TaskStatus.PIPELINED) + self.pending_best_effort
+
     def is_pipelined(self) -> bool:
-        return (
-            self.ready_task_num()
-            + self.count(TaskStatus.PIPELINED)
-            + self.pending_best_effort_num()
-            >= self.min_available
-        )
+        return self.pipelined_task_num() >= self.min_available
 
     def is_starving(self) -> bool:
         return self.count(TaskStatus.PIPELINED) + self.ready_task_num() < self.min_available

@@ -282,8 +282,9 @@ class Session:
         changes are unsettled already), so the passes of a session share one list."""
         settled = self.settled()
         kept_settled = self.cluster.settled
-        tracked = kept_settled is not None and settled is not _NOTHING_SETTLED
-        version = kept_settled.version if tracked and kept_settled is not None else -1
+        version = (
+            -1 if settled is _NOTHING_SETTLED or kept_settled is None else kept_settled.version
+        )
         mark = (version, len(self.jobs))
         kept = self._unsettled
         if kept is not None and kept[0] == mark:
