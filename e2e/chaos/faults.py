@@ -50,7 +50,8 @@ def plan_faults(seed: int, window: float, counts: FaultCounts) -> list[Fault]:
     rng = random.Random(seed)  # noqa: S311 - a seeded plan, not secrets
 
     def at() -> float:
-        return round(rng.uniform(0, window), 2)
+        # Rounded to hundredths, but never past the window (1.609 would round to 1.61).
+        return min(round(rng.uniform(0, window), 2), window)
 
     faults = [
         Fault(at(), FaultKind.KILL, target, pause=round(rng.uniform(0.5, 5), 2))
