@@ -37,10 +37,8 @@ from scheduler.actions.allocate import AllocateAction
 from scheduler.actions.retry import Retries, job_state
 from scheduler.api.types import ClusterInfo, JobInfo, QueueInfo, TaskInfo, TaskStatus
 from scheduler.api.verdicts import FailedTurn
-from scheduler.conf import parse_conf
 from scheduler.framework.session import Session, SessionResult
 from scheduler.framework.statement import Statement
-from scheduler.registry import ACTIONS, PLUGINS
 from unit.test_sched_live_snapshot import T0, Cache, _decisions, _forget, _sized_pod, canonical
 
 QUEUES = ("default", "q1")
@@ -741,16 +739,9 @@ def test_the_property_finds_a_lender_that_skips_readiness() -> None:
 
 # ---- what looks wrong: a gang already pipelined before allocate ----------------------------------
 
-PREEMPT_FIRST = parse_conf(
-    """\
-actions: "enqueue, preempt, allocate, backfill"
-tiers:
-- plugins: [{name: priority}, {name: gang}, {name: conformance}]
-- plugins: [{name: overcommit}, {name: drf}, {name: predicates}, {name: proportion},
-            {name: nodeorder}, {name: binpack}]
-""",
-    actions=ACTIONS.keys(),
-    plugins=PLUGINS.keys(),
+# The live snapshot tests' configuration, preempt first (allocate sees gangs it pipelined).
+PREEMPT_FIRST = dataclasses.replace(
+    live_snapshot_tests.CONF, actions=("enqueue", "preempt", "allocate", "backfill")
 )
 
 
