@@ -90,6 +90,21 @@ class Series(msgspec.Struct, kw_only=True):
             found = value
         return found
 
+    def mean(self, name: str, start: float, end: float) -> float:
+        """The time-weighted mean of ``name`` over [start, end], as ``at`` reads it (0 before
+        the first sample); 0 for an empty span."""
+        if end <= start:
+            return 0.0
+        total, value, at = 0.0, 0.0, start
+        for when, sample in zip(self.times, self.values.get(name, []), strict=False):
+            if when > end:
+                break
+            if when > at:
+                total += value * (when - at)
+                at = when
+            value = sample
+        return (total + value * (end - at)) / (end - start)
+
     def thinned(self, limit: int) -> Series:
         """At most about ``limit`` samples: within each of ``limit`` equal spans of time, the
         last sample (a step plot of it still ends each span right)."""

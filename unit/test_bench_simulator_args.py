@@ -37,3 +37,24 @@ def test_bad_options_are_refused_by_name(arguments: list[str], message: str) -> 
     assert done.returncode == 2
     assert message in done.stderr
     assert done.stdout == ""  # refused before any run starts
+
+
+def test_a_configuration_the_scheduler_refuses_is_refused_with_its_reason(tmp_path: Path) -> None:
+    unknown = tmp_path / "scheduler.yaml"
+    unknown.write_text('actions: "enqueue, allocate"\ntiers:\n- plugins:\n  - name: nosuch\n')
+    missing = tmp_path / "absent.yaml"
+    env = {**os.environ, "PYTHONPATH": str(BENCH.parent.parent)}
+    for path, message in (
+        (unknown, "--conf: line 4: unknown plugin nosuch"),
+        (missing, "--conf: [Errno 2] No such file or directory"),
+    ):
+        done = subprocess.run(
+            [sys.executable, str(BENCH), "--conf", str(path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+        )
+        assert done.returncode == 2
+        assert message in done.stderr
+        assert done.stdout == ""
