@@ -9,6 +9,8 @@ snapshot whose JobInfo outlives a change (as a hand-built one can).
 from __future__ import annotations
 
 import msgspec
+from hypothesis import given
+from hypothesis import strategies as st
 
 from caldera.api.volcano import PodGroupCondition, PodGroupStatus
 from caldera.api.why import WaitStage
@@ -134,6 +136,27 @@ def test_unsettled_jobs_follow_the_trail_and_the_settled_jobs() -> None:
     b_task = next(iter(jobs[1].tasks.values()))
     jobs[1].set_status(b_task, TaskStatus.ALLOCATED)  # b changes: no longer settled
     assert [j.name for j in ssn.unsettled_jobs()] == ["a", "b", "c"]
+
+
+@given(st.lists(st.tuples(st.booleans(), st.integers(0, 4)), max_size=20))
+def test_unsettled_jobs_are_every_job_not_settled_in_order(steps: list[tuple[bool, int]]) -> None:
+    """Whatever settles and changes, and in whatever order, the list is the snapshot's jobs
+    that are not settled, in the snapshot's order (kept, filtered or built again)."""
+    jobs = [make_job(name, 2) for name in ("a", "b", "c", "d", "e")]
+    cluster = _trailed_cluster(jobs)
+    ssn = Session(cluster, [])
+    for settles, index in steps:
+        job = jobs[index]
+        if settles:
+            ssn.settle(job.key, "Running")
+        else:  # a change: the trail names the job, which is no longer settled
+            task = next(iter(job.tasks.values()))
+            status = (
+                TaskStatus.PENDING if task.status != TaskStatus.PENDING else TaskStatus.ALLOCATED
+            )
+            job.set_status(task, status)
+        settled = ssn.settled()
+        assert ssn.unsettled_jobs() == [j for j in jobs if j.key not in settled]
 
 
 def test_settled_jobs_get_the_scheduled_condition_from_gangs_close() -> None:

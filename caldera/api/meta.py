@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from typing import Annotated, Any, Final, Generic, Protocol, TypeVar
 
@@ -365,8 +366,11 @@ def parse_time(value: str) -> dt.datetime:
     return parsed
 
 
+@functools.lru_cache(maxsize=64)
 def format_time(when: dt.datetime) -> str:
-    """Format as metav1.Time does: UTC, whole seconds, "Z"."""
+    """Format as metav1.Time does: UTC, whole seconds, "Z". Kept for the last few instants:
+    one is formatted again and again (every status write of a sync, every condition of a
+    session)."""
     return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 

@@ -43,7 +43,9 @@ __all__ = [
     "with_counts",
 ]
 
-_POD_PHASES: Final = frozenset(PodPhase)
+# A pod's phase as the counters name it: the five known ones, anything else Unknown (looked up
+# per pod, so not through the enum's constructor).
+_PHASE_OF: Final = {phase.value: phase for phase in PodPhase}
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,15 +100,14 @@ def count_pods(
     created (they count as Pending). A pod phase outside the five known ones (or empty) counts as
     unknown and appears in taskStatusCount under "Unknown".
     """
-    totals = dict.fromkeys(PodPhase, 0)
+    totals = dict.fromkeys(_PHASE_OF.values(), 0)
     terminating = 0
     per_task: dict[str, dict[str, int]] = {}
     for pod in pods:
         if is_terminating(pod) or pod.metadata.name in deleted:
             terminating += 1
             continue
-        raw = pod.status.phase
-        phase = PodPhase(raw) if raw in _POD_PHASES else PodPhase.UNKNOWN
+        phase = _PHASE_OF.get(pod.status.phase, PodPhase.UNKNOWN)
         totals[phase] += 1
         task = per_task.setdefault(pod_task(pod), {})
         task[phase.value] = task.get(phase.value, 0) + 1

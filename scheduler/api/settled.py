@@ -27,13 +27,14 @@ from scheduler.api.job_sums import JobTrail
 class SettledJobs:
     """The settled jobs of a snapshot, by key, with the PodGroup phase each one keeps."""
 
-    __slots__ = ("phases", "position", "tiers", "version")
+    __slots__ = ("phases", "position", "tiers", "unsettled_version", "version")
 
     def __init__(self, tiers: Sequence[object], position: int) -> None:
         self.tiers = tiers
         self.phases: dict[str, str] = {}
         self.position = position  # how much of the trail has been read
         self.version = 0  # moved on whenever a job settles or is unsettled
+        self.unsettled_version = 0  # the version when a job was last unsettled
 
     def settle(self, key: str, phase: str) -> None:
         """The job is settled, its PodGroup in ``phase``."""
@@ -46,6 +47,7 @@ class SettledJobs:
         if changed is None:  # trimmed past what was read: start again
             self.phases.clear()
             self.version += 1
+            self.unsettled_version = self.version
         elif changed:
             phases = self.phases
             before = len(phases)
@@ -53,5 +55,6 @@ class SettledJobs:
                 phases.pop(key, None)
             if len(phases) != before:
                 self.version += 1
+                self.unsettled_version = self.version
         self.position = trail.end
         return self.phases

@@ -279,7 +279,8 @@ class Session:
     def unsettled_jobs(self) -> list[JobInfo]:
         """The jobs that are not settled (``settled``), in the snapshot's order: what each pass
         over every job looks at. Kept while no job settles or is unsettled (the jobs a session
-        changes are unsettled already), so the passes of a session share one list."""
+        changes are unsettled already), so the passes of a session share one list; when jobs
+        only settled since, the kept list is filtered rather than every job looked at."""
         settled = self.settled()
         kept_settled = self.cluster.settled
         version = (
@@ -289,9 +290,19 @@ class Session:
         kept = self._unsettled
         if kept is not None and kept[0] == mark:
             return kept[1]
-        # Filtered and looked up in C: the snapshot's jobs are mostly settled.
-        unsettled = itertools.filterfalse(settled.__contains__, self.jobs)
-        jobs = list(map(self.jobs.__getitem__, unsettled))
+        if (
+            kept is not None
+            and kept_settled is not None
+            and version != -1
+            and kept[0][0] >= kept_settled.unsettled_version
+        ):
+            # Jobs only settled since (the session's jobs are its snapshot's, none comes or
+            # goes): the kept list less those, in its order.
+            jobs = [job for job in kept[1] if job.key not in settled]
+        else:
+            # Filtered and looked up in C: the snapshot's jobs are mostly settled.
+            unsettled = itertools.filterfalse(settled.__contains__, self.jobs)
+            jobs = list(map(self.jobs.__getitem__, unsettled))
         self._unsettled = (mark, jobs)
         return jobs
 
