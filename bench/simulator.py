@@ -224,9 +224,17 @@ def busy(run: RunResult) -> str:
     held = run.utilisation.mean(GPU, min(arrivals), max(arrivals))
     return (
         f"GPUs held while jobs arrived: {held:.0%} of the cluster's; jobs waited to start "
-        f"{statistics.mean(waits) / 60:.1f} min on average, the longest "
-        f"{max(waits) / 3600:.1f} h"
+        f"{spelled(statistics.mean(waits))} on average, the longest {spelled(max(waits))}"
     )
+
+
+def spelled(seconds: float) -> str:
+    """A duration in the unit that suits it: seconds, minutes or hours."""
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def goal(rows: list[Measured], conf: str) -> None:
