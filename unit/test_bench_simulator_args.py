@@ -12,6 +12,19 @@ import pytest
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "simulator.py"
 
 
+def _bench(arguments: list[str]) -> subprocess.CompletedProcess[str]:
+    # With the checkout on PYTHONPATH too (as the e2e tests set it): bench/scheduler.py must
+    # not shadow the scheduler package.
+    env = {**os.environ, "PYTHONPATH": str(BENCH.parent.parent)}
+    return subprocess.run(
+        [sys.executable, str(BENCH), *arguments],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+
+
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
@@ -24,16 +37,7 @@ BENCH = Path(__file__).resolve().parent.parent / "bench" / "simulator.py"
     ],
 )
 def test_bad_options_are_refused_by_name(arguments: list[str], message: str) -> None:
-    # With the checkout on PYTHONPATH too (as the e2e tests set it): bench/scheduler.py must
-    # not shadow the scheduler package.
-    env = {**os.environ, "PYTHONPATH": str(BENCH.parent.parent)}
-    done = subprocess.run(
-        [sys.executable, str(BENCH), *arguments],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-    )
+    done = _bench(arguments)
     assert done.returncode == 2
     assert message in done.stderr
     assert done.stdout == ""  # refused before any run starts
@@ -43,18 +47,11 @@ def test_a_configuration_the_scheduler_refuses_is_refused_with_its_reason(tmp_pa
     unknown = tmp_path / "scheduler.yaml"
     unknown.write_text('actions: "enqueue, allocate"\ntiers:\n- plugins:\n  - name: nosuch\n')
     missing = tmp_path / "absent.yaml"
-    env = {**os.environ, "PYTHONPATH": str(BENCH.parent.parent)}
     for path, message in (
         (unknown, "--conf: line 4: unknown plugin nosuch"),
         (missing, "--conf: [Errno 2] No such file or directory"),
     ):
-        done = subprocess.run(
-            [sys.executable, str(BENCH), "--conf", str(path)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=env,
-        )
+        done = _bench(["--conf", str(path)])
         assert done.returncode == 2
         assert message in done.stderr
         assert done.stdout == ""
