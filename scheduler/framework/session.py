@@ -295,9 +295,10 @@ class Session:
             and kept_settled is not None
             and version != -1
             and kept[0][0] >= kept_settled.unsettled_version
+            and kept[0][1] == mark[1]
         ):
-            # Jobs only settled since (the session's jobs are its snapshot's, none comes or
-            # goes): the kept list less those, in its order.
+            # Jobs only settled since, none came or went: the kept list less those, in its
+            # order.
             jobs = [job for job in kept[1] if job.key not in settled]
         else:
             # Filtered and looked up in C: the snapshot's jobs are mostly settled.
