@@ -48,7 +48,6 @@ import os
 import pathlib
 import platform
 import pstats
-import statistics
 import sys
 import time
 from dataclasses import dataclass
@@ -59,17 +58,17 @@ REPO: Final = Path(__file__).resolve().parent.parent
 if sys.path[:1] != [str(REPO)]:  # first, before bench/ itself (bench/scheduler.py is no package)
     sys.path.insert(0, str(REPO))
 
-from scheduler.conf import DEFAULT_CONF, parse_conf  # noqa: E402
+from scheduler.conf import DEFAULT_CONF, SchedulerConf, parse_conf  # noqa: E402
 from scheduler.registry import REGISTRY  # noqa: E402
 from simulator.engine import Limits, Simulation  # noqa: E402
-from simulator.results import RunResult  # noqa: E402
+from simulator.results import RunResult, mean  # noqa: E402
 from simulator.spec import Scenario, parse_cluster, parse_trace  # noqa: E402
+from simulator.summary import GPU, duration  # noqa: E402
 from simulator.synthetic import LOAD, WEEK, cluster_document, trace_document  # noqa: E402
 
 GOAL_SECONDS: Final = 600.0  # a week of 100,000 jobs on 5,000 nodes
 GOAL_JOBS: Final = 100_000
 GOAL_LOAD: Final = LOAD  # the share of the GPUs the goal's trace asks for
-GPU: Final = "nvidia.com/gpu"
 
 
 def machine() -> str:
@@ -103,7 +102,7 @@ def measure(
     hours: float | None,
     period: float,
     load: float,
-    conf_text: str = DEFAULT_CONF,
+    conf: SchedulerConf,
 ) -> Measured:
     started = time.perf_counter()
     document = cluster_document(nodes) | {"timing": {"schedulePeriod": period}}
@@ -115,7 +114,6 @@ def measure(
         read=lambda name: {},
     )
     parse = time.perf_counter() - started
-    conf = parse_conf(conf_text, actions=REGISTRY.actions, plugins=REGISTRY.plugins)
     until = hours * 3600 if hours else None
     simulation = Simulation(
         Scenario(cluster=cluster, jobs=submissions), conf=conf, limits=Limits(until=until)
@@ -224,17 +222,8 @@ def busy(run: RunResult) -> str:
     held = run.utilisation.mean(GPU, min(arrivals), max(arrivals))
     return (
         f"GPUs held while jobs arrived: {held:.0%} of the cluster's; jobs waited to start "
-        f"{spelled(statistics.mean(waits))} on average, the longest {spelled(max(waits))}"
+        f"{duration(mean(waits))} on average, the longest {duration(max(waits))}"
     )
-
-
-def spelled(seconds: float) -> str:
-    """A duration in the unit that suits it: seconds, minutes or hours."""
-    if seconds < 120:
-        return f"{seconds:.1f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 def goal(rows: list[Measured], conf: str) -> None:
@@ -292,13 +281,11 @@ def main() -> int:
         help="the scheduler configuration (YAML; default Volcano's default configuration)",
     )
     args = parser.parse_args()
-    conf_text = DEFAULT_CONF
-    if args.conf is not None:
-        try:
-            conf_text = args.conf.read_text()
-            parse_conf(conf_text, actions=REGISTRY.actions, plugins=REGISTRY.plugins)
-        except (OSError, ValueError) as err:
-            parser.error(f"--conf: {err}")
+    try:
+        text = args.conf.read_text() if args.conf is not None else DEFAULT_CONF
+        conf = parse_conf(text, actions=REGISTRY.actions, plugins=REGISTRY.plugins)
+    except (OSError, ValueError) as err:
+        parser.error(f"--conf: {err}")
     try:
         given = [int(s) for s in args.sizes.split(",") if s]
     except ValueError:
@@ -317,8 +304,8 @@ def main() -> int:
     nodes = args.nodes or (10 if args.smoke else 5000)
     print(machine())
     print(f"schedule period {args.period:g} s; GPUs asked for: {args.load:.0%} of the cluster's")
-    conf = str(args.conf) if args.conf else "Volcano's default configuration"
-    print(f"scheduler configuration: {conf}")
+    conf_name = str(args.conf) if args.conf else "Volcano's default configuration"
+    print(f"scheduler configuration: {conf_name}")
     rows = []
     for jobs in sizes:
         rows.append(
@@ -329,7 +316,7 @@ def main() -> int:
                 hours=args.hours or None,
                 period=args.period,
                 load=args.load,
-                conf_text=conf_text,
+                conf=conf,
             )
         )
         if len(sizes) > 1:  # a whole run can take an hour: each size's figures as they come
@@ -339,7 +326,7 @@ def main() -> int:
                 f" ({m.cpu:.1f} CPU s, {m.run.sessions:,} sessions)",
                 flush=True,
             )
-    report(rows, args.smoke, args.load, conf)
+    report(rows, args.smoke, args.load, conf_name)
     return 0
 
 

@@ -194,15 +194,10 @@ def mean(values: Iterable[float]) -> float | None:
 
 
 def time_average(series: Series, name: str, end: float) -> float | None:
-    """The average of a step series over [first sample, ``end``]."""
-    column = series.values.get(name)
-    if not column or not series.times or end <= series.times[0]:
+    """The average of a step series over [first sample, ``end``] (``Series.mean``)."""
+    if not series.values.get(name) or not series.times or end <= series.times[0]:
         return None
-    total = 0.0
-    bounds = [*series.times[1:], end]
-    for start, stop, value in zip(series.times, bounds, column, strict=False):
-        total += value * (min(stop, end) - start)
-    return total / (end - series.times[0])
+    return series.mean(name, series.times[0], end)
 
 
 ENCODER = msgspec.json.Encoder()
