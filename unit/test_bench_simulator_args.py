@@ -55,3 +55,20 @@ def test_a_configuration_the_scheduler_refuses_is_refused_with_its_reason(tmp_pa
         assert done.returncode == 2
         assert message in done.stderr
         assert done.stdout == ""
+
+
+def test_the_configuration_given_is_the_one_run() -> None:
+    """The smoke traces under binpack are placed otherwise than under the default: the busy
+    lines (waits) differ, and the run names its configuration."""
+    binpack = BENCH.parent.parent / "examples" / "experiments" / "binpack" / "scheduler.yaml"
+    default = _bench(["--smoke"])
+    packed = _bench(["--smoke", "--conf", str(binpack)])
+    assert default.returncode == packed.returncode == 0
+    assert "scheduler configuration: Volcano's default configuration" in default.stdout
+    assert f"scheduler configuration: {binpack}" in packed.stdout
+
+    def busy(out: str) -> list[str]:
+        return [line for line in out.splitlines() if line.startswith("busy ")]
+
+    assert len(busy(default.stdout)) == 2
+    assert busy(default.stdout) != busy(packed.stdout)
