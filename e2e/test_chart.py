@@ -189,6 +189,16 @@ def test_default_values_render(helm: str, tmp_path: Path) -> None:
     conf = find(objects, "ConfigMap", f"{FULLNAME}-scheduler-config")["data"]["scheduler.conf"]
     parsed = parse_conf(conf, actions=REGISTRY.actions, plugins=REGISTRY.plugins)
     assert parsed.actions == ("enqueue", "allocate", "backfill")
+    # What Volcano's Helm chart installs: the built-in default plus binpack, with gang and drf
+    # out of preemption votes (a Volcano user's cluster schedules the same after moving over).
+    assert [[p.name for p in tier] for tier in parsed.tiers] == [
+        ["priority", "gang", "conformance"],
+        ["overcommit", "drf", "predicates", "proportion", "nodeorder", "binpack"],
+    ]
+    out_of_votes = [
+        p.name for tier in parsed.tiers for p in tier if not p.enabled("enablePreemptable")
+    ]
+    assert out_of_votes == ["gang", "drf"]
 
     # Webhook: certificate files from the Secret; the Service targets the HTTPS port.
     webhook = find(objects, "Deployment", f"{FULLNAME}-webhook")

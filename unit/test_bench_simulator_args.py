@@ -58,17 +58,21 @@ def test_a_configuration_the_scheduler_refuses_is_refused_with_its_reason(tmp_pa
 
 
 def test_the_configuration_given_is_the_one_run() -> None:
-    """The smoke traces under binpack are placed otherwise than under the default: the busy
-    lines (waits) differ, and the run names its configuration."""
+    """The smoke traces under the chart's configuration (binpack beside nodeorder) are placed
+    otherwise than under the built-in default: the busy lines (waits) differ, and each run
+    names its configuration. A file gives its own."""
     binpack = BENCH.parent.parent / "examples" / "experiments" / "binpack" / "scheduler.yaml"
-    default = _bench(["--smoke"])
+    chart = _bench(["--smoke"])
+    builtin = _bench(["--smoke", "--conf", "builtin"])
     packed = _bench(["--smoke", "--conf", str(binpack)])
-    assert default.returncode == packed.returncode == 0
-    assert "scheduler configuration: Volcano's default configuration" in default.stdout
+    assert chart.returncode == builtin.returncode == packed.returncode == 0
+    assert "scheduler configuration: the chart's configuration (Volcano's Helm" in chart.stdout
+    assert "scheduler configuration: the built-in default" in builtin.stdout
     assert f"scheduler configuration: {binpack}" in packed.stdout
 
     def busy(out: str) -> list[str]:
         return [line for line in out.splitlines() if line.startswith("busy ")]
 
-    assert len(busy(default.stdout)) == 2
-    assert busy(default.stdout) != busy(packed.stdout)
+    assert len(busy(chart.stdout)) == 2
+    assert busy(chart.stdout) != busy(builtin.stdout)
+    assert busy(packed.stdout) != busy(builtin.stdout)
