@@ -27,7 +27,7 @@ a missed goal prints MISS with where the time went; a run that breaks raises (ex
 when a whole run takes longer than there is. The week's figure is then an extrapolation from
 the simulated hours' rate, and is printed as one (``extrapolated``), never as a measurement.
 Under the chart's configuration the 10,000-job run takes under a CPU minute, the 50,000-job
-one about 5 and the week about 8 (docs/benchmarks.md, "Simulator").
+one about 5 and the week 9 to 10 (docs/benchmarks.md, "Simulator").
 
 The backlog is the configuration's doing, not the trace's load. The built-in default's node
 order spreads pods (least requested first): one-GPU pods leave a few GPUs free on most GPU

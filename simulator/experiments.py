@@ -395,11 +395,44 @@ def _preemption_toleration(spec: ExperimentSpec, runs: Mapping[Key, RunResult]) 
     )
 
 
+def _gpu_fragments(spec: ExperimentSpec, runs: Mapping[Key, RunResult]) -> Any:
+    """How long the gang waited (whole minutes), and on how many nodes the other jobs' pods
+    ran when it arrived: the nodes it could not have."""
+    expect: dict[str, int] = spec.expect
+    rows, holds = [], True
+    by_label = _by_label(runs)
+    for label, run in by_label.items():
+        gang = run.job("whole-node-gang")
+        held = {
+            p.node
+            for job in run.jobs
+            if job is not gang
+            for p in job.pods
+            if p.node and p.bound <= gang.arrival and (p.ended is None or p.ended > gang.arrival)
+        }
+        waited = None if gang.wait is None else int(gang.wait // 60)
+        rows.append([label, str(len(held)), "never started" if waited is None else f"{waited} min"])
+        if label in expect:
+            holds = holds and waited == expect[label]
+    verdict = "; ".join(f"{r[0]}: the gang waited {r[2]}" for r in rows)
+    figure = gantt_figure(
+        list(by_label.values()), [j.job for j in next(iter(by_label.values())).jobs]
+    )
+    return (
+        ["run", "nodes holding one-GPU pods when the gang came", "the gang waited"],
+        rows,
+        holds,
+        verdict,
+        figure,
+    )
+
+
 EVALUATORS: dict[str, Callable[[ExperimentSpec, Mapping[Key, RunResult]], Any]] = {
     "gang": _gang,
     "drf": _drf,
     "queue-weights": _queue_weights,
     "binpack": _binpack,
+    "gpu-fragments": _gpu_fragments,
     "task-topology": _task_topology,
     "preemption-toleration": _preemption_toleration,
 }

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from simulator.experiments import (
     EVALUATORS,
@@ -38,9 +39,10 @@ def test_every_experiment_directory_has_an_evaluator() -> None:
 
 def test_every_seed_claim_holds(findings: list[Finding]) -> None:
     """gang completes all five jobs where pod by pod deadlocks; drf splits 60/60; weights 3:1
-    give 6:2; binpack uses one node for sixteen pods and 20+4 for twenty-four; task-topology is
-    33% faster from a network penalty the sweep finds; toleration holds a low preemptor off
-    for exactly its toleration-seconds."""
+    give 6:2; binpack uses one node for sixteen pods and 20+4 for twenty-four; binpack at weight
+    10 starts a whole-node gang at once where spread one-GPU pods make it wait two hours;
+    task-topology is 33% faster from a network penalty the sweep finds; toleration holds a low
+    preemptor off for exactly its toleration-seconds."""
     failed = {f.name: f.verdict for f in findings if not f.holds}
     assert failed == {}
 
@@ -81,3 +83,26 @@ def test_the_task_topology_notes_hold() -> None:
         return len(ps) == 1 and not ps & workers
 
     assert any(split(job) for job in tight.jobs)
+
+
+def test_the_gpu_fragments_chart_run_is_the_charts_configuration() -> None:
+    """The experiment's run of the chart's configuration runs what the chart installs."""
+    chart = ROOT.parent.parent / "charts" / "caldera" / "values.yaml"
+    installed = yaml.safe_load(yaml.safe_load(chart.read_text())["scheduler"]["conf"])
+    assert yaml.safe_load((ROOT / "gpu-fragments" / "chart.yaml").read_text()) == installed
+
+
+def test_the_gpu_fragments_notes_hold() -> None:
+    """What the notes say of the chart's configuration: its one-GPU pods spread over every
+    node, as the default's do, where binpack at weight 10 puts them on one."""
+    directory = ROOT / "gpu-fragments"
+    runs = run_experiment(directory, load_spec(directory))
+    spread = {
+        label: len({p.node for p in run.job("one-gpu").pods}) for (label, _), run in runs.items()
+    }
+    assert spread == {
+        "binpack (weight 10)": 1,
+        "the chart's configuration (binpack at weight 1)": 4,
+        "binpack at weight 1 with the GPU": 4,
+        "Volcano's default configuration": 4,
+    }
