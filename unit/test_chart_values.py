@@ -30,7 +30,9 @@ from caldera.settings import (
 from controllers.jobflow.metrics import JobFlowMetrics
 from controllers.queue.metrics import QueueMetrics
 from informers.metrics import InformerMetrics, WorkQueueMetrics
+from scheduler.conf import DEFAULT_CONF, SchedulerConf, parse_conf
 from scheduler.metrics import SchedulerMetrics
+from scheduler.registry import REGISTRY
 from webhooks.server import WebhookMetrics
 
 REPO = Path(__file__).resolve().parent.parent
@@ -246,11 +248,22 @@ def test_dashboard_variables_filter_every_query() -> None:
                     assert 'queue_name=~"$queue"' in matchers, where
 
 
-def test_scheduler_conf_default_is_the_scheduler_default() -> None:
-    """The chart's scheduler configuration is the one the scheduler uses without a file."""
-    from scheduler.conf import DEFAULT_CONF
+def test_scheduler_conf_default_is_what_volcanos_chart_installs() -> None:
+    """The chart's scheduler configuration is Volcano's Helm chart's
+    (installer/helm/chart/volcano/config/volcano-scheduler.conf): the one the scheduler uses
+    without a file, plus binpack in the last tier, with gang and drf out of preemption votes."""
 
-    assert _values()["scheduler"]["conf"] == DEFAULT_CONF
+    def parsed(text: str) -> SchedulerConf:
+        return parse_conf(text, actions=REGISTRY.actions, plugins=REGISTRY.plugins)
+
+    chart, builtin = parsed(_values()["scheduler"]["conf"]), parsed(DEFAULT_CONF)
+    assert chart.actions == builtin.actions
+    names = [[p.name for p in tier] for tier in builtin.tiers]
+    names[-1].append("binpack")
+    assert [[p.name for p in tier] for tier in chart.tiers] == names
+    switched = {p.name: dict(p.switches) for tier in chart.tiers for p in tier if p.switches}
+    assert switched == {"gang": {"enablePreemptable": False}, "drf": {"enablePreemptable": False}}
+    assert all(not p.arguments for tier in chart.tiers for p in tier)
 
 
 def _alert_rules() -> list[dict[str, Any]]:
