@@ -3,7 +3,8 @@ traces, scheduler configurations and ``experiment.yaml`` (the claim, its source,
 make, what the claim expects and notes on the model). This module runs them and writes the
 summary (``docs/experiments.md``) and the report with plots (``docs/experiments.html``):
 
-    .venv/bin/python -m simulator.experiments [--out docs] [--only gang,drf]   # make experiments
+    .venv/bin/python -m simulator.experiments [--out docs]   # make experiments: all, written
+    .venv/bin/python -m simulator.experiments --only gang,drf   # some: verdicts, nothing written
 
 Every figure comes from the simulation; a claim "holds" when the figure the experiment's
 evaluator computes matches what ``experiment.yaml`` expects. The summary has no wall-clock
@@ -535,7 +536,12 @@ def html_page(findings: Sequence[Finding]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run the seed experiments; write the summary.")
-    parser.add_argument("--out", type=Path, default=Path("docs"), help="where to write")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help="where to write the summary and the report (default docs; with --only, nowhere:"
+        " a summary of some experiments must not replace the committed one of all)",
+    )
     parser.add_argument("--only", default="", help="experiments to run, comma-separated")
     args = parser.parse_args(argv)
     names = [n for n in args.only.split(",") if n] or list(EVALUATORS)
@@ -553,10 +559,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{name}: the claim {'holds' if finding.holds else 'does NOT hold'}: {finding.verdict}"
         )
         findings.append(finding)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "experiments.md").write_text(markdown(findings))
-    (args.out / "experiments.html").write_text(html_page(findings))
-    print(f"wrote {args.out / 'experiments.md'} and {args.out / 'experiments.html'}")
+    out = args.out if args.out is not None or args.only else Path("docs")
+    if out is None:
+        print("wrote nothing (--only without --out)")
+        return 0
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "experiments.md").write_text(markdown(findings))
+    (out / "experiments.html").write_text(html_page(findings))
+    print(f"wrote {out / 'experiments.md'} and {out / 'experiments.html'}")
     return 0
 
 

@@ -18,6 +18,7 @@ from simulator.experiments import (
     evaluate,
     html_page,
     load_spec,
+    main,
     markdown,
     run_experiment,
 )
@@ -106,3 +107,20 @@ def test_the_gpu_fragments_notes_hold() -> None:
         "binpack at weight 1 with the GPU": 4,
         "Volcano's default configuration": 4,
     }
+
+
+def test_some_experiments_replace_no_summary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--only`` prints its verdicts and writes nothing unless ``--out`` says where: a summary
+    of one experiment must not replace docs/experiments.md, the summary of all."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["--only", "binpack"]) == 0
+    assert "binpack: the claim holds" in capsys.readouterr().out
+    assert list(tmp_path.iterdir()) == []
+    out = tmp_path / "some"
+    assert main(["--only", "binpack", "--out", str(out)]) == 0
+    written = (out / "experiments.md").read_text()
+    assert written.count('<a id="') == 1
+    assert '<a id="binpack">' in written
+    assert main(["--only", "nosuch"]) == 2
