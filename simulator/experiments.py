@@ -21,6 +21,7 @@ import sys
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from os.path import normpath
 from pathlib import Path
 from typing import Any
 
@@ -126,9 +127,10 @@ def command(directory: Path, run: RunSpec) -> str:
     base = (
         directory.relative_to(ROOT.parent.parent) if directory.is_relative_to(ROOT) else directory
     )
-    parts = ["caldera simulate", str(base / run.cluster), str(base / run.trace)]
+    # normpath: a run may name another experiment's file (``../binpack/scheduler.yaml``).
+    parts = ["caldera simulate", normpath(base / run.cluster), normpath(base / run.trace)]
     if run.conf:
-        parts.append(f"--conf {base / run.conf}")
+        parts.append(f"--conf {normpath(base / run.conf)}")
     return " ".join(parts)
 
 
@@ -559,10 +561,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{name}: the claim {'holds' if finding.holds else 'does NOT hold'}: {finding.verdict}"
         )
         findings.append(finding)
-    out = args.out if args.out is not None or args.only else Path("docs")
-    if out is None:
+    if args.only and args.out is None:
         print("wrote nothing (--only without --out)")
         return 0
+    out = args.out or Path("docs")
     out.mkdir(parents=True, exist_ok=True)
     (out / "experiments.md").write_text(markdown(findings))
     (out / "experiments.html").write_text(html_page(findings))
