@@ -139,8 +139,8 @@ class JobController:
         job_key = self.world.pod_job.get(key_of(pod), "")
         job = self.world.jobs.get(job_key)
         name = pod_task(pod)
-        pods_of = self.world.pods_of
-        siblings = _Later(lambda: [p for p in pods_of(job_key) if pod_task(p) == name])
+        pods_of_task = self.world.pods_of_task
+        siblings = _Later(lambda: pods_of_task(job_key, name))
         task = next((t for t in job.spec.tasks if t.name == name), None) if job else None
         if task is None:
             return siblings, None, None

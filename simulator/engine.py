@@ -173,6 +173,7 @@ class Simulation:
                 last_change = now
             self.controller.settle()
             self.kubelet.flush()
+            self.recorder.flush()
         result = self.recorder.result(mode=self.mode, label=LABELS[self.mode], end=world.now)
         result.wall_seconds = time.perf_counter() - started
         result.scheduler_seconds = self._scheduler_seconds
@@ -187,6 +188,7 @@ class Simulation:
         cluster.namespace_weights = self.namespace_weights
         session = Session(cluster, self.conf.tiers)
         session.explain = False  # no wait records, notes or Events: nothing here reads them
+        session.job_figures = False  # nor per-job metrics
         result = run_session(session, self.conf, self.registry)
         world.live.after_session(session)
         self._scheduler_seconds += time.perf_counter() - clock

@@ -49,6 +49,7 @@ class Recorder:
         }
         self.used: dict[str, int] = dict.fromkeys(self.capacity, 0)
         self.queue_used: dict[str, dict[str, int]] = {}
+        self._moved: dict[str, None] = {}  # queues whose holdings moved since the last flush
         self.utilisation = Series()
         self.queues: dict[str, QueueSeries] = {}
         self.unschedulable: dict[str, int] = {}
@@ -148,12 +149,23 @@ class Recorder:
             if name in self.used:
                 self.used[name] += sign * amount
                 by_queue[name] = by_queue.get(name, 0) + sign * amount
+        self.queues.setdefault(queue, QueueSeries())
+        self._moved[queue] = None
+
+    def flush(self) -> None:
+        """Sample the utilisation and the holdings of the queues whose pods started or ended
+        holding since the last flush. The loop flushes once per instant: a sample replaces
+        one taken at the same instant, so the series are those a sample per pod would give."""
+        if not self._moved:
+            return
+        now = self.world.now
         self.utilisation.add(
-            self.world.now,
-            {n: self.used[n] / cap for n, cap in self.capacity.items() if cap > 0},
+            now, {n: self.used[n] / cap for n, cap in self.capacity.items() if cap > 0}
         )
-        series = self.queues.setdefault(queue, QueueSeries())
-        series.allocated.add(self.world.now, {n: _units(n, a) for n, a in by_queue.items()})
+        for queue in self._moved:
+            by_queue = self.queue_used[queue]
+            self.queues[queue].allocated.add(now, {n: _units(n, a) for n, a in by_queue.items()})
+        self._moved.clear()
 
     # ---- sessions -------------------------------------------------------------------------------
 
@@ -173,6 +185,7 @@ class Recorder:
             self.queues.setdefault(queue, QueueSeries()).share.add(now, {"share": share})
 
     def result(self, *, mode: str, label: str, end: float) -> RunResult:
+        self.flush()
         return RunResult(
             mode=mode,
             label=label,

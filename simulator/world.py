@@ -26,6 +26,7 @@ import msgspec
 from caldera.api.core import Node, Pod, PodCondition, PodPhase, PodSpec, PriorityClass
 from caldera.api.meta import format_time
 from caldera.api.volcano import CONTROLLER_OUT_OF_SYNC_KEY, Job, JobStatus, PodGroup, Queue
+from controllers.job.status import pod_task
 from scheduler.live_snapshot import CachedObjects, KeyedObjects, LiveSnapshot
 from scheduler.snapshot import CachedRequests
 
@@ -100,6 +101,8 @@ class World:
         )
         self.watchers: list[Watcher] = []
         self.job_pods: dict[str, dict[str, None]] = {}  # job key -> its pods' keys, in order
+        # job key -> task -> its pods' keys, in order (a pod event reads its task's pods)
+        self.task_pods: dict[str, dict[str, dict[str, None]]] = {}
         self.pod_job: dict[str, str] = {}
         self.attempts: dict[str, int] = {}  # pod key -> pods created under that name
         self.created: dict[str, tuple[float, int, int]] = {}  # pod uid -> creation order
@@ -179,6 +182,7 @@ class World:
         for pg_key in [k for k in owned if _owned_by(self.podgroups.items[k], job)]:
             self.delete_podgroup(pg_key)
         self.job_pods.pop(key, None)
+        self.task_pods.pop(key, None)
         for watcher in self.watchers:
             watcher.job_deleted(job)
 
@@ -201,6 +205,7 @@ class World:
         self.created[pod.metadata.uid] = (self.now, position, self._job_serial.get(job_key, 0))
         self.attempts[key] = self.attempts.get(key, 0) + 1
         self.job_pods.setdefault(job_key, {})[key] = None
+        self.task_pods.setdefault(job_key, {}).setdefault(pod_task(pod), {})[key] = None
         self.pod_job[key] = job_key
         self._store_pod(key, pod)
         for watcher in self.watchers:
@@ -300,6 +305,7 @@ class World:
         job_key = self.pod_job.pop(key, None)
         if job_key is not None:
             self.job_pods.get(job_key, {}).pop(key, None)
+            self.task_pods.get(job_key, {}).get(pod_task(pod), {}).pop(key, None)
         for watcher in self.watchers:
             watcher.pod_deleted(pod)
 
@@ -307,6 +313,11 @@ class World:
         """The Job's pods, in creation order."""
         items = self.pods.items
         return [items[k] for k in self.job_pods.get(job_key, {}) if k in items]
+
+    def pods_of_task(self, job_key: str, task: str) -> list[Pod]:
+        """The pods of the Job's task ``task``, in creation order."""
+        items = self.pods.items
+        return [items[k] for k in self.task_pods.get(job_key, {}).get(task, {}) if k in items]
 
     # ---- PodGroups ------------------------------------------------------------------------------
 

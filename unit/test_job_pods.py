@@ -240,3 +240,7 @@ def test_podgroup_drift_patches_only_what_changed() -> None:
     assert podgroup_drift(scaled.spec, raised.spec) == {
         "spec": {"minMember": 4, "minResources": {"cpu": "4"}}
     }
+    # The same spec written another way (a copy; quantities equal by value) is no drift.
+    copy = msgspec.structs.replace(before.spec, min_resources={"cpu": "2000m"})
+    assert podgroup_drift(copy, before.spec) == {}
+    assert podgroup_drift(msgspec.structs.replace(copy, min_resources={"cpu": "3"}), before.spec)

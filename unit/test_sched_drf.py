@@ -190,3 +190,33 @@ def test_dominant_share_reads_only_what_is_held(
     for name in (set(allocated) | set(total)) - set(UNTRACKED):
         both = max(both, resource_share(allocated.get(name, 0), total.get(name, 0)))
     assert dominant_share(Resources(allocated), Resources(total)) == both
+
+
+def test_a_session_changes_shares_over_the_snapshots_maps_not_in_them() -> None:
+    """The per-job maps kept with the snapshot stay as they were: the session's changes are
+    written over them (``Overlay``), so the next session starts from the snapshot again."""
+    cluster = cpu_cluster({"n0": "10"})
+    job = add_job(cluster, "j", running=2, pending=1)
+    add_job(cluster, "k", running=1)
+    plugin = drf()
+    ssn = open_session(cluster, [plugin])
+    kept_shares = dict(plugin.job_shares.base)
+    kept_allocated = dict(plugin.job_allocated.base)
+    ssn.statement().allocate(next(job.tasks_in(TaskStatus.PENDING)), "n0")
+    assert plugin.job_shares["ns/j"] == pytest.approx(0.3)
+    assert plugin.job_allocated["ns/j"] == cpu("3")
+    assert plugin.job_shares.base == kept_shares
+    assert plugin.job_allocated.base == kept_allocated
+    assert dict(plugin.job_shares) == {"ns/j": pytest.approx(0.3), "ns/k": pytest.approx(0.1)}
+
+
+@pytest.mark.parametrize("wanted", [True, False])
+def test_per_job_shares_are_reported_only_when_the_session_wants_them(wanted: bool) -> None:
+    cluster = cpu_cluster({"n0": "10"})
+    add_job(cluster, "j", running=2)
+    plugin = drf()
+    ssn = open_session(cluster, [plugin])
+    ssn.job_figures = wanted
+    plugin.on_session_close(ssn)
+    assert ssn.result.job_share == ({"ns/j": pytest.approx(0.2)} if wanted else {})
+    assert ssn.result.namespace_share == {"ns": pytest.approx(0.2)}

@@ -9,6 +9,8 @@ import gc
 import weakref
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from caldera.api.core import Pod
 from scheduler.api.job_sums import JobTrail
@@ -118,6 +120,56 @@ def test_the_unsettled_list_follows_a_job_unsettled_in_the_session() -> None:
     assert session.unsettled_jobs() == []
     trail.keys.append("ns/b")
     assert [job.key for job in session.unsettled_jobs()] == ["ns/b"]
+
+
+_STEPS = st.lists(
+    st.tuples(
+        st.sampled_from(["add", "settle", "change", "derive again", "remove", "trim"]),
+        st.integers(0, 9),
+    ),
+    max_size=30,
+)
+
+
+@given(steps=_STEPS)
+def test_the_unsettled_jobs_kept_across_sessions_are_those_of_a_full_pass(
+    steps: list[tuple[str, int]],
+) -> None:
+    """Sessions after the first list the unsettled jobs from the keys kept with the settled
+    set and those the trail names; the list is that of a pass over every job, in the
+    snapshot's order, whatever came, went, settled, changed or was derived again."""
+    cluster = cpu_cluster({"n0": "4"})
+    trail = JobTrail()
+    cluster.job_trail = trail
+    cluster.settled = SettledJobs(CONF.tiers, trail.end)
+    made = 0
+    for step, pick in steps:
+        keys = list(cluster.jobs)
+        key = keys[pick % len(keys)] if keys else None
+        if step == "add" or key is None:
+            made += 1
+            trail.keys.append(add_job(cluster, f"j{made}", running=1).key)
+        elif step == "settle":
+            cluster.settled.refresh(trail)
+            cluster.settled.settle(key, "Running")
+        elif step == "change":
+            trail.keys.append(key)
+        elif step == "derive again":  # a new JobInfo, at the end of the snapshot's jobs
+            trail.keys.append(key)
+            del cluster.jobs[key]
+            add_job(cluster, key.split("/")[1], running=1)
+        elif step == "remove":
+            trail.keys.append(key)
+            del cluster.jobs[key]
+        else:  # the trail trimmed past what the settled set read: it starts again
+            cluster.settled.refresh(trail)
+            trail.keys.append(key)
+            trail.trim(trail.end)
+        session = Session(cluster, CONF.tiers)
+        settled = session.settled()
+        assert session.unsettled_jobs() == [
+            job for job in cluster.jobs.values() if job.key not in settled
+        ]
 
 
 def test_task_siblings_are_listed_once_and_only_when_read() -> None:

@@ -239,9 +239,12 @@ def test_random_traces_never_overfill_a_node_and_every_job_completes(
 
 
 def test_utilisation_follows_what_pods_hold() -> None:
-    """Two 1-cpu pods on a 4-cpu node for 100 s: half the cpu is held from the bind to the end."""
+    """Two 1-cpu pods on a 4-cpu node for 100 s: half the cpu is held from the bind to the end;
+    one sample per instant at which what pods hold changed (the two binds are one)."""
     result = run(scenario(entry(job("j", task("worker", 2)), runTime=100)))
     series = result.utilisation
+    assert series.times == [1.0, 102.0]
+    assert result.queues["default"].allocated.times == [1.0, 102.0]
     assert series.at(0.5, "cpu") == 0.0
     assert series.at(1.0, "cpu") == 0.5
     assert series.at(101.9, "cpu") == 0.5

@@ -152,6 +152,9 @@ def _first_exit_code(pod: Pod) -> int | None:
     return statuses[0].state.terminated.exit_code
 
 
+_LIVE_PHASES = frozenset({PodPhase.RUNNING, PodPhase.PENDING})
+
+
 def task_failed(task_pods: Sequence[Pod], task_max_retry: int | None) -> bool:
     """Volcano's ``cache.TaskFailed``: the restarts of the task's live pods reached maxRetry.
 
@@ -162,11 +165,16 @@ def task_failed(task_pods: Sequence[Pod], task_max_retry: int | None) -> bool:
         return False
     limit = task_max_retry or _TASK_MAX_RETRY_DEFAULT
     restarts = 0
+    # Loops and a set looked up once: every Running or Pending transition of a pod reads its
+    # task's pods.
     for pod in task_pods:
-        if pod.status.phase not in (PodPhase.RUNNING, PodPhase.PENDING):
+        status = pod.status
+        if status.phase not in _LIVE_PHASES:
             continue
-        restarts += sum(s.restart_count for s in pod.status.init_container_statuses)
-        restarts += sum(s.restart_count for s in pod.status.container_statuses)
+        for container in status.init_container_statuses:
+            restarts += container.restart_count
+        for container in status.container_statuses:
+            restarts += container.restart_count
     return restarts >= limit
 
 

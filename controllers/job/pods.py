@@ -283,6 +283,8 @@ def _resource_list(resources: Resources) -> ResourceList | None:
 def podgroup_drift(current: PodGroupSpec, desired: PodGroupSpec) -> dict[str, Any]:
     """The merge patch that brings an existing PodGroup's spec in line with the Job (what keeps
     scale up and down working), or {} when nothing differs."""
+    if current is desired:  # the spec the controller wrote, read back: every sync asks
+        return {}
     patch: dict[str, Any] = {}
     if current.min_member != desired.min_member:
         patch["minMember"] = desired.min_member
@@ -290,9 +292,10 @@ def podgroup_drift(current: PodGroupSpec, desired: PodGroupSpec) -> dict[str, An
         patch["minTaskMember"] = dict(desired.min_task_member)
     if current.priority_class_name != desired.priority_class_name:
         patch["priorityClassName"] = desired.priority_class_name
-    if Resources.from_list(current.min_resources or {}) != Resources.from_list(
-        desired.min_resources or {}
-    ):
+    # Quantities are compared by value ("1" and "1000m" are equal) when the strings differ.
+    if (current.min_resources or {}) != (desired.min_resources or {}) and Resources.from_list(
+        current.min_resources or {}
+    ) != Resources.from_list(desired.min_resources or {}):
         patch["minResources"] = desired.min_resources
     return {"spec": patch} if patch else {}
 

@@ -45,7 +45,11 @@ __all__ = [
 
 # A pod's phase as the counters name it: the five known ones, anything else Unknown (looked up
 # per pod, so not through the enum's constructor).
-_PHASE_OF: Final = {phase.value: phase for phase in PodPhase}
+# Each known phase's name, as a plain string: counting reads no enum member per pod (a
+# member's attribute runs Python code, and a Job's pods are counted on every sync).
+_PHASE_NAMES: Final = {phase.value: phase.value for phase in PodPhase}
+_UNKNOWN: Final = PodPhase.UNKNOWN.value
+_PENDING: Final = PodPhase.PENDING.value
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,29 +104,29 @@ def count_pods(
     created (they count as Pending). A pod phase outside the five known ones (or empty) counts as
     unknown and appears in taskStatusCount under "Unknown".
     """
-    totals = dict.fromkeys(_PHASE_OF.values(), 0)
+    totals = dict.fromkeys(_PHASE_NAMES.values(), 0)
     terminating = 0
     per_task: dict[str, dict[str, int]] = {}
     for pod in pods:
         if is_terminating(pod) or pod.metadata.name in deleted:
             terminating += 1
             continue
-        phase = _PHASE_OF.get(pod.status.phase, PodPhase.UNKNOWN)
+        phase = _PHASE_NAMES.get(pod.status.phase, _UNKNOWN)
         totals[phase] += 1
         task = per_task.setdefault(pod_task(pod), {})
-        task[phase.value] = task.get(phase.value, 0) + 1
+        task[phase] = task.get(phase, 0) + 1
     for slot in created:
-        totals[PodPhase.PENDING] += 1
+        totals[_PENDING] += 1
         task = per_task.setdefault(slot.task, {})
-        task[PodPhase.PENDING.value] = task.get(PodPhase.PENDING.value, 0) + 1
+        task[_PENDING] = task.get(_PENDING, 0) + 1
     per_task.pop("", None)
     return PodCounts(
-        pending=totals[PodPhase.PENDING],
-        running=totals[PodPhase.RUNNING],
-        succeeded=totals[PodPhase.SUCCEEDED],
-        failed=totals[PodPhase.FAILED],
+        pending=totals[_PENDING],
+        running=totals[PodPhase.RUNNING.value],
+        succeeded=totals[PodPhase.SUCCEEDED.value],
+        failed=totals[PodPhase.FAILED.value],
         terminating=terminating,
-        unknown=totals[PodPhase.UNKNOWN],
+        unknown=totals[_UNKNOWN],
         task_status_count=per_task,
     )
 

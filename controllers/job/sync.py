@@ -14,8 +14,10 @@ An import-linter contract keeps this module free of I/O (docs/architecture.md).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from caldera.api.core import Pod, PodPhase
 from caldera.api.jobspec import default_task_min_available, pod_name
@@ -104,6 +106,15 @@ class SyncPlan:
     waiting: tuple[str, ...] = ()
 
 
+@functools.lru_cache(maxsize=1024)
+def task_slots(job_name: str, task: str, replicas: int) -> Mapping[str, PodSlot]:
+    """The task's pod slots by pod name (read only). Kept for the Jobs synced lately: a Job is
+    synced on each of its pods' events, and its slots stay the same while its replicas do."""
+    return MappingProxyType(
+        {(name := pod_name(job_name, task, i)): PodSlot(task, i, name) for i in range(replicas)}
+    )
+
+
 def plan_sync(job: Job, pods: Iterable[Pod], podgroup_phase: str | None) -> SyncPlan:
     """Plan syncJob step 4 for `job` given its pods from the cache and its PodGroup's phase.
 
@@ -123,10 +134,7 @@ def plan_sync(job: Job, pods: Iterable[Pod], podgroup_phase: str | None) -> Sync
     terminating: list[str] = []
     waiting: list[str] = []
     for task in job.spec.tasks:
-        slots = {
-            (name := pod_name(job.metadata.name, task.name, i)): PodSlot(task.name, i, name)
-            for i in range(task.replicas)
-        }
+        slots = task_slots(job.metadata.name, task.name, task.replicas)
         existing = {p.metadata.name: p for p in pods_by_task.get(task.name, ())}
         for name, pod in existing.items():
             if is_terminating(pod):

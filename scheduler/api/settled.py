@@ -27,7 +27,7 @@ from scheduler.api.job_sums import JobTrail
 class SettledJobs:
     """The settled jobs of a snapshot, by key, with the PodGroup phase each one keeps."""
 
-    __slots__ = ("phases", "position", "tiers", "unsettled_version", "version")
+    __slots__ = ("candidates", "phases", "position", "tiers", "unsettled_version", "version")
 
     def __init__(self, tiers: Sequence[object], position: int) -> None:
         self.tiers = tiers
@@ -35,20 +35,34 @@ class SettledJobs:
         self.position = position  # how much of the trail has been read
         self.version = 0  # moved on whenever a job settles or is unsettled
         self.unsettled_version = 0  # the version when a job was last unsettled
+        # Every key that may name an unsettled job of the snapshot (and perhaps a job gone or
+        # settled since): the keys of the unsettled jobs when last listed, with those the
+        # trail named since. None until listed from every job (``track``), and again when
+        # the trail was trimmed past what was read.
+        self.candidates: set[str] | None = None
+
+    def track(self, unsettled: set[str]) -> None:
+        """Start keeping the candidates from ``unsettled``, every unsettled job's key."""
+        self.candidates = unsettled
 
     def settle(self, key: str, phase: str) -> None:
         """The job is settled, its PodGroup in ``phase``."""
         self.phases[key] = phase
         self.version += 1
+        if self.candidates is not None:
+            self.candidates.discard(key)
 
     def refresh(self, trail: JobTrail) -> dict[str, str]:
         """Unsettle the jobs the trail names since the last refresh; the settled jobs."""
         changed = trail.since(self.position)
         if changed is None:  # trimmed past what was read: start again
             self.phases.clear()
+            self.candidates = None
             self.version += 1
             self.unsettled_version = self.version
         elif changed:
+            if self.candidates is not None:
+                self.candidates.update(changed)
             phases = self.phases
             before = len(phases)
             for key in changed:

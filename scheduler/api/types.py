@@ -35,6 +35,7 @@ from scheduler.api.verdicts import VerdictMemory
 # it too, so that a job's generation, once left, is never given to a later state of the job
 # (``JobInfo.restore`` gives an earlier one back).
 _generations = itertools.count(1)
+_serials = itertools.count(1)  # JobInfo.serial
 V = TypeVar("V")
 
 
@@ -198,6 +199,10 @@ class JobInfo:
     # check of every waiting gang each session.
     ready_tasks: int = 0  # tasks in READY_STATUSES
     pending_best_effort: int = 0  # best-effort tasks still PENDING
+    # Drawn when the JobInfo is made. A snapshot adds each job it makes at once and never adds
+    # one again (a changed PodGroup is derived into a new JobInfo), so its jobs are in this
+    # order: a list of a few of them is put in the snapshot's order by it.
+    serial: int = field(default_factory=lambda: next(_serials), init=False)
 
     def remembered(self, plugin: str) -> object | None:
         """What ``plugin`` kept from this job in this state, None when the job changed."""

@@ -52,6 +52,11 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 _NOTHING_SETTLED: Mapping[str, str] = {}
 
+
+def _serial(job: JobInfo) -> int:
+    return job.serial
+
+
 OrderFn = Callable[[T, T], int]  # <0: left first, >0: right first, 0: no opinion
 PredicateFn = Callable[[TaskInfo, NodeInfo], str | None]  # None: fits; else the reason
 NodeOrderFn = Callable[[TaskInfo, NodeInfo], float]
@@ -229,6 +234,9 @@ class Session:
         # Whether the session explains itself: wait records (``scheduler.why``), the notes
         # they are made of, and Events. The simulator, which writes none, turns it off.
         self.explain = True
+        # Whether the session reports per-job figures for the process's metrics (drf's job
+        # shares, ``SessionResult.job_share``); the simulator, which exports none, turns it off.
+        self.job_figures = True
         # The actions of this session's configuration (allocate enqueues by itself when
         # "enqueue" is not among them).
         self.configured_actions: tuple[str, ...] = ()
@@ -300,10 +308,25 @@ class Session:
             # Jobs only settled since, none came or went: the kept list less those, in its
             # order.
             jobs = [job for job in kept[1] if job.key not in settled]
+        elif kept_settled is not None and version != -1 and kept_settled.candidates is not None:
+            # The keys that may name an unsettled job, kept across sessions: a handful, where
+            # the snapshot's jobs are mostly settled. In the snapshot's order, which is the
+            # order its JobInfos were made in (``JobInfo.serial``).
+            candidates = kept_settled.candidates
+            jobs = []
+            for key in list(candidates):
+                job = self.jobs.get(key)
+                if job is None:
+                    candidates.discard(key)
+                elif key not in settled:
+                    jobs.append(job)
+            jobs.sort(key=_serial)
         else:
             # Filtered and looked up in C: the snapshot's jobs are mostly settled.
             unsettled = itertools.filterfalse(settled.__contains__, self.jobs)
             jobs = list(map(self.jobs.__getitem__, unsettled))
+            if kept_settled is not None and version != -1:
+                kept_settled.track({job.key for job in jobs})
         self._unsettled = (mark, jobs)
         return jobs
 

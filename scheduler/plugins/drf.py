@@ -25,8 +25,9 @@ annotations), the only mode in which Volcano's drf also votes on reclaim.
 
 Shares follow every allocation, pipelining and eviction of the session through the session's
 allocate handlers. They stay readable on the plugin after the session (``job_shares``,
-``namespace_shares``), and the session's result carries them (``job_share``,
-``namespace_share``) to the process, which exports them as metrics.
+``namespace_shares``), and the session's result carries them (``job_share``, unless the
+session reports no per-job figures, and ``namespace_share``) to the process, which exports
+them as metrics.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from collections.abc import Sequence
 
 from caldera.api.resources import Resources
 from scheduler.api.job_sums import by_namespace, held
+from scheduler.api.overlay import Overlay
 from scheduler.api.types import JobInfo, TaskInfo
 from scheduler.framework.plugin import Arguments
 from scheduler.framework.session import Session
@@ -76,9 +78,10 @@ class DrfPlugin:
     def __init__(self, arguments: Arguments) -> None:
         self.namespace_fairness = arguments.boolean("drf.namespace-fairness", False)
         self.total = Resources()
-        self.job_allocated: dict[str, Resources] = {}
-        self.job_shares: dict[str, float] = {}
-        self._own_maps = True  # whether the two maps above are this session's own copies
+        # Each job's allocation and share: the snapshot's maps, with this session's changes
+        # written over them (see open).
+        self.job_allocated: Overlay[Resources] = Overlay({})
+        self.job_shares: Overlay[float] = Overlay({})
         self.namespace_allocated: dict[str, Resources] = {}
         self.namespace_shares: dict[str, float] = {}
         self.namespace_weights: dict[str, int] = {}
@@ -97,9 +100,6 @@ class DrfPlugin:
 
     def _change(self, task: TaskInfo, delta: Resources, sign: int) -> None:
         job = task.job
-        if not self._own_maps:  # the snapshot's maps until the first change (see open)
-            self.job_allocated, self.job_shares = dict(self.job_allocated), dict(self.job_shares)
-            self._own_maps = True
         held = self.job_allocated.get(job, _NOTHING)
         allocated = held + delta if sign > 0 else held - delta
         self.job_allocated[job] = allocated
@@ -125,15 +125,14 @@ class DrfPlugin:
         # Each job's allocation and share are kept with the snapshot, derived again only for
         # the jobs that changed since the last session, and for every job when the cluster's
         # total changed (the live snapshot keeps the total's object while it is the same).
-        # Two maps, read in place and copied (plain dict copies) on the session's first change.
+        # The session's changes are written over the two maps, which stay as they are.
         total = self.total
         held_by_job = ssn.cluster.job_map(ALLOCATED_MAP, lambda job: job.allocated, None)
         shares = ssn.cluster.job_map(
             SHARE_MAP, lambda job: dominant_share(job.allocated, total), ssn.total_resource
         )
-        self.job_allocated = held_by_job.values
-        self.job_shares = shares.values
-        self._own_maps = False
+        self.job_allocated = Overlay(held_by_job.values)
+        self.job_shares = Overlay(shares.values)
         # The namespaces' sums are kept with the snapshot (``ClusterInfo.sums``).
         sums = ssn.cluster.sums(NAMESPACE_SUMS, by_namespace, held, 1)
         for namespace in sums.groups():
@@ -148,8 +147,10 @@ class DrfPlugin:
         ssn.add_allocate_handler(self.name, self._on_allocate, self._on_deallocate)
 
     def on_session_close(self, ssn: Session) -> None:
-        """Report each job's and each namespace's dominant share, for the metrics."""
-        ssn.result.job_share.update(self.job_shares)
+        """Report each job's (unless the session reports no per-job figures) and each
+        namespace's dominant share, for the metrics."""
+        if ssn.job_figures:
+            ssn.result.job_share.update(self.job_shares.merged())
         ssn.result.namespace_share.update(self.namespace_shares)
 
     # ---- callbacks ----------------------------------------------------------------------------
