@@ -26,8 +26,8 @@ a missed goal prints MISS with where the time went; a run that breaks raises (ex
 ``--hours H`` stops each run after H simulated hours (the trace's later jobs never arrive): for
 when a whole run takes longer than there is. The week's figure is then an extrapolation from
 the simulated hours' rate, and is printed as one (``extrapolated``), never as a measurement.
-Under the chart's configuration the 10,000-job run takes about a CPU minute, the 50,000-job
-one about 5 and the week 8.5 to 10.5, with the machine's speed (docs/benchmarks.md,
+Under the chart's configuration the 10,000-job run takes about 50 CPU seconds, the 50,000-job
+one about 4 minutes and the week 8.5 to 10, with the machine's speed (docs/benchmarks.md,
 "Simulator").
 
 The backlog is the configuration's doing, not the trace's load. The built-in default's node
