@@ -43,10 +43,9 @@ __all__ = [
     "with_counts",
 ]
 
-# A pod's phase as the counters name it: the five known ones, anything else Unknown (looked up
-# per pod, so not through the enum's constructor).
-# Each known phase's name, as a plain string: counting reads no enum member per pod (a
-# member's attribute runs Python code, and a Job's pods are counted on every sync).
+# A pod's phase as the counters name it: the five known ones, anything else Unknown. Plain
+# strings, looked up per pod: no enum constructor or member attribute (Python code) per pod,
+# and a Job's pods are counted on every sync.
 _PHASE_NAMES: Final = {phase.value: phase.value for phase in PodPhase}
 _UNKNOWN: Final = PodPhase.UNKNOWN.value
 _PENDING: Final = PodPhase.PENDING.value

@@ -47,8 +47,7 @@ class Overlay(Mapping[str, V]):
 
     def __iter__(self) -> Iterator[str]:
         yield from self.base
-        top = self.top
-        yield from (key for key in top if key not in self.base)
+        yield from (key for key in self.top if key not in self.base)
 
     def __len__(self) -> int:
         return len(self.base) + sum(1 for key in self.top if key not in self.base)

@@ -19,7 +19,7 @@ nothing and every pass looks at every job, as before.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 
 from scheduler.api.job_sums import JobTrail
 
@@ -44,6 +44,15 @@ class SettledJobs:
     def track(self, unsettled: set[str]) -> None:
         """Start keeping the candidates from ``unsettled``, every unsettled job's key."""
         self.candidates = unsettled
+
+    def unsettled_keys(self, jobs: Container[str]) -> list[str] | None:
+        """The keys of the unsettled jobs among ``jobs``, in no order (candidates of jobs gone
+        are forgotten); None while the candidates are not kept."""
+        candidates = self.candidates
+        if candidates is None:
+            return None
+        candidates.difference_update([key for key in candidates if key not in jobs])
+        return [key for key in candidates if key not in self.phases]
 
     def settle(self, key: str, phase: str) -> None:
         """The job is settled, its PodGroup in ``phase``."""

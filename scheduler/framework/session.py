@@ -29,6 +29,7 @@ import functools
 import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from caldera.api.resources import Resources
@@ -51,10 +52,6 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 _NOTHING_SETTLED: Mapping[str, str] = {}
-
-
-def _serial(job: JobInfo) -> int:
-    return job.serial
 
 
 OrderFn = Callable[[T, T], int]  # <0: left first, >0: right first, 0: no opinion
@@ -308,19 +305,15 @@ class Session:
             # Jobs only settled since, none came or went: the kept list less those, in its
             # order.
             jobs = [job for job in kept[1] if job.key not in settled]
-        elif kept_settled is not None and version != -1 and kept_settled.candidates is not None:
-            # The keys that may name an unsettled job, kept across sessions: a handful, where
-            # the snapshot's jobs are mostly settled. In the snapshot's order, which is the
-            # order its JobInfos were made in (``JobInfo.serial``).
-            candidates = kept_settled.candidates
-            jobs = []
-            for key in list(candidates):
-                job = self.jobs.get(key)
-                if job is None:
-                    candidates.discard(key)
-                elif key not in settled:
-                    jobs.append(job)
-            jobs.sort(key=_serial)
+        elif (
+            kept_settled is not None
+            and version != -1
+            and (keys := kept_settled.unsettled_keys(self.jobs)) is not None
+        ):
+            # Kept across sessions: a handful, where the snapshot's jobs are mostly settled. In
+            # the snapshot's order, which is the order its JobInfos were made in
+            # (``JobInfo.serial``).
+            jobs = sorted(map(self.jobs.__getitem__, keys), key=attrgetter("serial"))
         else:
             # Filtered and looked up in C: the snapshot's jobs are mostly settled.
             unsettled = itertools.filterfalse(settled.__contains__, self.jobs)
