@@ -133,7 +133,9 @@ async def lead_when_elected(
     stopping: asyncio.Event,
 ) -> None:
     """Run ``lead`` while holding the Lease (or at once without leader election); return when
-    it ends or when ``stopping`` is set while still a candidate. LeadershipLostError propagates."""
+    it ends or when ``stopping`` is set while still a candidate. LeadershipLostError propagates.
+    With leader election, ``client``'s writes are fenced: they stop once the Lease may have
+    passed (`caldera.kube.fence`), and raise `FencedError`, a LeadershipLostError."""
     if not settings.leader_elect:
         await lead()
         return
@@ -144,15 +146,24 @@ async def lead_when_elected(
         ["name"],
         registry=registry,
     )
+    # The Lease has its own client (no retries, no shared rate limiter, short timeouts); every
+    # write of the process's client is fenced by the elector (caldera.kube.fence).
+    lease_client = client.lease_client(config.call_timeout)
     elector = LeaderElector(
-        client, config, on_change=lambda leading: is_leader.labels(name=config.name).set(leading)
+        lease_client,
+        config,
+        on_change=lambda leading: is_leader.labels(name=config.name).set(leading),
     )
+    client.fence = elector.fence
     log.info("waiting for leadership", lease=f"{config.namespace}/{config.name}")
-    waiting = asyncio.create_task(elector.run(lead))
-    stop_wait = asyncio.create_task(stopping.wait())
-    done, _ = await asyncio.wait({waiting, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
-    stop_wait.cancel()
-    if waiting not in done and not elector.is_leader:
-        waiting.cancel()  # stopped while still a candidate
-    with contextlib.suppress(asyncio.CancelledError):
-        await waiting
+    try:
+        waiting = asyncio.create_task(elector.run(lead))
+        stop_wait = asyncio.create_task(stopping.wait())
+        done, _ = await asyncio.wait({waiting, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+        stop_wait.cancel()
+        if waiting not in done and not elector.is_leader:
+            waiting.cancel()  # stopped while still a candidate
+        with contextlib.suppress(asyncio.CancelledError):
+            await waiting
+    finally:
+        await lease_client.close()

@@ -33,6 +33,7 @@ from caldera.api.meta import ObjectMeta, controller_of
 from caldera.kube.client import KubeClient
 from caldera.kube.errors import Conflict, NotFound
 from caldera.kube.events import EventRecorder
+from caldera.kube.fence import FencedError
 from caldera.kube.requests import PropagationPolicy
 from caldera.obs.metrics import ControllerMetrics
 from caldera.settings import ControllersSettings
@@ -182,6 +183,12 @@ class Controller(abc.ABC):
                 result = await self.reconcile(key)
             except asyncio.CancelledError:
                 raise
+            except FencedError as exc:
+                # The Lease may have passed: not a failure to retry. Stop taking keys; the
+                # elector ends the work and the successor reconciles from its own cache.
+                self.queue.shutdown()
+                self.log.warning("leadership lost: reconciles stop", error=str(exc))
+                outcome = "fenced"
             except TerminalError as exc:
                 self.queue.forget(key)
                 self.log.error("reconcile failed permanently", error=str(exc))

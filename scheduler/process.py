@@ -62,6 +62,7 @@ from caldera.api.volcano import (
 from caldera.kube.client import KubeClient
 from caldera.kube.errors import AlreadyExists, ApiConnectionError, ApiError, Conflict, NotFound
 from caldera.kube.events import EventRecorder
+from caldera.kube.fence import FencedError
 from caldera.kube.requests import PatchType
 from caldera.settings import SchedulerSettings
 from informers.factory import SharedInformer, SharedInformerFactory
@@ -259,6 +260,8 @@ class SchedulerLoop:
                 queues_made = await self.ensure_default_queues()
             try:
                 await self.cycle()
+            except FencedError:
+                raise  # the Lease may have passed: stop scheduling (a LeadershipLostError)
             except (ApiError, ApiConnectionError, TimeoutError) as exc:
                 log.warning("session failed", error=str(exc))
             except Exception:

@@ -20,6 +20,13 @@ Rate limiting. A client-side `TokenBucket` (qps, burst) is passed before every a
 retry storm or a burst of reconciles cannot flood the API server; the time spent waiting is a
 metric. Watches are long-lived and not limited.
 
+Fencing. A client given a `caldera.kube.fence.Fence` (a leader's: `LeaderElector.fence`) checks
+it at the last moment before every attempt of a mutating request (after the rate limiter and any
+retry backoff, right before the request goes on the wire): once the leader's Lease may have
+passed, the write is dropped with `FencedError` instead of sent. Reads and watches go on. The Lease
+itself is renewed through `lease_client()`: a client of its own, without retries, rate limiter
+or fence, with a short timeout.
+
 Metrics go to the `CollectorRegistry` given to the client (a private one otherwise), with
 client-go's names under the `caldera_` prefix. Logs never contain headers or tokens.
 """
@@ -29,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
+import math
 import os
 import random
 import time
@@ -45,6 +53,7 @@ from caldera.api.kinds import POD, KindInfo, resource_path
 from caldera.api.meta import ObjectList
 from caldera.kube.config import ConnectionSettings, load_config, load_kubeconfig
 from caldera.kube.errors import ApiConnectionError, ApiError, Unauthorized, api_error
+from caldera.kube.fence import Fence
 from caldera.kube.requests import (
     ParamValue,
     PatchType,
@@ -61,7 +70,7 @@ from caldera.kube.requests import (
     watch_query,
     write_query,
 )
-from caldera.kube.retry import RetryOptions, connection_error, retry_delay
+from caldera.kube.retry import READ_METHODS, RetryOptions, connection_error, retry_delay
 from caldera.kube.watch import WatchStream
 from caldera.ratelimit import TokenBucket
 
@@ -133,6 +142,12 @@ class ClientMetrics:
             ["verb", "reason"],
             registry=registry,
         )
+        self.fenced = Counter(
+            "caldera_rest_client_fenced_writes_total",
+            "Writes dropped before they were sent because the leader's Lease may have passed.",
+            ["verb"],
+            registry=registry,
+        )
         self.rate_limiter = Histogram(
             "caldera_rest_client_rate_limiter_duration_seconds",
             "Time requests waited for the client-side rate limiter.",
@@ -161,8 +176,11 @@ class KubeClient:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rng: Callable[[], float] = random.random,
         clock: Callable[[], float] = time.monotonic,
+        fence: Fence | None = None,
     ) -> None:
         self.settings = settings
+        self.fence = fence
+        """Checked before every write attempt when set (see the module docstring)."""
         self.options = options
         self._metrics = ClientMetrics(registry if registry is not None else CollectorRegistry())
         self._log = logger if logger is not None else structlog.get_logger("caldera.kube")
@@ -243,6 +261,22 @@ class KubeClient:
     def closed(self) -> bool:
         return self._session.closed
 
+    def lease_client(self, timeout: float) -> KubeClient:
+        """A client for leader election: same server and credentials, its own connections, one
+        attempt per request (no retries), no rate limiter, no fence, and ``timeout`` seconds per
+        request (connecting included), so a Lease call can neither wait behind the process's
+        own requests nor outlast the renew deadline. Close it when done."""
+        options = dataclasses.replace(
+            self.options,
+            qps=math.inf,
+            burst=1,
+            timeout=timeout,
+            connect_timeout=min(self.options.connect_timeout, timeout),
+            max_connections=4,
+            retry=RetryOptions(max_attempts=1),
+        )
+        return KubeClient(self.settings, options, logger=self._log)
+
     # ---- raw requests ------------------------------------------------------------------------
 
     async def request(
@@ -292,9 +326,17 @@ class KubeClient:
         headers: Mapping[str, str],
         client_timeout: aiohttp.ClientTimeout,
     ) -> aiohttp.ClientResponse:
-        """One HTTP exchange up to the response headers; raises ApiError on an error status."""
+        """One HTTP exchange up to the response headers; raises ApiError on an error status, and
+        `FencedError` (sending nothing) for a write once the fence has closed."""
         auth = await self.settings.auth.header()
         all_headers = {**headers, "Authorization": auth} if auth else dict(headers)
+        if self.fence is not None and method not in READ_METHODS:
+            try:
+                self.fence.check(method, path)  # the last moment before the wire
+            except ApiConnectionError:
+                self._metrics.fenced.labels(verb).inc()
+                self._log.warning("write dropped: the Lease may have passed", verb=verb, path=path)
+                raise
         try:
             response = await self._session.request(
                 method,

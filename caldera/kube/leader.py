@@ -6,9 +6,18 @@ by the *local* clock from the moment this process last saw the record change (ne
 ``renewTime`` with the local wall clock), so clock skew between nodes cannot make two leaders.
 Writes are PUTs carrying the resourceVersion read, so of two candidates only one wins a round.
 
-A leader that cannot renew for ``renew_deadline`` stops leading: its work is cancelled and
-``run`` raises ``LeadershipLostError``; the process then exits and restarts as a candidate. On a
-clean shutdown the Lease is released (holder cleared, duration 1 s) so a successor starts at once.
+Fencing (`caldera.kube.fence`): the elector owns a `Fence` that the process's `KubeClient`
+consults before every mutating request. Each successful take or renewal extends it to the moment
+the request was *sent* plus ``renew_deadline``; past that moment, by this process's monotonic
+clock, no write is sent (a queued one is dropped with `FencedError`), whatever the requests and
+timers are doing: a leader paused by SIGSTOP, or whose connection hangs, stops writing at its
+deadline, not when it next manages to look. The renewal loop wakes at the deadline at the
+latest; then the work is cancelled and ``run`` raises ``LeadershipLostError``, and the process
+exits and restarts as a candidate. Lease calls go through their own client
+(`KubeClient.lease_client`): no retries, no shared rate limiter, each round bounded by
+``call_timeout`` (and by the time left before the deadline), so a hung Lease call cannot stretch
+the window. On a clean shutdown the Lease is
+released (holder cleared, duration 1 s) so a successor starts at once.
 """
 
 from __future__ import annotations
@@ -29,10 +38,15 @@ from caldera.api.kinds import LEASE
 from caldera.api.meta import ObjectMeta, format_micro_time
 from caldera.kube.client import KubeClient
 from caldera.kube.errors import AlreadyExists, ApiConnectionError, ApiError, Conflict, NotFound
+from caldera.kube.fence import Fence, LeadershipLostError
 
-
-class LeadershipLostError(RuntimeError):
-    """The Lease could not be renewed in time; another replica may lead now."""
+__all__ = [
+    "LeaderElector",
+    "LeadershipLostError",
+    "LeaseConfig",
+    "claimed_spec",
+    "lease_held_by_other",
+]
 
 
 @dataclass(frozen=True)
@@ -43,6 +57,12 @@ class LeaseConfig:
     lease_duration: float = 15.0
     renew_deadline: float = 10.0
     retry_period: float = 2.0
+
+    @property
+    def call_timeout(self) -> float:
+        """The longest one Lease round (a GET and a PUT) may take: half the renew deadline, so a
+        hung call leaves time for another try before the deadline."""
+        return self.renew_deadline / 2
 
 
 def lease_held_by_other(
@@ -75,7 +95,10 @@ def claimed_spec(
 
 
 class LeaderElector:
-    """Runs ``lead()`` only while holding the Lease."""
+    """Runs ``lead()`` only while holding the Lease; ``fence`` says when writes must stop.
+
+    ``client`` is used for the Lease alone: give it `KubeClient.lease_client` (no retries, no
+    shared rate limiter), and give the process's own client this elector's ``fence``."""
 
     def __init__(
         self,
@@ -89,13 +112,16 @@ class LeaderElector:
         self.config = config
         self.on_change = on_change
         self.clock = clock
+        self.fence = Fence(config.renew_deadline, clock=clock)
         self.log = structlog.get_logger("leader").bind(lease=f"{config.namespace}/{config.name}")
         self._observed: tuple[str | None, str | None, int | None] | None = None
         self._observed_at = 0.0
+        self._sent_at = 0.0
         self.is_leader = False
 
     async def try_acquire_or_renew(self) -> bool:
-        """One round: True if we hold the Lease afterwards."""
+        """One round: True if we hold the Lease afterwards (the fence then extended from the
+        moment the winning write was sent)."""
         cfg = self.config
         now_wall = dt.datetime.now(dt.UTC)
         try:
@@ -105,12 +131,13 @@ class LeaderElector:
                 metadata=ObjectMeta(name=cfg.name, namespace=cfg.namespace),
                 spec=claimed_spec(None, cfg.identity, cfg.lease_duration, now_wall),
             )
+            sent = self.clock()
             try:
                 await self.client.create(LEASE, body, namespace=cfg.namespace)
             except AlreadyExists:
                 return False
             self._observe(body.spec)
-            return True
+            return self.fence.renewed(sent)
         spec = lease.spec
         self._observe(spec)
         if lease_held_by_other(
@@ -120,12 +147,13 @@ class LeaderElector:
         updated = msgspec.structs.replace(
             lease, spec=claimed_spec(spec, cfg.identity, cfg.lease_duration, now_wall)
         )
+        sent = self.clock()
         try:
             await self.client.replace(LEASE, updated, namespace=cfg.namespace)
         except Conflict:
             return False  # another candidate wrote first; look again next round
         self._observe(updated.spec)
-        return True
+        return self.fence.renewed(sent)
 
     def _observe(self, spec: LeaseSpec) -> None:
         record = (spec.holder_identity, spec.renew_time, spec.lease_transitions)
@@ -140,19 +168,26 @@ class LeaderElector:
             if self.on_change:
                 self.on_change(value)
 
-    async def _round(self) -> bool:
+    async def _round(self, limit: float | None = None) -> bool:
+        """One round, never longer than the call timeout (nor ``limit`` seconds)."""
+        timeout = (
+            self.config.call_timeout if limit is None else min(limit, self.config.call_timeout)
+        )
         try:
-            return await self.try_acquire_or_renew()
+            async with asyncio.timeout(max(timeout, 0.001)):
+                return await self.try_acquire_or_renew()
         except (ApiError, ApiConnectionError, TimeoutError) as exc:
-            self.log.warning("lease round failed", error=str(exc))
+            self.log.warning("lease round failed", error=str(exc) or type(exc).__name__)
             return False
 
     async def run(self, lead: Callable[[], Awaitable[None]]) -> None:
         """Wait for the Lease, run ``lead()`` while renewing it; release it when ``lead`` ends
-        or this coroutine is cancelled. Raises LeadershipLostError if renewal fails for too long."""
+        or this coroutine is cancelled. Raises LeadershipLostError once the fence closes."""
         cfg = self.config
         # Polling is the protocol: the Lease is a record on the API server, not a local event.
-        while not await self._round():  # noqa: ASYNC110
+        while not await self._round():
+            if self.fence.lost:
+                raise LeadershipLostError("the Lease was taken after its fence had closed")
             await asyncio.sleep(cfg.retry_period * (1 + 0.2 * random.random()))  # noqa: S311
         self._set_leader(True)
         work = asyncio.create_task(_call(lead), name="leader work")
@@ -161,28 +196,40 @@ class LeaderElector:
             done, _ = await asyncio.wait({work, renew}, return_when=asyncio.FIRST_COMPLETED)
             if renew in done:
                 work.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
+                with contextlib.suppress(asyncio.CancelledError, LeadershipLostError):
                     await work
                 self._set_leader(False)
-                raise LeadershipLostError(f"could not renew lease within {cfg.renew_deadline}s")
+                raise LeadershipLostError(
+                    f"could not renew lease within {cfg.renew_deadline}s of the last renewal"
+                )
             await work  # re-raise what ended the work, if anything
         finally:
             for task in (work, renew):
                 task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.gather(work, renew, return_exceptions=True)
-            if self.is_leader:
+            if self.is_leader and not self.fence.lost:
+                self.fence.close()  # the work has ended; a successor may start at once
                 await asyncio.shield(self.release())
+            self._set_leader(False)
 
     async def _renew_loop(self) -> None:
+        """Renew every ``retry_period``; return as soon as the fence has closed. Every sleep ends
+        at the fence's deadline at the latest, and the clock is read after each wake-up, so a
+        process resumed after a pause longer than the deadline returns at once."""
         cfg = self.config
+        next_round = self.clock() + cfg.retry_period
         while True:
-            await asyncio.sleep(cfg.retry_period)
-            deadline = self.clock() + cfg.renew_deadline
-            while not await self._round():
-                if self.clock() >= deadline:
-                    return  # renewal failed for renew_deadline: leadership is over
-                await asyncio.sleep(min(cfg.retry_period, max(0.0, deadline - self.clock())))
+            now = self.clock()
+            if not self.fence.allows(now):
+                return  # the deadline passed: leadership is over
+            deadline = self.fence.deadline
+            assert deadline is not None  # allows() is False before the Lease is held
+            if now < next_round:
+                await asyncio.sleep(min(next_round, deadline) - now + 0.001)
+                continue
+            await self._round(limit=self.fence.remaining(self.clock()))
+            next_round = self.clock() + cfg.retry_period
 
     async def release(self) -> None:
         """Give the Lease up so that another replica takes over without waiting for expiry."""
