@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from caldera.api import crdgen, volcano
+from caldera.api import crdgen, limits, volcano
 from unit.examples import EXAMPLES
 
 OWN_KINDS = {"Job", "Queue", "PodGroup", "Command", "CronJob", "JobFlow", "JobTemplate"}
@@ -60,7 +60,8 @@ def validate(schema: dict[str, Any], value: Any, path: str = "") -> list[str]:
     """Errors of `value` against `schema`, including fields the API server would prune.
 
     Covers what crdgen emits: type, properties, additionalProperties, items, required, enum,
-    minimum, maximum, minLength, maxLength, pattern, minItems, int-or-string and
+    minimum, maximum, minLength, maxLength, pattern, minItems, maxItems, maxProperties,
+    int-or-string and
     x-kubernetes-preserve-unknown-fields.
     """
     where = path or "<root>"
@@ -91,6 +92,10 @@ def validate(schema: dict[str, Any], value: Any, path: str = "") -> list[str]:
         errors.append(f"{where}: {value!r} does not match {schema['pattern']}")
     if "minItems" in schema and len(value) < schema["minItems"]:
         errors.append(f"{where}: fewer than {schema['minItems']} items")
+    if "maxItems" in schema and len(value) > schema["maxItems"]:
+        errors.append(f"{where}: more than {schema['maxItems']} items")
+    if "maxProperties" in schema and len(value) > schema["maxProperties"]:
+        errors.append(f"{where}: more than {schema['maxProperties']} properties")
     if isinstance(value, list):
         for i, item in enumerate(value):
             errors += validate(schema["items"], item, f"{path}[{i}]")
@@ -409,7 +414,22 @@ MARKERS = [
     ("Job", "spec.policies.[].events.[]", {"enum": [str(v) for v in volcano.Event]}),
     ("Job", "spec.networkTopology.mode", {"default": "hard", "enum": ["hard", "soft"]}),
     ("Job", "spec.networkTopology.highestTierAllowed", {"minimum": 0}),
-    ("Job", "spec.plugins.{}", {"type": "array", "items": {"type": "string"}}),
+    (
+        "Job",
+        "spec.plugins.{}",
+        {"type": "array", "items": {"type": "string", "maxLength": limits.MAX_PLUGIN_ARG_LENGTH}},
+    ),
+    # caldera.api.limits: the bounds the webhook and the job controller enforce too.
+    ("Job", "spec.tasks", {"maxItems": limits.MAX_TASKS, "minItems": 1}),
+    ("Job", "spec.tasks.[].replicas", {"minimum": 0, "maximum": limits.MAX_TASK_REPLICAS}),
+    ("Job", "spec.minAvailable", {"maximum": limits.MAX_JOB_REPLICAS}),
+    ("Job", "spec.policies", {"maxItems": limits.MAX_POLICIES}),
+    ("Job", "spec.plugins", {"maxProperties": limits.MAX_PLUGINS}),
+    ("CronJob", "spec.jobTemplate.spec.tasks.[].replicas", {"maximum": limits.MAX_TASK_REPLICAS}),
+    ("JobTemplate", "spec.tasks", {"maxItems": limits.MAX_TASKS}),
+    ("PodGroup", "spec.minMember", {"maximum": limits.MAX_JOB_REPLICAS}),
+    ("PodGroup", "spec.minTaskMember.{}", {"maximum": limits.MAX_TASK_REPLICAS}),
+    ("JobFlow", "spec.flows", {"maxItems": limits.MAX_FLOWS}),
     ("Job", "status.state.phase", {"enum": [str(v) for v in volcano.JobPhase]}),
     ("Job", "status.state.lastTransitionTime", {"format": "date-time"}),
     ("Job", "status.conditions.[]", {"required": ["status"]}),

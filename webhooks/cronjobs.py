@@ -31,6 +31,7 @@ from caldera.api.cron import (
     load_zone,
     parse_schedule,
 )
+from caldera.api.limits import job_limit_errors
 from caldera.api.meta import ObjectMeta
 from caldera.api.names import go_list, qualified_name
 from caldera.api.volcano import ConcurrencyPolicy, CronJob, Job
@@ -76,6 +77,9 @@ def _name_errors(name: str) -> list[str]:
 def _template_errors(cronjob: CronJob, base: str, scheduler_name: str) -> list[str]:
     """The template as one of its Jobs: defaulted as the Job webhook defaults it, then checked."""
     template = cronjob.spec.job_template
+    bounds = job_limit_errors(template.spec, "spec.jobTemplate.spec")
+    if bounds:
+        return bounds
     job = Job(
         metadata=ObjectMeta(
             name=job_name(base, _SAMPLE_TIME),

@@ -36,6 +36,7 @@ from caldera.api.flow import (
     object_string,
 )
 from caldera.api.flowgraph import find_cycle, graph_of, undefined
+from caldera.api.limits import jobflow_limit_errors
 from caldera.api.names import dns1123_subdomain, go_list
 
 __all__ = ["NOT_DAG", "FlowReview", "review_jobflow"]
@@ -121,6 +122,9 @@ def _warnings(jobflow: JobFlow) -> tuple[str, ...]:
 
 def review_jobflow(jobflow: JobFlow) -> FlowReview:
     """Why ``jobflow`` is refused (on CREATE and UPDATE alike), or its warnings."""
+    bounds = jobflow_limit_errors(jobflow.spec.flows)
+    if bounds:
+        return FlowReview("; ".join(bounds))
     errors = _dag_errors(jobflow)
     policy = jobflow.spec.job_retain_policy
     if policy and policy not in _POLICIES:

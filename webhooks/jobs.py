@@ -18,6 +18,11 @@ runs correctly:
   registered in Volcano but not run by Caldera's controller, are refused with that reason;
 - the pod-name check uses the task's last pod index (Volcano uses the task's position);
 - dependsOn must name tasks of the job; task maxRetry, minSuccess and networkTopology are checked;
+- sizes are bounded (`caldera.api.limits`: replicas per task and per job, tasks, policies,
+  plugins, volumes, containers, env): a job over a bound is refused before any other check, on
+  create and on update, with `<field>: must be at most <limit> (got <n>)`; Volcano has no bounds;
+- a job that runs the svc plugin (named, or added for a framework plugin) must have a name the
+  plugin's Service can take, a DNS-1035 label (`1train` and `a.b` are refused);
 - Caldera's `volumeClaimTemplates` are checked (docs/concepts.md): unique DNS-1123 label names,
   quantity values, and `<template>-<job>-<task>-<index>` a DNS subdomain of at most 253 characters.
 
@@ -46,9 +51,18 @@ from caldera.api.jobspec import (
     pod_name,
     pvc_name,
     required_plugins,
+    service_name_error,
+    uses_svc,
 )
+from caldera.api.limits import job_limit_errors
 from caldera.api.names import dns1123_label, dns1123_subdomain, go_list, qualified_name
-from caldera.api.plugins import MPIOptions, PluginArgumentError, parse_plugin_args
+from caldera.api.plugins import (
+    SSH_PRIVATE_KEY_REFUSED,
+    MPIOptions,
+    PluginArgumentError,
+    SSHOptions,
+    parse_plugin_args,
+)
 from caldera.api.podtemplate import template_errors, template_volume_names
 from caldera.api.volcano import (
     DEFAULT_QUEUE,
@@ -450,9 +464,12 @@ def _plugins_fragment(job: Job) -> str:
             msg += f" spec.plugins: unable to find job plugin: {name};"
             continue
         try:
-            parse_plugin_args(name, args)
+            options = parse_plugin_args(name, args)
         except PluginArgumentError as exc:
             msg += f" spec.plugins.{name}: {exc};"
+            continue
+        if isinstance(options, SSHOptions) and options.private_key:
+            msg += f" spec.plugins.ssh: {SSH_PRIVATE_KEY_REFUSED};"
     return msg
 
 
@@ -470,6 +487,10 @@ def validate_job_create(job: Job, cluster: ClusterView | None) -> str:
     With no `cluster`, only the checks of the job itself run, not the queue's: a CronJob's
     template is checked so, its queue being looked up when each of its Jobs is created."""
     spec = job.spec
+    bounds = job_limit_errors(spec)
+    if bounds:
+        # First and alone: the other checks' cost grows with the sizes refused here.
+        return "; ".join(bounds)
     if spec.min_available < 0:
         return "spec.minAvailable: job 'minAvailable' must be >= 0."
     if spec.max_retry < 0:
@@ -502,6 +523,10 @@ def validate_job_create(job: Job, cluster: ClusterView | None) -> str:
             f" metadata.name: create job with name {job.metadata.name} validate failed "
             f"{go_list(errs)};"
         )
+    if not errs and uses_svc(spec.plugins):
+        svc = service_name_error(job.metadata.name)
+        if svc:
+            msg += f" {svc};"
     if total_replicas < spec.min_available:
         msg += (
             " spec.minAvailable: job 'minAvailable' should not be greater than total replicas "
@@ -549,6 +574,9 @@ def validate_job_update(old: Job, new: Job) -> str:
     Only spec.minAvailable, tasks[*].replicas, tasks[*].minAvailable and spec.priorityClassName
     may change (scaling); volumeClaimName differences are ignored where volumeClaim is set.
     """
+    bounds = job_limit_errors(new.spec)
+    if bounds:
+        return "; ".join(bounds)  # scaling up is an update: the same bounds
     total = 0
     for i, task in enumerate(new.spec.tasks):
         p = f"spec.tasks[{i}]"

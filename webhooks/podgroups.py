@@ -9,6 +9,7 @@ Functions over models and a `ClusterView`. An import-linter contract keeps this 
 
 from __future__ import annotations
 
+from caldera.api.limits import podgroup_limit_errors
 from caldera.api.volcano import (
     DEFAULT_QUEUE,
     ROOT_QUEUE,
@@ -43,6 +44,9 @@ def mutate_podgroup(
 
 def validate_podgroup(podgroup: PodGroup, cluster: ClusterView) -> str:
     """Why a new PodGroup is refused, or "" when it is admitted."""
+    bounds = podgroup_limit_errors(podgroup.spec)
+    if bounds:
+        return "; ".join(bounds)
     msg = ""
     name = podgroup.spec.queue
     if name:

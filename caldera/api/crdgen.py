@@ -10,7 +10,9 @@ quantities are `x-kubernetes-int-or-string` with `anyOf` integer/string, and the
 keep whole (pod templates, PVC specs) are `type: object` with
 `x-kubernetes-preserve-unknown-fields: true`, so the API server prunes none of their fields.
 Markers (minimum, pattern, enum, required, CRD defaults) come from the `crd(...)` annotations of
-the models. Scope, short names, printer columns and the status subresource follow Volcano's CRDs
+the models; the size bounds (maximum, maxItems, maxLength, maxProperties) from the table of
+`caldera.api.limits`, kept off the models so that a stored object over a bound still decodes.
+Scope, short names, printer columns and the status subresource follow Volcano's CRDs
 (config/crd/volcano/bases): PodGroup has `subresources: {}` because the scheduler writes its
 status with a plain update, and Command has no subresources at all. Every CRD carries
 `helm.sh/resource-policy: keep`, so uninstalling the chart does not delete users' objects.
@@ -41,6 +43,7 @@ import yaml
 
 from caldera.api import kinds
 from caldera.api.kinds import KindInfo
+from caldera.api.limits import SCHEMA_BOUNDS
 
 __all__ = [
     "CRDS",
@@ -253,6 +256,22 @@ def schema_for(model: type[msgspec.Struct]) -> dict[str, Any]:
     return _struct(info, model.__name__, root=True)
 
 
+def _with_bounds(schema: dict[str, Any], kind: str) -> dict[str, Any]:
+    """`schema` with the size bounds of `caldera.api.limits` for `kind`. They live there, not
+    on the models, so that decoding a stored object over a bound never fails."""
+    for path, keywords in SCHEMA_BOUNDS.get(kind, {}).items():
+        node = schema
+        for part in path.split("."):
+            if part == "[]":
+                node = node["items"]
+            elif part == "{}":
+                node = node["additionalProperties"]
+            else:
+                node = node["properties"][part]
+        node.update(keywords)
+    return schema
+
+
 # --- documents ----------------------------------------------------------------------------------
 
 
@@ -270,7 +289,7 @@ def crd_document(crd: CrdDef) -> dict[str, Any]:
     version: dict[str, Any] = {"name": info.version, "served": True, "storage": True}
     if crd.printer_columns:
         version["additionalPrinterColumns"] = [dict(c) for c in crd.printer_columns]
-    version["schema"] = {"openAPIV3Schema": schema_for(info.type)}
+    version["schema"] = {"openAPIV3Schema": _with_bounds(schema_for(info.type), info.kind)}
     if crd.status_subresource is not None:
         version["subresources"] = {"status": {}} if crd.status_subresource else {}
     return {

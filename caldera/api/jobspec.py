@@ -17,10 +17,12 @@ Functions over `caldera.api.volcano` models. An import-linter contract keeps thi
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from caldera.api.fielderrors import invalid
 from caldera.api.volcano import DEFAULT_MAX_RETRY, TaskSpec
 
 __all__ = [
@@ -39,6 +41,8 @@ __all__ = [
     "pod_name",
     "pvc_name",
     "required_plugins",
+    "service_name_error",
+    "uses_svc",
 ]
 
 DEFAULT_TASK_NAME_PREFIX: Final = "default"
@@ -303,3 +307,26 @@ def pod_name(job: str, task: str, index: int) -> str:
 def pvc_name(template: str, job: str, task: str, index: int) -> str:
     """Caldera extension: the PVC of a volumeClaimTemplate for one pod, `<template>-<pod>`."""
     return f"{template}-{pod_name(job, task, index)}"
+
+
+_DNS1035_LABEL: Final = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+_SERVICE_NAME_MAX: Final = 63
+
+
+def uses_svc(plugins: Mapping[str, Sequence[str]]) -> bool:
+    """Whether the job runs the svc plugin: named, or added by the webhook for a framework."""
+    return "svc" in plugins or "svc" in required_plugins(plugins)
+
+
+def service_name_error(job_name: str) -> str:
+    """Why the svc plugin cannot name a Service after `job_name`, or "": a Service name is a
+    DNS-1035 label (Kubernetes refuses `1train` and `a.b`, which a Job name may be)."""
+    if len(job_name) <= _SERVICE_NAME_MAX and _DNS1035_LABEL.fullmatch(job_name):
+        return ""
+    return invalid(
+        "metadata.name",
+        job_name,
+        "the svc plugin creates a Service of this name, and a Service name must be a DNS-1035 "
+        "label: at most 63 lowercase letters, digits or '-', starting with a letter and ending "
+        "with a letter or digit",
+    )
