@@ -58,6 +58,7 @@ from caldera.api.volcano import (
 )
 from caldera.kube.errors import AlreadyExists, ApiError, Conflict, Invalid, NotFound
 from controllers.job import events
+from controllers.job.bounds import hold_status, limits_problem, svc_problem
 from controllers.job.created import CreatedPods
 from controllers.job.events import Request, events_first, plain_sync
 from controllers.job.pending import pending_event
@@ -75,7 +76,9 @@ from controllers.job.pods import (
 from controllers.job.policy import Decision, DelayedActions, waits_for_events
 from controllers.job.pvc_throttle import PvcCreator
 from controllers.job.state import (
+    INVALID_NAME,
     INVALID_TEMPLATE,
+    OVER_LIMITS,
     Plan,
     Step,
     apply_plan,
@@ -416,6 +419,12 @@ class JobController(Controller):
         if p.step is Step.NONE:
             return job
         if p.step is Step.SYNC:
+            over = limits_problem(job)
+            if over:
+                return await self._hold_over_limits(job, over)
+            svc = svc_problem(job)
+            if svc:
+                return await self._refuse_name(job, svc)
             problems = job_template_errors(job)
             if problems:
                 return await self._refuse_templates(job, "; ".join(problems))
@@ -423,6 +432,30 @@ class JobController(Controller):
             return await self._run(job, decision, p)
         except PodRejectedError as exc:
             return await self._refuse_templates(job, str(exc))
+
+    async def _hold_over_limits(self, job: Job, problem: str) -> Job:
+        """A Job over the bounds of caldera.api.limits (stored without the webhook) is held:
+        no pod, PodGroup or plugin object; its status says why, with one Warning Event when it
+        first does (controllers.job.bounds). Later syncs cost the bound check only."""
+        status = hold_status(job.status, problem, dt.datetime.now(dt.UTC))
+        if status is job.status:
+            return job
+        written = await self.ctx.client.update_status(
+            JOB, msgspec.structs.replace(job, status=status)
+        )
+        self._event(job, "Warning", OVER_LIMITS, problem)
+        return written
+
+    async def _refuse_name(self, job: Job, problem: str) -> Job:
+        """A Job the svc plugin can name no Service after can never run: terminated once, the
+        field named in an Event and in status.state, instead of failing every sync."""
+        self._event(
+            job, "Warning", JobEventReason.PLUGIN_ERROR, f"{problem}; the job is terminated"
+        )
+        p = dataclasses.replace(
+            plan(job, Action.TERMINATE_JOB), reason=INVALID_NAME, message=problem
+        )
+        return await self._run(job, Decision(Action.TERMINATE_JOB), p)
 
     async def _refuse_templates(self, job: Job, problems: str) -> Job:
         """A Job whose pods the API server refuses (stored before the webhook checked it) is
@@ -539,6 +572,8 @@ class JobController(Controller):
             return count_pods(pods), plugins.controlled_resources(job)
         pg = await self._ensure_podgroup(job)
         sync = plan_sync(job, pods, pg.status.phase if pg is not None else None)
+        if sync.more:  # the rest of the missing pods on the next sync
+            self.queue.add(f"{job.metadata.namespace}/{job.metadata.name}")
         deleted = await self._delete_pods(job, sync.delete)
         created = await self._create_pods(job, plugins, sync.create)
         controlled = plugins.controlled_resources(job)

@@ -52,9 +52,11 @@ from controllers.job.sync import task_min_available
 
 __all__ = [
     "FINISHED_PHASES",
+    "INVALID_NAME",
     "INVALID_TEMPLATE",
     "JOB_TARGET",
     "KEPT_REASONS",
+    "OVER_LIMITS",
     "RETAIN_NONE",
     "RETAIN_SOFT",
     "TARGETED_ACTIONS",
@@ -79,8 +81,12 @@ TARGETED_ACTIONS: Final = frozenset(
 )
 _KNOWN_PHASES: Final = frozenset(JobPhase)
 INVALID_TEMPLATE: Final = "InvalidPodTemplate"  # the reason of a Job whose pods can never exist
+INVALID_NAME: Final = "InvalidJobName"  # a Job the svc plugin can name no Service after
 # Reasons of an Aborting/Completing/Terminating Job that its final phase keeps.
-KEPT_REASONS: Final = frozenset({INVALID_TEMPLATE})
+KEPT_REASONS: Final = frozenset({INVALID_TEMPLATE, INVALID_NAME})
+# The reason of a Job held over the bounds of caldera.api.limits (controllers.job.bounds); a
+# sync of the Job back within them clears it.
+OVER_LIMITS: Final = "SpecOverLimits"
 
 
 class TargetKind(enum.StrEnum):
@@ -372,6 +378,8 @@ def apply_plan(job: Job, p: Plan, counts: PodCounts, now: dt.datetime) -> JobSta
         return old
     when = format_time(now)
     state, conditions = old.state, old.conditions
+    if state.reason == OVER_LIMITS:  # no longer held: this plan runs it
+        state = replace(state, reason="", message="")
     if not state.phase:
         state = JobState(phase=JobPhase.PENDING, last_transition_time=when)
         conditions = append_condition(conditions, JobPhase.PENDING, when)

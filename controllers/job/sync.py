@@ -3,8 +3,9 @@ pkg/controllers/job/job_controller_actions.go): which ``<job>-<task>-<index>`` p
 and which to delete, with the PodGroup gate and dependsOn.
 
 - `plan_sync`: the pods to create (missing ones, once the PodGroup is past Pending and the
-  task's dependencies are ready), to delete (index >= replicas, out of sync) and those already
-  terminating;
+  task's dependencies are ready; at most `MAX_CREATES_PER_SYNC`, computed lazily, so a sync's
+  cost follows the pods that exist, not `replicas`), to delete (index >= replicas, out of sync)
+  and those already terminating;
 - `dependencies_met` / `dependency_ready`: a task's dependsOn, as Volcano's
   ``isDependsOnPodsReady`` decides it;
 - `pods_may_be_created`: the PodGroup gate; `task_min_available`: a task's minimum, defaulted.
@@ -14,10 +15,10 @@ An import-linter contract keeps this module free of I/O (docs/architecture.md).
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Iterable, Mapping
+import itertools
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
+from typing import Final
 
 from caldera.api.core import Pod, PodPhase
 from caldera.api.jobspec import default_task_min_available, pod_name
@@ -26,6 +27,7 @@ from controllers.job.events import is_out_of_sync
 from controllers.job.status import PodSlot, is_terminating, pod_task
 
 __all__ = [
+    "MAX_CREATES_PER_SYNC",
     "SyncPlan",
     "dependencies_met",
     "dependency_ready",
@@ -50,30 +52,61 @@ def _pod_is_ready(pod: Pod) -> bool:
     )
 
 
+def _slot_index(name: str, prefix: str, replicas: int) -> int | None:
+    """The index i of pod `name` if it is `<prefix><i>` with i < replicas (i written as
+    `pod_name` writes it: decimal, no leading zero), else None. O(1): no list of the slots."""
+    if not name.startswith(prefix):
+        return None
+    digits = name[len(prefix) :]
+    if not (digits.isascii() and digits.isdigit()) or (digits[0] == "0" and len(digits) > 1):
+        return None
+    index = int(digits)
+    return index if index < replicas else None
+
+
+def _task_prefix(job_name: str, task_name: str) -> str:
+    return pod_name(job_name, task_name, 0)[:-1]
+
+
 def dependency_ready(job: Job, task_name: str, pods_by_name: Mapping[str, Pod]) -> bool:
     """Whether task `task_name` is ready for the tasks depending on it: its pods
     `<job>-<task>-<i>` (i < replicas) that are Succeeded, or Running with every container Ready,
-    number at least its minAvailable. A task the Job does not have is never ready."""
+    number at least its minAvailable. A task the Job does not have is never ready.
+
+    The Job's pods are counted, not the task's slots: the cost follows the pods that exist."""
     for task in job.spec.tasks:
         if task.name == task_name:
-            ready = 0
-            for i in range(task.replicas):
-                pod = pods_by_name.get(pod_name(job.metadata.name, task.name, i))
-                if pod is not None and _pod_is_ready(pod):
-                    ready += 1
+            prefix = _task_prefix(job.metadata.name, task.name)
+            ready = sum(
+                1
+                for name, pod in pods_by_name.items()
+                if _slot_index(name, prefix, task.replicas) is not None and _pod_is_ready(pod)
+            )
             return ready >= task_min_available(task)
     return False
 
 
-def dependencies_met(job: Job, task: TaskSpec, pods_by_name: Mapping[str, Pod]) -> bool:
+def dependencies_met(
+    job: Job,
+    task: TaskSpec,
+    pods_by_name: Mapping[str, Pod],
+    known: dict[str, bool] | None = None,
+) -> bool:
     """Whether `task` may create pods: no dependsOn (or an empty one), or any (iteration ``any``)
     / all (otherwise) of its dependencies are ready. Volcano's default iteration is "all" when
-    the field is empty."""
+    the field is empty. `known` keeps each dependency's answer across the tasks of one sync."""
     deps = task.depends_on
     if deps is None or not deps.name:
         return True
-    ready = (dependency_ready(job, name, pods_by_name) for name in deps.name)
-    return any(ready) if deps.iteration == Iteration.ANY else all(ready)
+    cache = {} if known is None else known
+
+    def ready(name: str) -> bool:
+        if name not in cache:
+            cache[name] = dependency_ready(job, name, pods_by_name)
+        return cache[name]
+
+    answers = (ready(name) for name in deps.name)
+    return any(answers) if deps.iteration == Iteration.ANY else all(answers)
 
 
 def pods_may_be_created(podgroup_phase: str | None) -> bool:
@@ -89,11 +122,13 @@ def pods_may_be_created(podgroup_phase: str | None) -> bool:
 class SyncPlan:
     """What syncJob must do with the Job's pods.
 
-    - ``create``: missing pods to create now (after the gate and dependsOn);
+    - ``create``: missing pods to create now (after the gate and dependsOn), at most the
+      ``create_limit`` of `plan_sync`, lowest task and index first;
     - ``delete``: pods to delete: index ≥ replicas or a name outside the task's slots (scale
       down), and out-of-sync pods (they are recreated by a later sync once gone);
     - ``terminating``: names of pods already being deleted (never deleted twice);
-    - ``missing``: every missing pod, including those held back;
+    - ``missing``: how many pods are missing, including those held back;
+    - ``more``: missing pods that may be created were left for the next sync (the limit);
     - ``gated``: creation held back because the PodGroup is missing or Pending;
     - ``waiting``: tasks whose missing pods are held back by dependsOn.
     """
@@ -101,59 +136,79 @@ class SyncPlan:
     create: tuple[PodSlot, ...] = ()
     delete: tuple[Pod, ...] = ()
     terminating: tuple[str, ...] = ()
-    missing: tuple[PodSlot, ...] = ()
+    missing: int = 0
+    more: bool = False
     gated: bool = False
     waiting: tuple[str, ...] = ()
 
 
-@functools.lru_cache(maxsize=1024)
-def task_slots(job_name: str, task: str, replicas: int) -> Mapping[str, PodSlot]:
-    """The task's pod slots by pod name (read only). Kept for the Jobs synced lately: a Job is
-    synced on each of its pods' events, and its slots stay the same while its replicas do."""
-    return MappingProxyType(
-        {(name := pod_name(job_name, task, i)): PodSlot(task, i, name) for i in range(replicas)}
-    )
+# Pods one sync creates at most; the rest follow on the next sync (the controller queues it).
+# Bounds the pods built and the requests in flight per reconcile, whatever `replicas` says.
+MAX_CREATES_PER_SYNC: Final = 500
 
 
-def plan_sync(job: Job, pods: Iterable[Pod], podgroup_phase: str | None) -> SyncPlan:
+def _missing_slots(prefix: str, task: str, replicas: int, have: set[int]) -> Iterator[PodSlot]:
+    """The task's missing slots, lowest index first, computed as they are taken."""
+    for index in range(replicas):
+        if index not in have:
+            yield PodSlot(task, index, f"{prefix}{index}")
+
+
+def plan_sync(
+    job: Job,
+    pods: Iterable[Pod],
+    podgroup_phase: str | None,
+    *,
+    create_limit: int = MAX_CREATES_PER_SYNC,
+) -> SyncPlan:
     """Plan syncJob step 4 for `job` given its pods from the cache and its PodGroup's phase.
 
     For every task and index i < replicas the pod is `<job>-<task>-<i>`; a missing one is to be
-    created if `pods_may_be_created(podgroup_phase)` and the task's dependencies are met. Pods of
-    a task the Job no longer has are left alone, as Volcano does.
+    created if `pods_may_be_created(podgroup_phase)` and the task's dependencies are met, at
+    most `create_limit` of them. Pods of a task the Job no longer has are left alone, as Volcano
+    does. The work and memory follow the pods that exist plus `create_limit`, never `replicas`.
     """
-    pods_by_task: dict[str, list[Pod]] = {}
+    pods_by_task: dict[str, dict[str, Pod]] = {}
     pods_by_name: dict[str, Pod] = {}
     for pod in pods:
-        pods_by_task.setdefault(pod_task(pod), []).append(pod)
+        pods_by_task.setdefault(pod_task(pod), {})[pod.metadata.name] = pod
         pods_by_name[pod.metadata.name] = pod
     may_create = pods_may_be_created(podgroup_phase)
     create: list[PodSlot] = []
-    missing: list[PodSlot] = []
     delete: list[Pod] = []
     terminating: list[str] = []
     waiting: list[str] = []
+    missing = 0
+    more = False
+    ready: dict[str, bool] = {}
     for task in job.spec.tasks:
-        slots = task_slots(job.metadata.name, task.name, task.replicas)
-        existing = {p.metadata.name: p for p in pods_by_task.get(task.name, ())}
-        for name, pod in existing.items():
+        replicas = max(task.replicas, 0)
+        prefix = _task_prefix(job.metadata.name, task.name)
+        have: set[int] = set()
+        for name, pod in pods_by_task.get(task.name, {}).items():
+            index = _slot_index(name, prefix, replicas)
+            if index is not None:
+                have.add(index)
             if is_terminating(pod):
                 terminating.append(name)
-            elif name not in slots or is_out_of_sync(pod):
+            elif index is None or is_out_of_sync(pod):
                 delete.append(pod)
-        task_missing = [slot for name, slot in slots.items() if name not in existing]
-        missing.extend(task_missing)
+        task_missing = replicas - len(have)
+        missing += task_missing
         if not task_missing or not may_create:
             continue
-        if dependencies_met(job, task, pods_by_name):
-            create.extend(task_missing)
-        else:
+        if not dependencies_met(job, task, pods_by_name, ready):
             waiting.append(task.name)
+            continue
+        room = create_limit - len(create)
+        create.extend(itertools.islice(_missing_slots(prefix, task.name, replicas, have), room))
+        more = more or task_missing > room
     return SyncPlan(
         create=tuple(create),
         delete=tuple(delete),
         terminating=tuple(terminating),
-        missing=tuple(missing),
+        missing=missing,
+        more=more,
         gated=bool(missing) and not may_create,
         waiting=tuple(waiting),
     )
