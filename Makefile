@@ -10,21 +10,36 @@ DEMO_NODES ?= 4
 # pytest workers of make test; each e2e worker starts its own local control plane
 TEST_WORKERS ?= 3
 
-.PHONY: help install binaries up down status demo test check lint fmt typecheck imports unit e2e \
+.PHONY: help install lock lock-upgrade binaries up down status demo test check lint fmt typecheck imports unit e2e \
         crds chart-readme bench-smoke experiments clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | column -t -s $$'\t'
 
-$(VENV)/.installed: pyproject.toml
+# Every package comes from a hashed lock (docs/reliability.md, "Supply chain"): the installers
+# first, then the dependencies, then Caldera itself without build isolation, so that nothing is
+# fetched unhashed.
+LOCKS := requirements/build.lock requirements/runtime.lock requirements/dev.lock
+UV_COMPILE = $(VENV)/bin/uv pip compile --quiet --generate-hashes --universal --python-version 3.11
+
+$(VENV)/.installed: pyproject.toml $(LOCKS)
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
 	  { echo "Python 3.11 or newer is required (found $$($(PYTHON) --version))"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --upgrade pip
-	$(VENV)/bin/pip install --quiet -e '.[dev]'
+	$(VENV)/bin/pip install --quiet --require-hashes -r requirements/build.lock
+	$(VENV)/bin/pip install --quiet --require-hashes -r requirements/dev.lock
+	$(VENV)/bin/pip install --quiet --no-deps --no-build-isolation -e .
 	@touch $@
 
-install: $(VENV)/.installed  ## create .venv with Caldera and its dev tools
+install: $(VENV)/.installed  ## create .venv with Caldera and its dev tools, from the hashed locks
+
+lock: install  ## resolve requirements/*.lock again after pyproject.toml changed (keeps other pins)
+	$(UV_COMPILE) $(LOCK_FLAGS) requirements/build.in -o requirements/build.lock
+	$(UV_COMPILE) $(LOCK_FLAGS) pyproject.toml requirements/build.in -o requirements/runtime.lock
+	$(UV_COMPILE) $(LOCK_FLAGS) pyproject.toml requirements/build.in --extra dev -o requirements/dev.lock
+
+lock-upgrade:  ## move every pin in requirements/*.lock to the newest version allowed
+	$(MAKE) --no-print-directory lock LOCK_FLAGS=--upgrade
 
 binaries:  ## build (once) the control plane binaries into ~/.cache/caldera
 	bash e2e/cluster/build.sh >/dev/null
