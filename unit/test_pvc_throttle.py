@@ -11,6 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from caldera.api.core import PersistentVolumeClaim
+from caldera.api.meta import ObjectMeta, OwnerReference
 from caldera.kube.errors import AlreadyExists, Invalid, ServerError
 from controllers.job.pvc_throttle import FairQueue, PvcCreator
 
@@ -44,7 +46,15 @@ def test_fair_queue_loses_nothing_and_keeps_per_owner_order(items: list[tuple[st
 
 
 def _body(name: str) -> dict[str, Any]:
-    return {"metadata": {"name": name}}
+    owner = {"kind": "Job", "name": "j", "uid": "u1", "controller": True}
+    return {"metadata": {"name": name, "namespace": "ns", "ownerReferences": [owner]}}
+
+
+async def own_claim(namespace: str, name: str) -> PersistentVolumeClaim:
+    ref = OwnerReference(kind="Job", name="j", uid="u1", controller=True)
+    return PersistentVolumeClaim(
+        metadata=ObjectMeta(name=name, namespace=namespace, owner_references=(ref,))
+    )
 
 
 async def test_creator_paces_creations_with_the_bucket() -> None:
@@ -65,7 +75,8 @@ async def test_creator_paces_creations_with_the_bucket() -> None:
 
 
 async def test_creator_retries_transient_errors_and_accepts_already_exists() -> None:
-    """A 5xx is retried until it succeeds; AlreadyExists counts as created."""
+    """A 5xx is retried until it succeeds; AlreadyExists counts as created when the existing
+    claim is the Job's own (unit/test_ownership.py has the other cases)."""
     calls: dict[str, int] = {}
 
     async def create(body: dict[str, Any]) -> None:
@@ -83,6 +94,7 @@ async def test_creator_retries_transient_errors_and_accepts_already_exists() -> 
         burst=100,
         backoff_base=0.001,
         create=create,
+        get=own_claim,
         on_created=lambda owner, name: created.append(name),
     )
     creator.start()

@@ -33,6 +33,7 @@ from caldera.api.jobspec import parse_plugin_args as _parse_flags
 __all__ = [
     "DEFAULT_SSH_KEY_PATH",
     "IMPLEMENTED_PLUGINS",
+    "SSH_PRIVATE_KEY_REFUSED",
     "EnvOptions",
     "MPIOptions",
     "MXNetOptions",
@@ -57,6 +58,14 @@ IMPLEMENTED_PLUGINS: Final = ("env", "svc", "ssh", "tensorflow", "pytorch", "mpi
 
 DEFAULT_SSH_KEY_PATH: Final = "/root/.ssh"
 _REDACTED: Final = "<redacted>"
+# The webhook refuses --ssh-private-key: a Job's spec is readable by every `view` user, so a
+# key there is no secret (docs/compatibility.md).
+SSH_PRIVATE_KEY_REFUSED: Final = (
+    "flag --ssh-private-key puts a private key in the Job's spec, which everyone who may read "
+    "Jobs in the namespace can read; drop it and the ssh plugin generates a key pair into the "
+    "Job's own Secret <job>-ssh, or, to use your own key, put it in a Secret and mount that "
+    "in the task's pod template instead of using the ssh plugin"
+)
 
 
 @dataclass(frozen=True, slots=True)

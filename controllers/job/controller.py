@@ -39,10 +39,9 @@ from caldera.api.kinds import (
     PODGROUP,
     PRIORITY_CLASS,
     PVC,
-    SECRET,
-    kind_for,
 )
 from caldera.api.meta import controller_of
+from caldera.api.ownership import held_message, may_touch
 from caldera.api.podtemplate import job_template_errors
 from caldera.api.stored import policy_errors
 from caldera.api.volcano import (
@@ -53,6 +52,7 @@ from caldera.api.volcano import (
     Command,
     Job,
     JobEventReason,
+    JobStatus,
     PodGroup,
     job_reference,
 )
@@ -62,8 +62,9 @@ from controllers.job.bounds import hold_status, limits_problem, svc_problem
 from controllers.job.created import CreatedPods
 from controllers.job.events import Request, events_first, plain_sync
 from controllers.job.pending import pending_event
+from controllers.job.plugin_objects import delete_objects, ensure_objects, own_key_pair
 from controllers.job.plugins import PluginSet, build_plugins
-from controllers.job.plugins.ssh import generate_key_pair, key_pair_from_secret, secret_name
+from controllers.job.plugins.ssh import generate_key_pair
 from controllers.job.pods import (
     build_pod,
     build_podgroup,
@@ -74,7 +75,7 @@ from controllers.job.pods import (
     priority_lookup,
 )
 from controllers.job.policy import Decision, DelayedActions, waits_for_events
-from controllers.job.pvc_throttle import PvcCreator
+from controllers.job.pvc_throttle import ClaimUnusableError, PvcCreator, claim_problem
 from controllers.job.state import (
     INVALID_NAME,
     INVALID_TEMPLATE,
@@ -102,6 +103,7 @@ _MAX_STATE_MESSAGE = 1024  # the field errors of a big template say no more past
 POD_INDEX = "job"  # pods by "<namespace>/<job name>", for pods a Job controls
 CLAIM_INDEX = "claim"  # Jobs by "<namespace>/<PVC name>" of the claims spec.volumes names
 CREATE_CONCURRENCY = 20  # pod creations in flight per reconcile
+HOLD_RECHECK = 30.0  # seconds between looks at a Job held by an object it does not own
 
 
 class PodRejectedError(Exception):
@@ -162,6 +164,10 @@ class JobController(Controller):
         # a stale copy that would only earn a 409.
         self._written: dict[str, tuple[set[str], Job]] = {}
         self._created = CreatedPods()  # pods created, not yet in the cache
+        # key -> (Event reason, message): what held the Job's pods back in this reconcile (an
+        # object of a wanted name that is not the Job's own); see `_note_holds`.
+        self._holds: dict[str, list[tuple[str, str]]] = {}
+        self._held: set[str] = set()  # keys to look at again (see HOLD_RECHECK)
         self.pvcs = PvcCreator(
             ctx.client, qps=ctx.settings.pvc_create_qps, burst=ctx.settings.pvc_create_burst
         )
@@ -188,7 +194,7 @@ class JobController(Controller):
             _handlers(update=self._podgroup_updated, delete=self._podgroup_deleted)
         )
         self.commands.add_handler(_handlers(add=self._command_added))
-        self.claims.add_handler(_handlers(add=self._pvc_added))
+        self.claims.add_handler(_handlers(add=self._pvc_added, delete=self._pvc_deleted))
 
     def start(self, workers: int) -> None:
         self.pvcs.start()
@@ -229,6 +235,8 @@ class JobController(Controller):
                 handle.cancel()
         self._inbox.pop(key, None)
         self._created.forget(key)
+        self._holds.pop(key, None)
+        self._held.discard(key)
 
     def _task_context(self, pod: Pod) -> tuple[list[Pod], int | None, int | None]:
         keys = job_pod_key(pod)
@@ -288,6 +296,12 @@ class JobController(Controller):
         jobs = self.jobs.store.by_index(CLAIM_INDEX, f"{ns}/{name}")
         for request in events.on_pvc_add(ns, name, jobs):
             self._post_request(request)
+
+    def _pvc_deleted(self, pvc: PersistentVolumeClaim) -> None:
+        # A pod held by a Terminating claim of its name (a deleted Job's) gets a fresh one now.
+        job_name = pvc.metadata.labels.get(JOB_NAME_KEY)
+        if job_name:
+            self._post_request(Request(pvc.metadata.namespace, job_name))
 
     def _command_added(self, command: Command) -> None:
         request = events.on_command(command)
@@ -375,6 +389,10 @@ class JobController(Controller):
             if job.metadata.resource_version != before:
                 superseded.add(before)
                 self._written[key] = (superseded, job)
+        if key in self._held:
+            # No watch tells when a clashing object goes (Caldera does not cache them): look.
+            self._held.discard(key)
+            return Result(requeue_after=HOLD_RECHECK)
         return None
 
     def _arm(self, key: str, token: int, delay: float) -> None:
@@ -410,7 +428,13 @@ class JobController(Controller):
 
     def _job_pods(self, job: Job) -> list[Pod]:
         key = f"{job.metadata.namespace}/{job.metadata.name}"
-        return self._created.merged(key, self.pods.store.by_index(POD_INDEX, key))
+        # By name, the index also finds a deleted namesake's pods: only this Job's count.
+        own = [
+            pod
+            for pod in self.pods.store.by_index(POD_INDEX, key)
+            if may_touch(pod.metadata, job.metadata.uid)
+        ]
+        return self._created.merged(key, own)
 
     async def _execute(self, job: Job, decision: Decision) -> Job:
         if job.metadata.deletion_timestamp:
@@ -485,16 +509,20 @@ class JobController(Controller):
             )
         pods = self._job_pods(job)
         controlled: dict[str, str] = {}
+        released: list[str] = []
         if p.kills:
-            counts = await self._kill(job, p, pods)
+            counts, released = await self._kill(job, p, pods)
         else:
             counts, controlled = await self._sync(job, pods)
         new_status = apply_plan(job, p, counts, dt.datetime.now(dt.UTC))
-        if controlled:
+        if controlled or released:
             merged = {**new_status.controlled_resources, **controlled}
+            for entry in released:  # deleted once: later kills find no record, delete nothing
+                merged.pop(entry, None)
             new_status = msgspec.structs.replace(new_status, controlled_resources=merged)
         problems = policy_problems(job)
         new_status = note_problems(new_status, problems)
+        new_status = self._note_holds(job, new_status)
         if not status_changed(job.status, new_status):
             return job
         try:
@@ -508,36 +536,58 @@ class JobController(Controller):
             self._event(job, "Warning", JobEventReason.INVALID_POLICY, problems)
         return written
 
+    def _hold(self, job: Job, reason: str, message: str) -> None:
+        key = f"{job.metadata.namespace}/{job.metadata.name}"
+        self._holds.setdefault(key, []).append((reason, message))
+
+    def _note_holds(self, job: Job, status: JobStatus) -> JobStatus:
+        """``status`` with what held the Job's pods back in this reconcile in its state message,
+        and a Warning Event per hold not already there: once per change, across restarts too
+        (the stored message carries it), never once per sync."""
+        key = f"{job.metadata.namespace}/{job.metadata.name}"
+        holds = self._holds.pop(key, [])
+        if not holds:
+            return status
+        self._held.add(key)
+        for reason, message in dict.fromkeys(holds):
+            if message not in job.status.state.message:
+                self._event(job, "Warning", reason, message)
+        return note_problems(status, held_message((m for _, m in holds), "pods held back"))
+
     # ---- kill -------------------------------------------------------------------------------
 
-    async def _kill(self, job: Job, p: Plan, pods: list[Pod]) -> PodCounts:
+    async def _kill(self, job: Job, p: Plan, pods: list[Pod]) -> tuple[PodCounts, list[str]]:
+        """Kill the plan's victims; with ``p.delete_podgroup`` also the plugins' objects and
+        the PodGroup, once and only the Job's own (``controllers.job.plugin_objects``). Returns
+        the counts and the controlledResources entries whose objects are now gone."""
         victims = kill_victims(p, pods)
         deleted = await self._delete_pods(job, victims)
+        released: list[str] = []
         if p.delete_podgroup:
             plugins = build_plugins(job)
             if plugins.ok:
-                for ref in plugins.resource_refs(job):
-                    with contextlib.suppress(NotFound):
-                        await self.ctx.client.delete(
-                            kind_for(ref.api_version, ref.kind), ref.name, namespace=ref.namespace
-                        )
-            with contextlib.suppress(NotFound):
-                await self.ctx.client.delete(
-                    PODGROUP, podgroup_name(job), namespace=job.metadata.namespace
-                )
-        return count_pods(pods, deleted=deleted)
+                released = await delete_objects(self.ctx.client, job, plugins)
+            ns = job.metadata.namespace
+            pg = self.podgroups.store.get(f"{ns}/{podgroup_name(job)}")
+            # The cache is the record here: a PodGroup gone from it is not deleted again.
+            if pg is not None and may_touch(pg.metadata, job.metadata.uid):
+                with contextlib.suppress(NotFound, Conflict):
+                    await self.ctx.client.delete(
+                        PODGROUP, pg.metadata.name, namespace=ns, uid=pg.metadata.uid
+                    )
+        return count_pods(pods, deleted=deleted), released
 
     async def _delete_pods(self, job: Job, victims: Iterable[Pod]) -> list[str]:
         async def one(pod: Pod) -> str | None:
             ns, name = pod.metadata.namespace, pod.metadata.name
             try:
                 # Marked first: events of a pod being killed are ignored (Volcano v1.14).
-                await self.ctx.client.patch(
-                    POD,
-                    name,
-                    {"metadata": {"annotations": {CONTROLLER_OUT_OF_SYNC_KEY: "true"}}},
-                    namespace=ns,
-                )
+                # The uid makes the patch conditional: a replaced pod is not marked.
+                mark = {
+                    "uid": pod.metadata.uid,
+                    "annotations": {CONTROLLER_OUT_OF_SYNC_KEY: "true"},
+                }
+                await self.ctx.client.patch(POD, name, {"metadata": mark}, namespace=ns)
                 await self.ctx.client.delete(POD, name, namespace=ns, uid=pod.metadata.uid)
             except (NotFound, Conflict):
                 return name  # gone already, or replaced: either way not ours to count
@@ -567,7 +617,12 @@ class JobController(Controller):
             )
             return count_pods(pods), {}
         plugins = await self._with_ssh_keys(job, plugins)
-        await self._ensure_plugin_resources(job, plugins)
+        clashes = await ensure_objects(self.ctx.client, job, plugins)
+        if clashes or plugins.needs_ssh_key_pair:
+            # A pod would mount, or resolve through, an object that is not the Job's own.
+            for clash in clashes:
+                self._hold(job, JobEventReason.PLUGIN_ERROR, clash)
+            return count_pods(pods), plugins.controlled_resources(job)
         if not await self._ensure_job_volumes(job):
             return count_pods(pods), plugins.controlled_resources(job)
         pg = await self._ensure_podgroup(job)
@@ -585,30 +640,13 @@ class JobController(Controller):
     async def _with_ssh_keys(self, job: Job, plugins: PluginSet) -> PluginSet:
         if not plugins.needs_ssh_key_pair:
             return plugins
-        pair = None
-        with contextlib.suppress(NotFound):
-            secret = await self.ctx.client.get(
-                SECRET, secret_name(job), namespace=job.metadata.namespace
-            )
-            pair = key_pair_from_secret(secret.data)
+        pair, clash = await own_key_pair(self.ctx.client, job)
+        if clash:
+            self._hold(job, JobEventReason.PLUGIN_ERROR, clash)
+            return plugins  # without keys: the Secret is not the Job's, no pod is made
         if pair is None:
             pair = await asyncio.to_thread(generate_key_pair)
         return plugins.with_ssh_key_pair(pair)
-
-    async def _ensure_plugin_resources(self, job: Job, plugins: PluginSet) -> None:
-        for obj in plugins.resources(job):
-            kind = kind_for(obj["apiVersion"], obj["kind"])
-            meta = obj["metadata"]
-            try:
-                await self.ctx.client.create(kind, obj, namespace=meta["namespace"])
-            except AlreadyExists:
-                if plugins.update_on_change(obj):
-                    patch = {
-                        k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata")
-                    }
-                    await self.ctx.client.patch(
-                        kind, meta["name"], patch, namespace=meta["namespace"]
-                    )
 
     async def _ensure_job_volumes(self, job: Job) -> bool:
         """PVCs of job-level volumes: an existing claim must exist; a claim template gets a
@@ -632,7 +670,11 @@ class JobController(Controller):
                     },
                     "spec": volume.volume_claim,
                 }
-                await self.pvcs.ensure(f"{ns}/{job.metadata.name}", pvc)
+                try:
+                    await self.pvcs.ensure(f"{ns}/{job.metadata.name}", pvc)
+                except ClaimUnusableError as exc:
+                    self._hold(job, JobEventReason.PVC_ERROR, str(exc))
+                    return False
                 entry["volumeClaimName"] = name
                 changed = True
             elif name:
@@ -704,7 +746,7 @@ class JobController(Controller):
             async with gate:
                 try:
                     for pvc in planned.pvcs:
-                        await self.pvcs.ensure(owner, pvc)
+                        await self._ensure_claim(job, owner, pvc)
                     pod = plugins.on_pod_create(job, planned.pod, task.name, slot.index)
                     made = await self.ctx.client.create(POD, pod, namespace=job.metadata.namespace)
                     cached = self.pods.store.get(f"{made.metadata.namespace}/{made.metadata.name}")
@@ -712,6 +754,9 @@ class JobController(Controller):
                         self._created.remember(owner, made)  # until the watch brings it
                 except AlreadyExists:
                     return slot
+                except ClaimUnusableError as exc:
+                    self._hold(job, JobEventReason.PVC_ERROR, f"pod {slot.name}: {exc}")
+                    return None
                 except Invalid as exc:
                     raise PodRejectedError(f"pod {slot.name}: {exc.message}") from exc
                 except ApiError as exc:
@@ -726,6 +771,19 @@ class JobController(Controller):
 
         results = await asyncio.gather(*(one(s) for s in slots))
         return [slot for slot in results if slot is not None]
+
+    async def _ensure_claim(self, job: Job, owner: str, pvc: dict[str, Any]) -> None:
+        """The pod's claim exists and is the Job's own and alive, or ClaimUnusableError. A
+        cached claim is judged without a request; an unseen one goes to the PVC creator (whose
+        409 path reads and judges it the same way)."""
+        meta = pvc["metadata"]
+        cached = self.claims.store.get(f"{meta['namespace']}/{meta['name']}")
+        if cached is not None:
+            problem = claim_problem(cached, job.metadata.uid)
+            if problem is not None:
+                raise problem
+            return
+        await self.pvcs.ensure(owner, pvc)
 
 
 def _handlers(**funcs: Any) -> HandlerFuncs[Any]:

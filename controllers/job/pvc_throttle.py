@@ -6,8 +6,11 @@ of PVCs. Every PVC the job controller needs goes through one ``PvcCreator`` per 
 - one token bucket (``--pvc-create-qps``, ``--pvc-create-burst``) paces all creations;
 - requests queue per job and jobs are served round-robin, one PVC each in turn, so a
   1,000-replica job cannot starve a 2-replica one that arrived later;
-- a failed creation is retried with exponential backoff (AlreadyExists counts as done: names are
-  deterministic, so it is ours from an earlier attempt) without blocking the other jobs;
+- a failed creation is retried with exponential backoff without blocking the other jobs;
+- AlreadyExists counts as done only when the existing claim is the Job's own and alive (names
+  are deterministic: a deleted Job's Terminating claims, or a StatefulSet's, may hold the name):
+  another owner's claim, or one being deleted, fails the request with ``ClaimUnusableError``
+  and is left alone;
 - callers await the result of their own PVC, so a pod is created only after its PVC exists.
 
 ``FairQueue`` is the pure round-robin part; ``PvcCreator`` drives it with the client.
@@ -24,12 +27,63 @@ from typing import Any, Generic, TypeVar
 
 import structlog
 
+from caldera.api.core import PersistentVolumeClaim
 from caldera.api.kinds import PVC
+from caldera.api.ownership import ClaimUse, claim_use
 from caldera.kube.client import KubeClient
-from caldera.kube.errors import AlreadyExists, ApiConnectionError, ApiError, Forbidden, Invalid
+from caldera.kube.errors import (
+    AlreadyExists,
+    ApiConnectionError,
+    ApiError,
+    Forbidden,
+    Invalid,
+    NotFound,
+)
 from caldera.ratelimit import TokenBucket, jittered_backoff
 
 T = TypeVar("T")
+
+
+class ClaimUnusableError(Exception):
+    """A claim of the wanted name exists and may not be used: another owner's, or Terminating.
+    The message names the claim and says what happens; ``use`` tells which."""
+
+    def __init__(self, message: str, use: ClaimUse) -> None:
+        super().__init__(message)
+        self.use = use
+
+
+def claim_problem(claim: PersistentVolumeClaim, owner_uid: str) -> ClaimUnusableError | None:
+    """Why the existing ``claim`` may not be used by the Job of ``owner_uid``, or None. Pure."""
+    use = claim_use(claim.metadata, owner_uid)
+    name = claim.metadata.name
+    if use is ClaimUse.FOREIGN and claim.metadata.deletion_timestamp:
+        # A deleted namesake Job's claim on its way out: wait for it, never mount it.
+        return ClaimUnusableError(
+            f"PersistentVolumeClaim/{name} belongs to another owner and is being deleted; the "
+            "pod that needs it waits and a fresh claim is made once it is gone",
+            use,
+        )
+    if use is ClaimUse.FOREIGN:
+        return ClaimUnusableError(
+            f"PersistentVolumeClaim/{name} exists and is not controlled by this Job; Caldera "
+            "leaves it alone and the pod that needs it is not created (rename or delete it)",
+            use,
+        )
+    if use is ClaimUse.TERMINATING:
+        return ClaimUnusableError(
+            f"PersistentVolumeClaim/{name} is being deleted; the pod that needs it waits and a "
+            "fresh claim is made once it is gone",
+            use,
+        )
+    return None
+
+
+def _owner_uid(body: dict[str, Any]) -> str:
+    for ref in body.get("metadata", {}).get("ownerReferences") or ():
+        if ref.get("controller"):
+            return str(ref.get("uid") or "")
+    return ""
 
 
 class FairQueue(Generic[T]):
@@ -88,6 +142,7 @@ class PvcCreator:
         backoff_cap: float = 60.0,
         on_created: Callable[[str, str], None] | None = None,  # (owner, pvc name); for metrics
         create: Callable[[dict[str, Any]], Awaitable[object]] | None = None,  # seam for tests
+        get: Callable[[str, str], Awaitable[PersistentVolumeClaim]] | None = None,  # (ns, name)
     ) -> None:
         self._bucket = TokenBucket(qps, burst)
         self._queue: FairQueue[_Request] = FairQueue()
@@ -96,6 +151,7 @@ class PvcCreator:
         self._backoff = (backoff_base, backoff_cap)
         self._on_created = on_created
         self._create = create or (lambda body: client.create(PVC, body))
+        self._get = get or (lambda ns, name: client.get(PVC, name, namespace=ns))
         self._log = structlog.get_logger("pvc-creator")
         self._task: asyncio.Task[None] | None = None
         self._retries: set[asyncio.Task[None]] = set()
@@ -116,7 +172,8 @@ class PvcCreator:
 
     def submit(self, owner: str, body: dict[str, Any]) -> asyncio.Future[None]:
         """Queue one PVC for ``owner`` (a job key); the future resolves once it exists and
-        raises if it cannot be created (Invalid, Forbidden, or retries exhausted)."""
+        raises if it cannot be created (Invalid, Forbidden, or retries exhausted) or the claim
+        of its name may not be used (``ClaimUnusableError``)."""
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._queue.push(owner, _Request(body, done))
         self._wake.set()
@@ -139,29 +196,42 @@ class PvcCreator:
     async def _attempt(self, owner: str, request: _Request) -> None:
         name = request.body.get("metadata", {}).get("name", "?")
         try:
-            await self._create(request.body)
-        except AlreadyExists:
-            pass
+            try:
+                await self._create(request.body)
+            except AlreadyExists:
+                meta = request.body.get("metadata", {})
+                existing = await self._get(str(meta.get("namespace", "")), str(name))
+                problem = claim_problem(existing, _owner_uid(request.body))
+                if problem is not None:
+                    _resolve(request.done, problem)
+                    return
+        except NotFound as exc:  # the claim went between the 409 and the read: create again
+            self._retry(owner, request, exc)
+            return
         except (Invalid, Forbidden) as exc:
             # Retrying cannot fix these: the user (or the cluster admin) must.
             _resolve(request.done, exc)
             return
         except (ApiError, ApiConnectionError, TimeoutError) as exc:
-            request.attempt += 1
-            if request.attempt >= self._max_attempts:
-                _resolve(request.done, exc)
-                return
-            delay = jittered_backoff(request.attempt - 1, *self._backoff)
-            self._log.warning(
-                "PVC creation failed, retrying", pvc=name, error=str(exc), retry_in=round(delay, 2)
-            )
-            retry = asyncio.create_task(self._requeue_later(owner, request, delay))
-            self._retries.add(retry)
-            retry.add_done_callback(self._retries.discard)
+            self._retry(owner, request, exc)
             return
         if self._on_created is not None:
             self._on_created(owner, name)
         _resolve(request.done, None)
+
+    def _retry(self, owner: str, request: _Request, exc: Exception) -> None:
+        name = request.body.get("metadata", {}).get("name", "?")
+        request.attempt += 1
+        if request.attempt >= self._max_attempts:
+            _resolve(request.done, exc)
+            return
+        delay = jittered_backoff(request.attempt - 1, *self._backoff)
+        self._log.warning(
+            "PVC creation failed, retrying", pvc=name, error=str(exc), retry_in=round(delay, 2)
+        )
+        retry = asyncio.create_task(self._requeue_later(owner, request, delay))
+        self._retries.add(retry)
+        retry.add_done_callback(self._retries.discard)
 
     async def _requeue_later(self, owner: str, request: _Request, delay: float) -> None:
         await asyncio.sleep(delay)
@@ -178,4 +248,4 @@ def _resolve(future: asyncio.Future[None], error: BaseException | None) -> None:
         future.set_exception(error)
 
 
-__all__ = ["FairQueue", "PvcCreator"]
+__all__ = ["ClaimUnusableError", "FairQueue", "PvcCreator", "claim_problem"]
