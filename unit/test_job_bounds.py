@@ -26,6 +26,7 @@ from caldera.api.volcano import (
     LifecyclePolicy,
     TaskSpec,
 )
+from controllers.job import sync
 from controllers.job.bounds import hold_status, limits_problem, svc_problem
 from controllers.job.pods import build_pod, build_podgroup, priority_lookup
 from controllers.job.state import OVER_LIMITS, Step, apply_plan, plan
@@ -112,6 +113,19 @@ def test_lazy_plan_equals_the_eager_one(replicas: list[int], names: list[str]) -
     assert {s.name for s in got.create} == create
     assert {p.metadata.name for p in got.delete} == delete
     assert got.missing == missing
+
+
+@given(
+    replicas=st.integers(0, 40),
+    name=st.one_of(
+        st.from_regex(r"j-w-[0-9]{1,3}", fullmatch=True),
+        st.text(alphabet="jw-0123456789+_ \uff11", max_size=8),
+    ),
+)
+def test_parsed_slots_equal_the_listed_ones(replicas: int, name: str) -> None:
+    """Tasks over the slot cache's size parse pod names: the same answer as the listed slots."""
+    listed = {f"j-w-{i}": i for i in range(replicas)}
+    assert sync._slot_index(name, "j-w-", replicas) == listed.get(name)
 
 
 # --- held Jobs --------------------------------------------------------------------------------

@@ -15,9 +15,11 @@ An import-linter contract keeps this module free of I/O (docs/architecture.md).
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Final
 
 from caldera.api.core import Pod, PodPhase
@@ -68,6 +70,35 @@ def _task_prefix(job_name: str, task_name: str) -> str:
     return pod_name(job_name, task_name, 0)[:-1]
 
 
+# Tasks of at most this many replicas keep their slots in a small cache: a Job is synced on
+# each of its pods' events, and a dict lookup is ten times quicker than parsing the name.
+# Bigger tasks parse (O(1) each) and compute their missing slots as they are taken; the cache
+# holds at most 256 x 1,000 slots whatever the specs say.
+_CACHED_SLOTS: Final = 1000
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_slots(prefix: str, task: str, replicas: int) -> Mapping[str, PodSlot]:
+    return MappingProxyType(
+        {(name := f"{prefix}{index}"): PodSlot(task, index, name) for index in range(replicas)}
+    )
+
+
+def _task_slots(prefix: str, task: str, replicas: int) -> Mapping[str, PodSlot] | None:
+    """The task's slots by pod name when the task is small enough to cache them, else None."""
+    return _cached_slots(prefix, task, replicas) if replicas <= _CACHED_SLOTS else None
+
+
+def _index_of(
+    name: str, prefix: str, replicas: int, slots: Mapping[str, PodSlot] | None
+) -> int | None:
+    """The slot index of pod `name` in its task, or None (from `_task_slots` when given)."""
+    if slots is None:
+        return _slot_index(name, prefix, replicas)
+    slot = slots.get(name)
+    return None if slot is None else slot.index
+
+
 def dependency_ready(job: Job, task_name: str, pods_by_name: Mapping[str, Pod]) -> bool:
     """Whether task `task_name` is ready for the tasks depending on it: its pods
     `<job>-<task>-<i>` (i < replicas) that are Succeeded, or Running with every container Ready,
@@ -77,10 +108,11 @@ def dependency_ready(job: Job, task_name: str, pods_by_name: Mapping[str, Pod]) 
     for task in job.spec.tasks:
         if task.name == task_name:
             prefix = _task_prefix(job.metadata.name, task.name)
+            slots = _task_slots(prefix, task.name, task.replicas)
             ready = sum(
                 1
                 for name, pod in pods_by_name.items()
-                if _slot_index(name, prefix, task.replicas) is not None and _pod_is_ready(pod)
+                if _index_of(name, prefix, task.replicas, slots) is not None and _pod_is_ready(pod)
             )
             return ready >= task_min_available(task)
     return False
@@ -184,9 +216,14 @@ def plan_sync(
     for task in job.spec.tasks:
         replicas = max(task.replicas, 0)
         prefix = _task_prefix(job.metadata.name, task.name)
+        slots = _task_slots(prefix, task.name, replicas)
         have: set[int] = set()
         for name, pod in pods_by_task.get(task.name, {}).items():
-            index = _slot_index(name, prefix, replicas)
+            if slots is None:
+                index = _slot_index(name, prefix, replicas)
+            else:  # inline: this loop runs per pod on every pod event
+                slot = slots.get(name)
+                index = None if slot is None else slot.index
             if index is not None:
                 have.add(index)
             if is_terminating(pod):
@@ -201,7 +238,11 @@ def plan_sync(
             waiting.append(task.name)
             continue
         room = create_limit - len(create)
-        create.extend(itertools.islice(_missing_slots(prefix, task.name, replicas, have), room))
+        if slots is not None:
+            absent: Iterator[PodSlot] = (s for s in slots.values() if s.index not in have)
+        else:
+            absent = _missing_slots(prefix, task.name, replicas, have)
+        create.extend(itertools.islice(absent, room))
         more = more or task_missing > room
     return SyncPlan(
         create=tuple(create),
