@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from caldera.api.core import Container, Pod, PodSpec, ResourceRequirements
@@ -206,10 +207,14 @@ def test_bare_pod_is_owned_by_itself_and_queues_default() -> None:
 
 
 def _existing(
-    min_member: int = 3, resources: dict[str, str | int | float] | None = None
+    min_member: int = 3,
+    resources: dict[str, str | int | float] | None = None,
+    owners: tuple[OwnerReference, ...] = (RS_REF,),
 ) -> PodGroup:
     return PodGroup(
-        metadata=ObjectMeta(name="podgroup-rs-uid", namespace="ns", uid="pg-uid"),
+        metadata=ObjectMeta(
+            name="podgroup-rs-uid", namespace="ns", uid="pg-uid", owner_references=owners
+        ),
         spec=PodGroupSpec(
             min_member=min_member,
             min_resources=resources if resources is not None else {"cpu": "1500m", "memory": "3Gi"},
@@ -286,6 +291,33 @@ def test_plan_scaled_to_zero_deletes(existing: PodGroup | None) -> None:
         name="podgroup-rs-uid", pods=[_pod("a")], owner=_owner(THREE, replicas=0), existing=existing
     )
     assert result == Plan(delete=existing is not None)
+
+
+@pytest.mark.parametrize(
+    "owners",
+    [(), (msgspec.structs.replace(RS_REF, uid="someone-else"),)],
+    ids=["no owner", "another owner"],
+)
+def test_plan_leaves_a_podgroup_its_owner_does_not_control_alone(
+    owners: tuple[OwnerReference, ...],
+) -> None:
+    """A PodGroup of the group's name that the owner does not control (made first by someone
+    else) is neither patched, joined (no pod annotated), nor deleted at scale to zero; the plan
+    says why, naming it."""
+    foreign = _existing(min_member=9, owners=owners)
+    pods = [_pod("a")]
+    result = plan(name="podgroup-rs-uid", pods=pods, owner=_owner(THREE), existing=foreign)
+    assert (result.create, result.spec_patch, result.delete, result.annotate) == (
+        None,
+        None,
+        False,
+        (),
+    )
+    assert result.foreign.startswith("PodGroup/podgroup-rs-uid exists and is not controlled by")
+    zero = plan(
+        name="podgroup-rs-uid", pods=pods, owner=_owner(THREE, replicas=0), existing=foreign
+    )
+    assert not zero.delete
 
 
 def test_plan_without_pods_does_nothing() -> None:

@@ -104,6 +104,9 @@ class PodGroupController(Controller):
         involved = ObjectReference(
             api_version=PODGROUP.api_version, kind=PODGROUP.kind, namespace=namespace, name=name
         )
+        if todo.foreign:
+            self.ctx.recorder.record(involved, "Warning", "FailedCreate", todo.foreign)
+            return None
         if (todo.create or todo.spec_patch) and todo.warnings:
             for warning in todo.warnings:
                 self.ctx.recorder.record(involved, "Warning", "InvalidAnnotation", warning)

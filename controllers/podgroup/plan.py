@@ -20,6 +20,7 @@ import msgspec
 
 from caldera.api.core import Pod
 from caldera.api.meta import ObjectMeta, OwnerReference, ResourceList, controller_of
+from caldera.api.ownership import clash_message, may_touch
 from caldera.api.quantity import QuantityError
 from caldera.api.resources import Resources, pod_requests
 from caldera.api.volcano import (
@@ -76,6 +77,7 @@ class Plan:
     delete: bool = False
     annotate: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
+    foreign: str = ""  # the PodGroup of the name is not the owner's: left alone, why
 
 
 def group_name(pod: Pod) -> str:
@@ -203,9 +205,11 @@ def plan(*, name: str, pods: Sequence[Pod], owner: Owner | None, existing: PodGr
     - A missing PodGroup is created when a pod still needs one.
     - An existing one follows its owner: minMember and minResources are updated when the owner's
       annotations (or the pods' requests) change.
+    - An existing one the owner (or the bare pod) does not control is never patched, deleted or
+      joined: ``foreign`` says why.
     """
     if owner is not None and owner.replicas == 0:
-        return Plan(delete=existing is not None)
+        return Plan(delete=existing is not None and may_touch(existing.metadata, owner.uid))
     members = [p for p in pods if named_group(p) in (None, name)]
     pending = sorted(
         (p for p in members if named_group(p) is None), key=_newest_first, reverse=True
@@ -214,6 +218,12 @@ def plan(*, name: str, pods: Sequence[Pod], owner: Owner | None, existing: PodGr
     if sample is None:
         return Plan()
     desired, warnings = desired_podgroup(name, sample, owner)
+    controller = controller_of(desired.metadata)
+    if existing is not None and (
+        controller is None or not may_touch(existing.metadata, controller.uid)
+    ):
+        who = f"{controller.kind} {controller.name}" if controller else "its pods' owner"
+        return Plan(foreign=clash_message("PodGroup", name, who))
     annotate = tuple(p.metadata.name for p in pending)
     if existing is None:
         if not pending:
