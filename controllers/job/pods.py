@@ -4,6 +4,8 @@
 Names are deterministic so that reconciles are idempotent: pod ``<job>-<task>-<index>``, PodGroup
 ``<job>-<job uid>``, PVC ``<template>-<pod>``, job-level volume ``<job>-<digest of its mount
 path>`` (Volcano draws a random suffix; a digest names the same volume on every reconcile).
+Anyone can make such a name first, so an existing object is the Job's only if its controller
+reference carries the Job's UID (``caldera.api.ownership``); the I/O layer checks that.
 Pods are plain dicts built from the task's pod template, which is passed on whole.
 """
 

@@ -15,18 +15,23 @@ How the job controller's I/O layer uses it (everything here is pure; the caller 
     # once per sync of the Job (never per pod), before pods are created:
     if plugins.needs_ssh_key_pair:
         secret = GET Secret ssh.secret_name(job) in the Job's namespace (None on 404)
+        a Secret the Job does not control is a clash: its keys are never read
         pair = key_pair_from_secret(secret.data) if secret else None
         if pair is None:
             pair = await asyncio.to_thread(generate_key_pair)   # ~50-100 ms of CPU
         plugins = plugins.with_ssh_key_pair(pair)
     for obj in plugins.resources(job):
-        POST it; on 409, PATCH its data only if plugins.update_on_change(obj) (the svc
-        hosts ConfigMap, which follows scaling), else leave the existing object alone
+        POST it; on 409 GET it: another owner's object is a clash (a Warning Event, no pod
+        is made, the object is left alone); the Job's own is PATCHed (with its uid) only if
+        plugins.update_on_change(obj) (the svc hosts ConfigMap, which follows scaling)
     status.controlledResources |= plugins.controlled_resources(job)
     for each missing pod:
         pod = plugins.on_pod_create(job, build_pod(job, task, index).pod, task.name, index)
-    on job kill/delete: for ref in plugins.resource_refs(job): DELETE, 404 is success
-        (the ownerReferences let Kubernetes' GC collect them anyway when the Job goes)
+    on a kill that ends the PodGroup, once, for the plugins controlledResources records: for
+        ref in plugin.resource_refs(job): GET, DELETE with its uid if the Job controls it; the
+        entries are dropped (the ownerReferences let Kubernetes' GC collect them anyway)
+
+``controllers.job.plugin_objects`` is that I/O, and ``caldera.api.ownership`` the rule.
 
 Reusing the existing Secret's pair keeps the keys stable across reconciles, and the key pair is
 the only non-deterministic input: with the same Job and pair, every call returns equal objects.
