@@ -212,6 +212,14 @@ class ControllersSettings(ProcessSettings):
         "path of Volcano's controller configuration whose networkTopologyDiscovery label "
         "source the hypernode controller runs; empty: no discovery (nodeCount is still kept)",
     )
+    queue_command_namespaces: tuple[str, ...] = _opt(
+        (),
+        "namespaces whose Commands may open or close any Queue without a check, "
+        "comma-separated (give rights to create Commands there only to queue administrators); "
+        "a queue Command elsewhere runs only if the webhook stamped its requester and a "
+        "SubjectAccessReview says that requester may update the queue now; empty: the "
+        "controllers' own namespace ($POD_NAMESPACE), none when unset",
+    )
 
     def validate(self) -> None:
         super().validate()
@@ -232,6 +240,14 @@ class ControllersSettings(ProcessSettings):
     def scheduler_names(self) -> tuple[str, ...]:
         """The names in ``scheduler_name``, in order, blanks and surrounding spaces dropped."""
         return split_names(self.scheduler_name)
+
+    def trusted_command_namespaces(self, environ: Mapping[str, str]) -> frozenset[str]:
+        """The namespaces whose queue Commands run unchecked: ``queue_command_namespaces``, or
+        the pod's namespace when that is empty (none outside a pod)."""
+        if self.queue_command_namespaces:
+            return frozenset(self.queue_command_namespaces)
+        own = environ.get("POD_NAMESPACE", "")
+        return frozenset({own}) if own else frozenset()
 
     @property
     def chosen_controllers(self) -> tuple[str, ...]:
@@ -389,6 +405,8 @@ WEBHOOK_PATHS = (
     "/cronjobs/validate",
     "/jobflows/validate",
     "/hypernodes/validate",
+    "/commands/mutate",
+    "/commands/validate",
 )
 
 

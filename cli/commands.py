@@ -304,10 +304,20 @@ def _queue(sub: Subparsers) -> None:
         "open, close or re-weight a queue",
         "cli.queue:operate_queue",
         description="open and close create an OpenQueue / CloseQueue Command; update sets the "
-        "weight.",
+        "weight. The queue controller runs the Command only for those who may update the queue "
+        "(the webhook checks and stamps the creator), or when it sits in a namespace the "
+        "controllers trust with queue Commands (--namespace: the release namespace by default).",
     )
     add_name_args(p, "queue", "queues", flag="-n")
     p.add_argument("-a", "--action", default="", help="open, close or update")
+    p.add_argument(
+        "--namespace",
+        dest="command_namespace",
+        default="default",
+        metavar="NAMESPACE",
+        help="the namespace of the Command open and close create (default: default, as vcctl; "
+        "-n is the queue's name)",
+    )
     p.add_argument("-w", "--weight", type=int, default=0, help="the new weight (update)")
 
     p = _subcommand(

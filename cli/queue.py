@@ -3,8 +3,12 @@
 
 Counts (Inqueue, Pending, Running, Unknown, Completed) are computed from PodGroups, as vcctl does
 since Volcano v1.11 stopped writing them to the queue status. ``operate -a open|close`` creates an
-OpenQueue / CloseQueue Command (in namespace ``default``, as vcctl does) that the queue controller
-consumes; ``-a update`` merge-patches the weight.
+OpenQueue / CloseQueue Command (in namespace ``default``, as vcctl does, or ``--namespace``) that
+the queue controller consumes; ``-a update`` merge-patches the weight. The Command runs only for
+those who may update the queue: the webhook checks and stamps its creator, and the controller
+checks the stamp again unless the Command sits in a namespace it trusts with queue Commands (the
+release namespace by default; docs/reliability.md, "Queue Commands"). An administrator whose
+cluster has no Caldera webhook creates it there with ``--namespace``.
 
 Beyond vcctl: ``-o json|yaml|wide``; ``wide`` adds each queue's deserved resources, what it is
 allocated, and its share (the largest allocated/deserved ratio), computed with the scheduler's own
@@ -35,8 +39,6 @@ from cli.cluster import (
 from cli.commands import need_name
 from cli.errors import CliError
 
-# Queue Commands are namespaced; vcctl puts them in "default".
-COMMAND_NAMESPACE = "default"
 OPERATE_ACTIONS = {"open": Action.OPEN_QUEUE, "close": Action.CLOSE_QUEUE}
 
 
@@ -108,7 +110,8 @@ def operate_queue(args: argparse.Namespace) -> int:
             return 0
         queue = await get_object(client, QUEUE, name)
         target = controller_ref(QUEUE, queue.metadata.name, queue.metadata.uid)
-        command = await create_command(client, COMMAND_NAMESPACE, OPERATE_ACTIONS[action], target)
+        namespace: str = args.command_namespace
+        command = await create_command(client, namespace, OPERATE_ACTIONS[action], target)
         print(f"{action} queue {name}: command {command} ({OPERATE_ACTIONS[action]}) created")
         return 0
 

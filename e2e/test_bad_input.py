@@ -42,13 +42,17 @@ async def _ready(proc: CalderaProcess) -> bool:
 
 @pytest.fixture
 async def processes(
-    cluster: Cluster, crds: Path, tmp_path: Path
+    cluster: Cluster, crds: Path, tmp_path: Path, namespace: str
 ) -> AsyncIterator[list[CalderaProcess]]:
-    """`caldera controllers` (every controller) and `caldera scheduler`, ready; both must exit
+    """`caldera controllers` (every controller; the test's namespace trusted with queue
+    Commands, which no webhook stamps here) and `caldera scheduler`, ready; both must exit
     cleanly at the end."""
     procs = [
         CalderaProcess(
-            "controllers", ["--leader-elect=false"], kubeconfig=cluster.kubeconfig, log_dir=tmp_path
+            "controllers",
+            ["--leader-elect=false", f"--queue-command-namespaces={namespace}"],
+            kubeconfig=cluster.kubeconfig,
+            log_dir=tmp_path,
         ),
         CalderaProcess(
             "scheduler",

@@ -66,7 +66,13 @@ SETTINGS: dict[str, type[ProcessSettings]] = {
 # Matches no object: the installed webhook configurations point at a Service without a running
 # pod, and with failurePolicy Fail they would refuse every Job, Queue and Pod of the test.
 NO_ADMISSION = {
-    "webhook": {"admission": {"objectSelector": {"matchLabels": {"caldera.io/e2e-never": "x"}}}}
+    "webhook": {
+        "admission": {
+            "objectSelector": {"matchLabels": {"caldera.io/e2e-never": "x"}},
+            # The Command webhooks ignore the objectSelector; no namespace has this label.
+            "namespaceSelectorExpressions": [{"key": "caldera.io/e2e-never", "operator": "Exists"}],
+        }
+    }
 }
 
 

@@ -415,10 +415,12 @@ async def test_suspend_and_resume_create_vcctls_commands(
 
 @pytest.fixture
 def controllers(cluster: Cluster, crds: Path, tmp_path: Path) -> Iterator[CalderaProcess]:
-    """``caldera controllers --controllers=job,queue`` for one test; it must exit cleanly."""
+    """``caldera controllers --controllers=job,queue`` for one test, trusting namespace default
+    with queue Commands (where ``caldera queue operate`` puts them; no webhook stamps them
+    here); it must exit cleanly."""
     proc = CalderaProcess(
         "controllers",
-        ["--controllers=job,queue", "--leader-elect=false"],
+        ["--controllers=job,queue", "--leader-elect=false", "--queue-command-namespaces=default"],
         kubeconfig=cluster.kubeconfig,
         log_dir=tmp_path,
     )

@@ -24,10 +24,17 @@ __all__ = ["scheduled"]  # a fixture used by name
 
 
 @pytest.fixture
-def controllers(cluster: Cluster, crds: Path, tmp_path: Path) -> Iterator[CalderaProcess]:
+def controllers(
+    cluster: Cluster, crds: Path, tmp_path: Path, namespace: str
+) -> Iterator[CalderaProcess]:
+    # No webhook stamps Commands here: the test's namespace is trusted with queue Commands.
     proc = CalderaProcess(
         "controllers",
-        ["--controllers=job,queue,command", "--leader-elect=false"],
+        [
+            "--controllers=job,queue,command",
+            "--leader-elect=false",
+            f"--queue-command-namespaces={namespace}",
+        ],
         kubeconfig=cluster.kubeconfig,
         log_dir=tmp_path,
     )

@@ -6,8 +6,9 @@ token or certificate reached their logs or the Events.
 The workload touches every controller and the scheduler's writes: a Job with the svc, ssh and
 env plugins that completes and is collected by its TTL; the same Job as the one step of a JobFlow
 (from a JobTemplate) deleted once the flow succeeded; a running Job aborted and resumed by
-Commands; a Queue closed and opened by Commands; a standalone PodGroup. Everything is created
-by the admin through the API server, so the webhook admits it as in production (its
+Commands; a Queue closed and opened by Commands (the webhook and the queue controller each ask a
+SubjectAccessReview whether the requester may update it); a standalone PodGroup. Everything is
+created by the admin through the API server, so the webhook admits it as in production (its
 configurations match only this test's namespace and queue).
 
 ``pytest -s`` prints the rights table and the grants the run did not use; the chaos run makes
@@ -308,6 +309,9 @@ async def test_each_process_uses_only_what_its_role_grants(
     # The audit saw the writes, not only the informers' lists and watches.
     for process, right in WRITES.items():
         assert right in {row.right for row in comparisons[process].rows}, (process, right)
+    access = Right("authorization.k8s.io", "subjectaccessreviews", "create")
+    for process in ("controllers", "webhook"):  # the queue Commands' checks
+        assert access in {row.right for row in comparisons[process].rows}, (process, access)
     ungranted = [row for c in comparisons.values() for row in c.ungranted]
     assert not ungranted, ungranted
     # The processes watch every namespace of this worker's control plane, where other tests'

@@ -19,6 +19,7 @@ from caldera.api.kinds import COMMAND, EVENT, PODGROUP, QUEUE
 from caldera.api.volcano import Queue
 from caldera.kube.client import KubeClient
 from caldera.kube.errors import NotFound
+from caldera.settings import ControllersSettings
 from controllers.queue.controller import QueueController
 from controllers.runtime import ControllerContext
 from e2e.caldera_process import CalderaProcess
@@ -42,8 +43,13 @@ async def queues(kube: KubeClient, crds: Path) -> AsyncIterator[list[str]]:
 
 
 @pytest.fixture
-async def controller(kube: KubeClient, crds: Path) -> AsyncIterator[ControllerContext]:
-    async with run_controllers(kube, QueueController) as ctx:
+async def controller(
+    kube: KubeClient, crds: Path, namespace: str
+) -> AsyncIterator[ControllerContext]:
+    """The queue controller, trusting the test's namespace with queue Commands (no webhook
+    stamps them here)."""
+    settings = ControllersSettings(leader_elect=False, queue_command_namespaces=(namespace,))
+    async with run_controllers(kube, QueueController, settings=settings) as ctx:
         yield ctx
 
 

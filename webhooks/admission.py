@@ -31,6 +31,7 @@ __all__ = [
     "Operation",
     "PatchOp",
     "Presence",
+    "UserInfo",
     "Verdict",
     "add",
     "apply_patch",
@@ -58,6 +59,15 @@ class GroupVersionKind(msgspec.Struct, frozen=True, kw_only=True):
     kind: str = ""
 
 
+class UserInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """request.userInfo: who sent the request, as the API server authenticated them."""
+
+    username: str = ""
+    uid: str = ""
+    groups: tuple[str, ...] = ()
+    extra: dict[str, tuple[str, ...]] = msgspec.field(default_factory=dict)
+
+
 class AdmissionRequest(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """The fields of request Caldera reads; the objects stay raw JSON until a handler decodes
     them with the model of its kind."""
@@ -72,6 +82,7 @@ class AdmissionRequest(msgspec.Struct, frozen=True, kw_only=True, rename="camel"
     object: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
     old_object: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
     dry_run: bool = False
+    user_info: UserInfo = UserInfo()
 
     @property
     def raw_object(self) -> msgspec.Raw | None:

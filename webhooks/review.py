@@ -7,6 +7,12 @@ path's kind, calls the pure mutate/validate functions of `webhooks.jobs`, `cronj
 aiohttp server only reads the body, calls it, and writes what it returns; tests and the benchmark
 call it directly.
 
+One path needs an answer from the API server: /commands/validate asks, for a Command that opens
+or closes a Queue, whether the requester may update that queue (`webhooks.commands`). Its rule
+returns a `Question` instead of a verdict; `review_async` sends the question with the function it
+is given and decides from the answer, and the server calls that. `review` stays synchronous for
+every other path, and answers such a question with an error (no one to ask).
+
 Failure modes, none of which raises:
 - not JSON, a wrong content type, an empty body, no `request`: HTTP 400 with an errored
   AdmissionReview (uid echoed when known);
@@ -20,17 +26,19 @@ Failure modes, none of which raises:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
 import msgspec
 import structlog
 
+from caldera.api.authz import SubjectAccessReview, SubjectAccessReviewStatus
 from caldera.api.core import POD_DECODER
 from caldera.api.flow import JOBFLOW_DECODER, JobFlow
 from caldera.api.topology import HYPERNODE_DECODER
 from caldera.api.volcano import (
+    COMMAND_DECODER,
     CRONJOB_DECODER,
     JOB_DECODER,
     PODGROUP_DECODER,
@@ -46,6 +54,12 @@ from webhooks.admission import (
     Verdict,
     encode_response,
 )
+from webhooks.commands import (
+    Question,
+    mutate_command,
+    validate_command_create,
+    validate_command_update,
+)
 from webhooks.cronjobs import validate_cronjob
 from webhooks.hypernodes import validate_hypernode
 from webhooks.jobflows import review_jobflow
@@ -55,7 +69,14 @@ from webhooks.pods import validate_pod
 from webhooks.queues import QueueRules, mutate_queue, validate_queue
 from webhooks.view import ClusterView
 
-__all__ = ["Admission", "AdmissionOptions", "Answer", "decode_response"]
+__all__ = [
+    "AccessCheck",
+    "Admission",
+    "AdmissionOptions",
+    "Answer",
+    "Pending",
+    "decode_response",
+]
 
 T = TypeVar("T")
 log = structlog.get_logger("webhook")
@@ -129,7 +150,19 @@ def _verdict(message: str) -> Verdict:
     return Verdict.deny(message) if message else Verdict.allow()
 
 
-Rule = Callable[[AdmissionRequest], Verdict]
+Rule = Callable[[AdmissionRequest], "Verdict | Question"]
+AccessCheck = Callable[[SubjectAccessReview], Awaitable[SubjectAccessReviewStatus]]
+"""Sends a SubjectAccessReview to the API server and returns its status (the server's edge)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """A request whose verdict waits for the answer to `question`."""
+
+    path: str
+    uid: str
+    operation: str
+    question: Question
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +197,8 @@ class Admission:
             "/hypernodes/validate": _Route(
                 "topology.volcano.sh", "HyperNode", self._validate_hypernode
             ),
+            "/commands/mutate": _Route("bus.volcano.sh", "Command", self._mutate_command),
+            "/commands/validate": _Route("bus.volcano.sh", "Command", self._validate_command),
         }
         self.routes = {p: r for p, r in routes.items() if paths is None or p in paths}
 
@@ -245,10 +280,66 @@ class Admission:
         hypernode = _decode(HYPERNODE_DECODER, req.raw_object, "object")
         return _verdict(validate_hypernode(hypernode, self.cluster))
 
+    def _mutate_command(self, req: AdmissionRequest) -> Verdict:
+        if req.operation != Operation.CREATE:
+            return Verdict.allow()
+        command = _decode(COMMAND_DECODER, req.raw_object, "object")
+        return Verdict.allow(mutate_command(command, req.user_info))
+
+    def _validate_command(self, req: AdmissionRequest) -> Verdict | Question:
+        if req.operation == Operation.CREATE:
+            command = _decode(COMMAND_DECODER, req.raw_object, "object")
+            return validate_command_create(command, req.user_info)
+        if req.operation == Operation.UPDATE:
+            new = _decode(COMMAND_DECODER, req.raw_object, "object")
+            old = _decode(COMMAND_DECODER, req.raw_old_object, "oldObject")
+            return _verdict(validate_command_update(old, new))
+        return Verdict.allow()
+
     # --- the protocol ---------------------------------------------------------------------------
 
     def review(self, path: str, content_type: str, body: bytes) -> Answer:
-        """Answer one AdmissionReview POSTed to `path`; never raises."""
+        """Answer one AdmissionReview POSTed to `path`; never raises. A request that needs an
+        access check is refused here (code 500): `review_async` is the one that can ask."""
+        step = self.begin(path, content_type, body)
+        if isinstance(step, Answer):
+            return step
+        message = f"{path} needs an access check and no API server to ask"
+        return self.finish(step, Verdict(False, message=message, code=500))
+
+    async def review_async(
+        self, path: str, content_type: str, body: bytes, ask: AccessCheck
+    ) -> Answer:
+        """Answer one AdmissionReview, asking the API server with ``ask`` when a rule needs
+        it; never raises (a failed question refuses with code 500, the details logged)."""
+        step = self.begin(path, content_type, body)
+        if isinstance(step, Answer):
+            return step
+        try:
+            status = await ask(step.question.review)
+        except Exception:
+            log.exception("access check failed", path=path, uid=step.uid)
+            message = (
+                f"the webhook could not ask the API server whether {step.question.about}; try again"
+            )
+            return self.finish(step, Verdict(False, message=message, code=500))
+        return self.finish(step, self._decided(step, status))
+
+    @staticmethod
+    def _decided(step: Pending, status: SubjectAccessReviewStatus) -> Verdict:
+        try:
+            return step.question.decide(status)
+        except Exception:  # a bug in a rule must cost one refusal, not the server
+            log.exception("admission rule failed", path=step.path, uid=step.uid)
+            return Verdict(False, message=f"internal error in {step.path}", code=500)
+
+    @staticmethod
+    def finish(step: Pending, verdict: Verdict) -> Answer:
+        """The answer to a pending request, once decided."""
+        return Answer(200, encode_response(step.uid, verdict), step.operation, verdict.result)
+
+    def begin(self, path: str, content_type: str, body: bytes) -> Answer | Pending:
+        """The answer to a request, or what it waits for (see `review_async`)."""
         if content_type != "application/json":
             return self._bad(f"expected Content-Type application/json, got {content_type!r}")
         if not body:
@@ -273,7 +364,10 @@ class Admission:
             )
         else:
             try:
-                verdict = route.rule(req)
+                outcome = route.rule(req)
+                if isinstance(outcome, Question):
+                    return Pending(path, req.uid, req.operation or "-", outcome)
+                verdict = outcome
             except _BadObjectError as exc:
                 verdict = Verdict.deny(str(exc))
             except Exception as exc:  # a bug in a rule must cost one refusal, not the server

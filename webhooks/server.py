@@ -38,6 +38,7 @@ import structlog
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from caldera.api.authz import SubjectAccessReview, SubjectAccessReviewStatus
 from caldera.api.kinds import HYPERNODE, NAMESPACE, QUEUE
 from caldera.api.volcano import Queue
 from caldera.kube.client import KubeClient
@@ -47,10 +48,11 @@ from caldera.obs.server import HealthServer
 from caldera.process import StartupError, connect, stop_on_signals
 from caldera.settings import WebhookSettings
 from informers.factory import SharedInformerFactory
+from webhooks.access import access_check
 from webhooks.admission import Verdict, encode_response
 from webhooks.lookups import InformerView
 from webhooks.queues import QueueRules
-from webhooks.review import Admission, AdmissionOptions
+from webhooks.review import AccessCheck, Admission, AdmissionOptions
 from webhooks.selfcert import ensure_pair, keep_ca_registered, register_ca, write_files
 from webhooks.view import QUEUE_PARENT_INDEX, queue_parent
 
@@ -108,6 +110,7 @@ ADMISSION_KEY: Final = web.AppKey("admission", Admission)
 METRICS_KEY: Final = web.AppKey("metrics", WebhookMetrics)
 GATE_KEY: Final = web.AppKey("gate", _ReadyGate)
 READ_TIMEOUT_KEY: Final = web.AppKey("read_timeout", float)
+ACCESS_KEY: Final[web.AppKey[AccessCheck]] = web.AppKey("access")
 BODY_READ_TIMEOUT: Final = 10.0  # seconds a client may take to send a review's body
 
 
@@ -131,7 +134,9 @@ async def _admit(request: web.Request) -> web.Response:
         verdict = Verdict(False, message="the webhook's queue cache has not synced yet", code=503)
         metrics.requests.labels(path=path, operation="-", result="error").inc()
         return web.Response(body=encode_response("", verdict), content_type="application/json")
-    answer = app[ADMISSION_KEY].review(path, request.content_type, body)
+    answer = await app[ADMISSION_KEY].review_async(
+        path, request.content_type, body, app[ACCESS_KEY]
+    )
     metrics.requests.labels(path=path, operation=answer.operation, result=answer.result).inc()
     metrics.latency.labels(path=path).observe(time.perf_counter() - started)
     return web.Response(status=answer.status, body=answer.body, content_type="application/json")
@@ -145,10 +150,13 @@ def build_app(
     factory: SharedInformerFactory | None = None,  # None: the view needs no cache (tests, bench)
     cache_sync_timeout: float = 5.0,
     read_timeout: float = BODY_READ_TIMEOUT,
+    access: AccessCheck | None = None,  # None: no API server to ask (tests, bench)
 ) -> web.Application:
     """The aiohttp application answering AdmissionReviews on every path of `admission`; a body
-    that takes longer than `read_timeout` seconds to arrive is answered 408."""
+    that takes longer than `read_timeout` seconds to arrive is answered 408. ``access`` sends
+    the SubjectAccessReviews of /commands/validate."""
     app = web.Application(client_max_size=client_max_size)
+    app[ACCESS_KEY] = access or _no_access
     app[READ_TIMEOUT_KEY] = read_timeout
     app[ADMISSION_KEY] = admission
     app[METRICS_KEY] = metrics
@@ -156,6 +164,10 @@ def build_app(
     for path in admission.routes:
         app.router.add_post(path, _admit)
     return app
+
+
+async def _no_access(review: SubjectAccessReview) -> SubjectAccessReviewStatus:
+    raise RuntimeError("this webhook was started without an API client to ask")
 
 
 class CertificateReloader:
@@ -360,6 +372,7 @@ async def _run_connected(
         client_max_size=settings.client_max_size,
         factory=factory,
         cache_sync_timeout=settings.cache_sync_timeout,
+        access=access_check(client),
     )
     health = HealthServer(registry, host=settings.listen_address, port=settings.metrics_port)
     health.add_readiness_check("not-stopping", lambda: not stopping.is_set())

@@ -3,6 +3,11 @@
 Keys. A Queue is cluster-scoped, so its key is its bare name; a Command is namespaced, so its key
 is "namespace/name". One work queue carries both and the slash tells them apart.
 
+Who may have a queue Command run (``controllers.queue.access``): a Command in a trusted namespace
+(``--queue-command-namespaces``), or one whose stamped requester a SubjectAccessReview, asked
+before the delete, allows to update the queue. Any other is deleted with a Warning Event
+``CommandForbidden`` on it, and the queue is left alone. Volcano runs every queue Command.
+
 Commands run at most once, as in Volcano: the controller deletes the Command first (with a UID
 precondition, so of two workers or replicas only one wins), then records the action for the target
 queue in memory and queues the queue's key. The queue's reconcile takes the action and applies it;
@@ -29,10 +34,12 @@ The root and default queues are created when missing (at start and whenever one 
 from __future__ import annotations
 
 import datetime as dt
+import os
 from typing import Any, Final
 
 import msgspec
 
+from caldera.api.authz import SUBJECT_ACCESS_REVIEW
 from caldera.api.kinds import COMMAND, PODGROUP, QUEUE
 from caldera.api.meta import ObjectMeta, ObjectReference, format_time, parse_time
 from caldera.api.stored import UNKNOWN_TARGET, not_found, queue_spec_errors
@@ -47,6 +54,7 @@ from caldera.api.volcano import (
     QueueSpec,
 )
 from caldera.kube.errors import AlreadyExists, Conflict, NotFound
+from controllers.queue.access import FORBIDDEN, Ask, Refuse, access_answer, command_access
 from controllers.queue.badinput import INVALID_SPEC, podgroup_conditions, queue_conditions
 from controllers.queue.metrics import QueueMetrics, count_phases
 from controllers.queue.state import (
@@ -95,6 +103,7 @@ class QueueController(Controller):
         self.queue_metrics = QueueMetrics(ctx.registry)
         # Actions of deleted Commands waiting for their queue's reconcile (see module docstring).
         self._pending: dict[str, Action] = {}
+        self.trusted = ctx.settings.trusted_command_namespaces(os.environ)
 
     def setup(self) -> None:
         self.queues = self.ctx.informers.informer(QUEUE)
@@ -153,12 +162,29 @@ class QueueController(Controller):
         if command is None or command.target is None:
             return
         namespace, name = split_key(key)
+        # Asked before the delete: a failed question raises and is retried, the Command kept.
+        access = command_access(command, self.trusted)
+        if isinstance(access, Ask):
+            answer = await self.ctx.client.create(SUBJECT_ACCESS_REVIEW, access.review)
+            access = access_answer(command, access.requester, answer.status)
         try:
             await self.ctx.client.delete(
                 COMMAND, name, namespace=namespace, uid=command.metadata.uid
             )
         except (NotFound, Conflict):
             return  # someone else took it: each command runs at most once
+        if isinstance(access, Refuse):
+            ref = ObjectReference(
+                api_version=command.api_version,
+                kind=command.kind,
+                namespace=namespace or "",
+                name=name,
+                uid=command.metadata.uid,
+            )
+            message = f"Command {name} was removed: {access.reason}"
+            self.ctx.recorder.record(ref, "Warning", FORBIDDEN, message)
+            self.log.warning("queue command refused", target=command.target.name, why=access.reason)
+            return
         target = command.target.name
         cached = self.queues.store.get(target)
         involved = (

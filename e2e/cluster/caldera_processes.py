@@ -33,6 +33,7 @@ MUTATING = (
         "podgroups",
         ["CREATE"],
     ),
+    ("mutatecommand", "/commands/mutate", "bus.volcano.sh", "v1alpha1", "commands", ["CREATE"]),
 )
 VALIDATING = (
     ("validatejob", "/jobs/validate", "batch.volcano.sh", "v1alpha1", "jobs", ["CREATE", "UPDATE"]),
@@ -75,6 +76,14 @@ VALIDATING = (
         "topology.volcano.sh",
         "v1alpha1",
         "hypernodes",
+        ["CREATE", "UPDATE"],
+    ),
+    (
+        "validatecommand",
+        "/commands/validate",
+        "bus.volcano.sh",
+        "v1alpha1",
+        "commands",
         ["CREATE", "UPDATE"],
     ),
 )
