@@ -451,6 +451,35 @@ def test_pod_webhook_is_scoped_to_calderas_scheduler_names(helm: str, tmp_path: 
     assert "matchConditions" not in pods
 
 
+def test_command_webhooks_never_fail_open(helm: str, tmp_path: Path) -> None:
+    """The Command webhooks (the requester's stamp and check on queue Commands) keep
+    failurePolicy Fail and match Commands whatever objectSelector the values set; the namespace
+    selectors, which only administrators control, apply to them as to the others."""
+    admission = {
+        "failurePolicy": "Ignore",
+        "objectSelector": {"matchLabels": {"team": "a"}},
+        "excludeNamespaces": ["monitoring"],
+    }
+    objects = render(helm, tmp_path, {"webhook": {"admission": admission}})
+    hooks = {
+        h["name"]: h
+        for kind, suffix in (("Mutating", "mutate"), ("Validating", "validate"))
+        for h in find(objects, f"{kind}WebhookConfiguration", f"{FULLNAME}-{suffix}")["webhooks"]
+    }
+    commands = {n: h for n, h in hooks.items() if n.endswith("command.caldera.io")}
+    assert set(commands) == {"mutatecommand.caldera.io", "validatecommand.caldera.io"}
+    assert commands["mutatecommand.caldera.io"]["rules"][0]["operations"] == ["CREATE"]
+    assert commands["validatecommand.caldera.io"]["rules"][0]["operations"] == ["CREATE", "UPDATE"]
+    for hook in commands.values():
+        assert hook["failurePolicy"] == "Fail"
+        assert "objectSelector" not in hook
+        assert hook["rules"][0]["resources"] == ["commands"]
+        (expr,) = hook["namespaceSelector"]["matchExpressions"]
+        assert set(expr["values"]) == {NAMESPACE, "kube-system", "monitoring"}
+    others = [h for n, h in hooks.items() if n not in commands]
+    assert all(h["failurePolicy"] == "Ignore" and "objectSelector" in h for h in others)
+
+
 def test_priority_class_and_crd_check_rules(helm: str, tmp_path: Path) -> None:
     """Every process runs as system-cluster-critical by default (empty: none); the controllers
     may read exactly Caldera's CRDs and the scheduler the PodGroup and Queue CRDs (the start-up
