@@ -4,12 +4,14 @@ Start-up: load the serving certificate and connect to the API server (one clear 
 if either fails), start the queue (and, for /podgroups/mutate, namespace) informers, serve
 ``/metrics``, ``/healthz`` and ``/readyz`` on the metrics port (ready once the caches have
 synced), and answer AdmissionReviews on the HTTPS port. No leader election: every replica
-answers, because every answer is a pure function of the request and the cache.
+answers, because every answer is a pure function of the request, the cache and, for a queue
+Command only, the API server's answer to a SubjectAccessReview (``webhooks.access``).
 
 A request that arrives before the caches have synced waits for them up to
 ``cache_sync_timeout`` (an empty cache would refuse every job as "queue not found"),
 then gets an error answer. Lookups never call the API server, so they cannot deadlock with a
-``failurePolicy: Fail`` webhook.
+``failurePolicy: Fail`` webhook; nor can the SubjectAccessReview, which the API server answers
+without calling admission webhooks.
 
 Certificates: a guarded background task looks at the modification time and size of the
 certificate and key files every ``cert_reload_interval`` seconds and, when they change, loads
