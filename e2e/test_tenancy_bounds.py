@@ -44,10 +44,10 @@ TOKEN = secrets.token_hex(3)
 RSS_BOUND_MB = 300  # the controllers' resident memory while they hold the Job
 HOLD_WINDOW = 20.0  # seconds the held Job is watched (the issue saw 3.2 GB after 30 s)
 JOBS_CRD = CRD_DIR / "batch.volcano.sh_jobs.yaml"
-REPLICAS_MAXIMUM = (
-    "/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/tasks/items/properties/"
-    "replicas/maximum"
-)
+_TASK = "/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/tasks/items/properties"
+# The Job CRD's bounds a task's replicas meet (the mutating webhook copies replicas into
+# minAvailable): removed for a while to store a Job as before the bounds.
+TASK_MAXIMA = (f"{_TASK}/replicas/maximum", f"{_TASK}/minAvailable/maximum")
 
 
 @dataclass(frozen=True)
@@ -232,22 +232,22 @@ async def _warnings(kube: KubeClient, namespace: str, name: str, reason: str) ->
     return [e for e in listed.items if e.reason == reason and e.type == "Warning"]
 
 
-async def test_a_stored_job_over_the_bounds_is_held_and_the_controllers_stay_small(
-    cluster: Cluster, setup: Setup, kube: KubeClient, namespace: str
-) -> None:
-    """Stored without the webhook (a namespace it does not watch) and without the schema's
-    bound (the Job CRD as before the bounds): held with the field named, no pod, no PodGroup,
-    one Warning Event; the controllers' memory stays bounded and a Job beside it completes."""
-    before = _rss_mb(setup.controllers)
+async def _store_over_the_bounds(
+    cluster: Cluster, kube: KubeClient, namespace: str, body: dict[str, Any], tenant: Setup | None
+) -> str:
+    """Create `body` (2,000,000 replicas) as an administrator with the Job CRD's task
+    `maximum`s removed for the while (the CRD as before the bounds), then put the CRD back. With
+    `tenant`, the tenant submits the same Job meanwhile: the webhook's refusal is returned."""
+    refusal = ""
     run_kubectl(
         cluster.kubeconfig, "patch", "crd", "jobs.batch.volcano.sh", "--type=json",
-        "-p", json.dumps([{"op": "remove", "path": REPLICAS_MAXIMUM}]),
+        "-p", json.dumps([{"op": "remove", "path": path} for path in TASK_MAXIMA]),
     )  # fmt: skip
     try:
 
         async def stored() -> bool:
             try:
-                await kube.create(JOB, HUGE, namespace=namespace)
+                await kube.create(JOB, body, namespace=namespace)
             except ApiError as exc:
                 if "less than or equal to" in exc.message:
                     return False  # the API server still validates with the bounded schema
@@ -255,10 +255,28 @@ async def test_a_stored_job_over_the_bounds_is_held_and_the_controllers_stay_sma
             return True
 
         await eventually(stored, timeout=30, what="the Job CRD without its replicas bound")
+        if tenant is not None:
+            options = ClientOptions(qps=100, burst=100)
+            async with KubeClient.from_kubeconfig(tenant.tenant_kubeconfig, options=options) as t:
+                refusal = await _refusal(t, HUGE, tenant.tenant_namespace)
     finally:
         run_kubectl(
             cluster.kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", str(JOBS_CRD)
         )
+    return refusal
+
+
+async def test_a_stored_job_over_the_bounds_is_held_and_the_controllers_stay_small(
+    cluster: Cluster, setup: Setup, kube: KubeClient, namespace: str
+) -> None:
+    """Stored without the webhook (a namespace it does not watch) and without the schema's
+    bound (the Job CRD as before the bounds): held with the field named, no pod, no PodGroup,
+    one Warning Event; the controllers' memory stays bounded and a Job beside it completes.
+    Meanwhile the tenant's same Job, which the schema no longer refuses, is refused by the
+    webhook with its own message."""
+    before = _rss_mb(setup.controllers)
+    refusal = await _store_over_the_bounds(cluster, kube, namespace, HUGE, setup)
+    assert refusal.endswith("spec.tasks[0].replicas: must be at most 10000 (got 2000000)"), refusal
     good = task("w", 2, run_for="2s", exit_code=0)
     await kube.create(JOB, job("good", [good]), namespace=namespace)
     field = "spec.tasks[0].replicas: must be at most 10000 (got 2000000)"
@@ -308,3 +326,106 @@ async def test_a_stored_svc_job_a_service_cannot_be_named_after_is_ended_once(
     assert len(warnings) == 1, warnings
     assert "DNS-1035" in warnings[0].message
     assert warnings[0].count in (0, 1)
+
+
+def _frozen_status_policy(namespace: str) -> list[dict[str, Any]]:
+    """A ValidatingAdmissionPolicy that refuses (422, as a schema would) every status write of
+    the Jobs labelled `caldera.io/e2e-frozen` in `namespace`, and every write of those labelled
+    `caldera.io/e2e-probe` (to see that it is in force): an API server without CRD validation
+    ratcheting (Kubernetes before 1.30) answers so to a status write of a Job its schema now
+    refuses."""
+    name = f"tb-{TOKEN}-frozen-status"
+    labels = "has(object.metadata.labels) && '{0}' in object.metadata.labels"
+    return [
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": name},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "resourceRules": [
+                        {
+                            "apiGroups": ["batch.volcano.sh"],
+                            "apiVersions": ["*"],
+                            "operations": ["CREATE", "UPDATE"],
+                            "resources": ["jobs", "jobs/status"],
+                        }
+                    ]
+                },
+                "validations": [
+                    {
+                        "expression": "!(has(request.subResource) && "
+                        "request.subResource == 'status' && "
+                        f"{labels.format('caldera.io/e2e-frozen')})",
+                        "message": "spec: no ratcheting (the status write is refused)",
+                        "reason": "Invalid",
+                    },
+                    {
+                        "expression": f"!({labels.format('caldera.io/e2e-probe')})",
+                        "message": "the frozen-status policy is in force",
+                        "reason": "Invalid",
+                    },
+                ],
+            },
+        },
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": name},
+            "spec": {
+                "policyName": name,
+                "validationActions": ["Deny"],
+                "matchResources": {
+                    "namespaceSelector": {"matchLabels": {"caldera.io/e2e": namespace}}
+                },
+            },
+        },
+    ]
+
+
+async def test_a_held_job_whose_status_cannot_be_written_is_told_once(
+    cluster: Cluster, setup: Setup, kube: KubeClient, namespace: str
+) -> None:
+    """Kubernetes 1.27 to 1.29 (no CRD validation ratcheting) refuse the held Job's status
+    write, as its spec is over the schema's new bound: the controller holds it all the same,
+    with one Warning Event and no retry loop (no `retry limit reached`, no pod)."""
+    policy = _frozen_status_policy(namespace)
+    _apply(cluster, *policy)
+    try:
+        probe = {**job("probe", [task("w", 1)]), "metadata": {"name": "probe"}}
+        probe["metadata"]["labels"] = {"caldera.io/e2e-probe": "true"}
+
+        async def in_force() -> bool:
+            try:
+                await kube.create(JOB, probe, namespace=namespace)
+            except ApiError as exc:
+                return "frozen-status policy is in force" in exc.message
+            await kube.delete(JOB, "probe", namespace=namespace)
+            return False
+
+        await eventually(in_force, timeout=30, what="the ValidatingAdmissionPolicy")
+        frozen = job("frozen", [task("w", 2_000_000)], minAvailable=1)
+        frozen["metadata"]["labels"] = {"caldera.io/e2e-frozen": "true"}
+        await _store_over_the_bounds(cluster, kube, namespace, frozen, None)
+
+        async def told() -> list[Any] | None:
+            return await _warnings(kube, namespace, "frozen", "SpecOverLimits") or None
+
+        await eventually(told, timeout=60, what="the SpecOverLimits Event")
+        await asyncio.sleep(5)  # a retry loop would show meanwhile
+        warnings = await _warnings(kube, namespace, "frozen", "SpecOverLimits")
+        assert len(warnings) == 1, warnings
+        assert warnings[0].count in (0, 1)
+        assert not await _warnings(kube, namespace, "frozen", "ExecuteAction")
+        stored = await kube.get(JOB, "frozen", namespace=namespace)
+        assert stored.status.state.phase == ""  # never written
+        pods = await kube.list(POD, namespace=namespace)
+        assert not [p for p in pods.items if p.metadata.name.startswith("frozen-")]
+        assert setup.controllers.proc.poll() is None
+    finally:
+        for obj in reversed(policy):
+            run_kubectl(
+                cluster.kubeconfig, "delete", obj["kind"].lower(), obj["metadata"]["name"],
+                "--ignore-not-found",
+            )  # fmt: skip

@@ -95,8 +95,9 @@ def _template_errors(path: str, template: Mapping[str, Any]) -> Iterator[str]:
 
 def _task_errors(path: str, task: TaskSpec) -> Iterator[str]:
     if task.replicas > MAX_TASK_REPLICAS:
+        # minAvailable is not said too: the webhook's defaulting copies replicas into it
         yield at_most(f"{path}.replicas", MAX_TASK_REPLICAS, task.replicas)
-    if task.min_available is not None and task.min_available > MAX_TASK_REPLICAS:
+    elif task.min_available is not None and task.min_available > MAX_TASK_REPLICAS:
         yield at_most(f"{path}.minAvailable", MAX_TASK_REPLICAS, task.min_available)
     yield from _count(f"{path}.policies", task.policies, MAX_POLICIES)
     if task.depends_on is not None:

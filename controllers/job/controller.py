@@ -164,6 +164,9 @@ class JobController(Controller):
         # a stale copy that would only earn a 409.
         self._written: dict[str, tuple[set[str], Job]] = {}
         self._created = CreatedPods()  # pods created, not yet in the cache
+        # uid -> message of Jobs held over the bounds whose status the API server refused to
+        # write (no CRD validation ratcheting before Kubernetes 1.30): their Event is told once.
+        self._held_unwritten: dict[str, str] = {}
         # key -> (Event reason, message): what held the Job's pods back in this reconcile (an
         # object of a wanted name that is not the Job's own); see `_note_holds`.
         self._holds: dict[str, list[tuple[str, str]]] = {}
@@ -237,6 +240,7 @@ class JobController(Controller):
         self._created.forget(key)
         self._holds.pop(key, None)
         self._held.discard(key)
+        self._held_unwritten.pop(job.metadata.uid, None)
 
     def _task_context(self, pod: Pod) -> tuple[list[Pod], int | None, int | None]:
         keys = job_pod_key(pod)
@@ -464,9 +468,17 @@ class JobController(Controller):
         status = hold_status(job.status, problem, dt.datetime.now(dt.UTC))
         if status is job.status:
             return job
-        written = await self.ctx.client.update_status(
-            JOB, msgspec.structs.replace(job, status=status)
-        )
+        try:
+            written = await self.ctx.client.update_status(
+                JOB, msgspec.structs.replace(job, status=status)
+            )
+        except Invalid:
+            # An API server without CRD validation ratcheting (Kubernetes before 1.30) refuses
+            # every write of an object its schema now refuses: held all the same, told once.
+            if self._held_unwritten.get(job.metadata.uid) == problem:
+                return job
+            self._held_unwritten[job.metadata.uid] = problem
+            written = job
         self._event(job, "Warning", OVER_LIMITS, problem)
         return written
 
