@@ -124,7 +124,8 @@ class ProcessSettings:
     )
     renew_deadline: float = _opt(
         10.0,
-        "seconds the leader keeps trying to renew before it gives up leadership",
+        "seconds after its last successful renewal that a leader stops writing and gives up "
+        "leadership",
         volcano=("--leader-elect-renew-deadline",),
         seconds=True,
     )
@@ -438,7 +439,11 @@ class WebhookSettings(ProcessSettings):
     cert_dns_names: tuple[str, ...] = _opt(
         (), "names (or IP addresses) the self-made certificate is for, comma-separated"
     )
-    cert_validity_days: int = _opt(3650, "validity of the self-made CA and certificate (days)")
+    cert_validity_days: int = _opt(
+        3650,
+        "validity of the self-made CA and certificate (days); the running webhook renews them "
+        "two thirds into it",
+    )
     webhook_configurations: tuple[str, ...] = _opt(
         (),
         "Mutating and ValidatingWebhookConfigurations whose caBundle the webhook sets to the "
@@ -451,9 +456,44 @@ class WebhookSettings(ProcessSettings):
         repeatable=True,
     )
     client_max_size: int = _opt(
-        7 * 1024 * 1024,
-        "largest AdmissionReview accepted, in bytes (controller-runtime's 7 MiB: an object of "
-        "etcd's maximum 1.5 MiB, plus its old version, plus the review's overhead)",
+        5 * 1024 * 1024,
+        "largest AdmissionReview accepted, in bytes (5 MiB: an object of the API server's "
+        "largest request body, 3 MiB, plus its stored old version, at most etcd's 1.5 MiB, "
+        "plus the review's overhead); larger is refused from its Content-Length, unread",
+    )
+    max_connections: int = _opt(
+        2000,
+        "open connections (TLS handshakes included); more are closed at once, those open keep "
+        "working (each costs about 60 KiB)",
+    )
+    max_in_flight: int = _opt(
+        256, "reviews being read or decided at once; more are answered 429 without being read"
+    )
+    max_large_in_flight: int = _opt(
+        16,
+        "reviews above 64 KiB (or of unknown length) being read or decided at once; more are "
+        "answered 429 (their bodies together hold at most this times client_max_size)",
+    )
+    header_timeout: float = _opt(
+        10.0,
+        "seconds for a TLS handshake, and for a request's headers from its first byte; the "
+        "connection is closed when they run out",
+        seconds=True,
+    )
+    body_timeout: float = _opt(
+        10.0, "seconds for a review's body once its headers arrived (then 408)", seconds=True
+    )
+    idle_timeout: float = _opt(
+        120.0,
+        "seconds an open connection may carry no request before it is closed (longer than the "
+        "API server's 90 s, so the client closes first)",
+        seconds=True,
+    )
+    shutdown_delay: float = _opt(
+        5.0,
+        "seconds between SIGTERM and closing the listener: readiness is false and reviews are "
+        "still answered while the Service's endpoints drop the pod",
+        seconds=True,
     )
     enabled_admission: tuple[str, ...] = _opt(
         WEBHOOK_PATHS, "admission paths served, comma-separated; others answer 404"
@@ -485,6 +525,14 @@ class WebhookSettings(ProcessSettings):
             raise SettingsError("scheduler_name must name at least one scheduler")
         if self.client_max_size < 64 * 1024:
             raise SettingsError("client_max_size must be at least 65536 bytes")
+        for name in ("max_connections", "max_in_flight", "max_large_in_flight"):
+            if getattr(self, name) < 1:
+                raise SettingsError(f"{name} must be at least 1")
+        for name in ("header_timeout", "body_timeout", "idle_timeout"):
+            if not getattr(self, name) > 0:
+                raise SettingsError(f"{name} must be a number of seconds > 0")
+        if not self.shutdown_delay >= 0:
+            raise SettingsError("shutdown_delay must be 0 or more seconds")
         if self.max_queue_depth < 1:
             raise SettingsError("max_queue_depth must be at least 1")
         if self.cert_reload_interval <= 0 or self.cache_sync_timeout <= 0:
@@ -493,8 +541,8 @@ class WebhookSettings(ProcessSettings):
             raise SettingsError(
                 "cert_secret needs cert_dns_names: the names the certificate is for"
             )
-        if self.cert_validity_days < 31:
-            raise SettingsError("cert_validity_days must be at least 31 (renewed 30 days early)")
+        if self.cert_validity_days < 1:
+            raise SettingsError("cert_validity_days must be at least 1")
 
     @property
     def scheduler_names(self) -> tuple[str, ...]:

@@ -15,6 +15,7 @@ restarts it as a candidate).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import structlog
 from prometheus_client import CollectorRegistry
@@ -142,6 +143,10 @@ async def _run_connected(
         )
         if not all(results):
             log.warning("grace period over; reconciles still in flight were cancelled")
+        # Before the Lease is released (and the fence closes): the reconciles' last Events.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(5):
+                await recorder.flush()
 
     code = 0
     try:

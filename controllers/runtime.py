@@ -7,6 +7,8 @@ it needs from the shared cache, decides with pure functions, and writes. The out
 - return ``None`` or ``Result()``: done; the key's failure count is reset;
 - return ``Result(requeue_after=s)``: done for now, look again in ``s`` (> 0) seconds;
 - raise ``TerminalError``: a permanent failure; logged and counted, never retried;
+- a write dropped by the leader's fence (``FencedError``): the Lease may have passed; the queue
+  shuts down and nothing is retried (the elector ends the work);
 - raise anything else: a transient failure; retried with per-key exponential backoff.
 
 The queue never hands one key to two workers, so a reconcile never races itself. Workers start

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import structlog
 
@@ -73,6 +74,10 @@ async def run(settings: SchedulerSettings) -> int:
 
         async def lead() -> None:
             await loop.run(stopping)
+            # Before the Lease is released (and the fence closes): the session's last Events.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(5):
+                    await recorder.flush()
 
         code = 0
         try:

@@ -19,6 +19,7 @@ from prometheus_client import CollectorRegistry
 
 from caldera.api.meta import ObjectMeta, OwnerReference
 from caldera.api.volcano import Job, Queue
+from caldera.kube.fence import FencedError
 from caldera.obs.metrics import ControllerMetrics
 from caldera.settings import ControllersSettings
 from controllers.runtime import (
@@ -215,6 +216,25 @@ async def test_terminal_error_is_not_retried(
         "caldera_controller_reconcile_errors_total", {"controller": NAME}
     )
     assert errors == 2
+
+
+async def test_a_fenced_write_stops_the_workers_instead_of_retrying(
+    controller: Scripted, registry: CollectorRegistry
+) -> None:
+    """A write dropped by the leader's fence (caldera.kube.fence) means the Lease may have
+    passed: the key is not requeued, the queue stops handing out keys, nothing spins."""
+
+    async def fenced(_key: str, _attempt: int) -> Result | None:
+        raise FencedError("POST", "/api/v1/namespaces/ns/pods", 0.5)
+
+    controller.script = fenced
+    controller.start(2)
+    controller.queue.add("ns/a")
+    await until(lambda: reconciles(registry, "fenced") == 1)
+    controller.queue.add("ns/b")
+    await asyncio.sleep(0.05)  # ten times the first backoff: a retry would have happened
+    assert len(controller.calls) == 1
+    assert reconciles(registry, "error") == 0
 
 
 async def test_a_terminal_key_is_reconciled_again_when_it_changes(

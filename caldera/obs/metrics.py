@@ -38,7 +38,8 @@ class ControllerMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.reconcile_total = Counter(
             "caldera_controller_reconcile",
-            "Reconciles by controller and result (success, requeue_after, error, terminal_error)",
+            "Reconciles by controller and result "
+            "(success, requeue_after, error, terminal_error, fenced)",
             ["controller", "result"],
             registry=registry,
         )
