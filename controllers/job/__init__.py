@@ -10,8 +10,10 @@ The pure core (Volcano's pkg/controllers/job/), kept free of I/O by an import-li
 - `controllers.job.state`: the state machine: `plan` per action and state, `kill_victims`,
   `next_phase`, `apply_plan` (state/*.go, killJob in job_controller_actions.go);
 - `controllers.job.status`: pod counting, conditions, runningDuration and change detection;
-- `controllers.job.sync`: `plan_sync`, the pods a sync creates and deletes, with the PodGroup
-  gate and dependsOn (syncJob in job_controller_actions.go);
+- `controllers.job.sync`: `plan_sync`, the pods a sync creates (at most 500, found lazily) and
+  deletes, with the PodGroup gate and dependsOn (syncJob in job_controller_actions.go);
+- `controllers.job.bounds`: the Jobs held instead of run: over the bounds of
+  `caldera.api.limits` (reason SpecOverLimits), or with a svc name no Service can take;
 - `controllers.job.pods`: the pods, PVCs and PodGroup a Job gets, with deterministic names;
 - `controllers.job.pending`: the ``PodGroupPending`` Event a Job gets while its PodGroup waits;
 - `controllers.job.plugins`: the job plugins (env, svc, ssh, tensorflow, pytorch, mpi, mxnet);
