@@ -267,6 +267,10 @@ def test_validation_error_names_the_setting_and_what_to_do(
         ({"scheduler_name": ","}, "scheduler_name must name at least one scheduler"),
         ({"client_max_size": "65535"}, "client_max_size must be at least 65536 bytes"),
         ({"max_queue_depth": "0"}, "max_queue_depth must be at least 1"),
+        ({"max_connections": "0"}, "max_connections must be at least 1"),
+        ({"max_large_in_flight": "0"}, "max_large_in_flight must be at least 1"),
+        ({"header_timeout": "0"}, "header_timeout must be a number of seconds > 0"),
+        ({"shutdown_delay": "-1"}, "shutdown_delay must be 0 or more seconds"),
         (
             {"cert_reload_interval": "0"},
             "cert_reload_interval and cache_sync_timeout must be > 0",
@@ -287,11 +291,11 @@ def test_webhook_validation_errors(given: dict[str, str], message: str) -> None:
 
 def test_webhook_defaults() -> None:
     """The webhook serves every admission path by default, needs no leader election, and
-    accepts controller-runtime's 7 MiB reviews."""
+    accepts reviews up to 5 MiB (the API server's 3 MiB body plus a stored old object)."""
     settings = parse_settings(WebhookSettings, {}, NO_ENV)
     assert settings.enabled_admission == WEBHOOK_PATHS
     assert settings.leader_elect is False
-    assert settings.client_max_size == 7 * 1024 * 1024
+    assert settings.client_max_size == 5 * 1024 * 1024
     subset = parse_settings(WebhookSettings, {"enabled_admission": "/pods/validate"}, NO_ENV)
     assert subset.enabled_admission == ("/pods/validate",)
 

@@ -13,9 +13,11 @@ from cryptography import x509
 
 from webhooks.certificate import (
     ServingPair,
+    ca_bundle,
     make_pair,
     pair_from_secret,
     pair_problem,
+    renewal_due,
     secret_data,
 )
 
@@ -48,8 +50,8 @@ def test_a_new_pair_serves_its_names(pair: ServingPair, tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("when", "names", "problem"),
     [
-        (NOW + dt.timedelta(days=3650 - 31), NAMES, None),
-        (NOW + dt.timedelta(days=3650 - 29), NAMES, "expires within 30 days"),
+        (NOW + dt.timedelta(days=3650 * 2 / 3 - 1), NAMES, None),
+        (NOW + dt.timedelta(days=3650 * 2 / 3 + 1), NAMES, "two thirds"),
         (NOW, [*NAMES, "other.svc"], "not for other.svc"),
         (NOW, ["10.0.0.1"], "not for 10.0.0.1"),
     ],
@@ -57,7 +59,7 @@ def test_a_new_pair_serves_its_names(pair: ServingPair, tmp_path: Path) -> None:
 def test_problems_of_a_held_pair(
     pair: ServingPair, when: dt.datetime, names: list[str], problem: str | None
 ) -> None:
-    """A pair near its end, or not for every name asked, is made again."""
+    """A pair two thirds into its lifetime, or not for every name asked, is made again."""
     found = pair_problem(pair, names, now=when)
     if problem is None:
         assert found is None
@@ -87,3 +89,15 @@ def test_secret_round_trip(pair: ServingPair) -> None:
     assert pair_from_secret(data) == pair
     assert pair_from_secret({k: v for k, v in data.items() if k != "ca.crt"}) is None
     assert pair_from_secret({**data, "tls.key": "not base64!"}) is None
+
+
+def test_previous_ca_round_trips_and_joins_the_bundle(pair: ServingPair) -> None:
+    """A renewed pair keeps the CA it replaced in its Secret; the bundle trusts both, and a
+    pair with none trusts its own CA only."""
+    assert ca_bundle(pair) == pair.ca_pem
+    assert pair_from_secret(secret_data(pair)) == pair
+    renewed = make_pair(NAMES, days=10, now=NOW, previous_ca_pem=pair.ca_pem)
+    assert pair_from_secret(secret_data(renewed)) == renewed
+    assert ca_bundle(renewed) == renewed.ca_pem + pair.ca_pem
+    due = renewal_due(renewed)
+    assert NOW + dt.timedelta(days=6) < due < NOW + dt.timedelta(days=7)

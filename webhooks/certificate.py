@@ -7,6 +7,11 @@ time: the first webhook replica to start makes a CA and a certificate for the Se
 keeps them in a Secret, and every replica serves that pair. This module makes and checks pairs:
 an EC P-256 CA, and a leaf for the names given (DNS names, or IP addresses for a webhook reached
 by URL), both valid for ``days``.
+
+A pair is renewed once two thirds of its lifetime have passed (``renewal_due``), inside the
+running webhook (``webhooks.selfcert.keep_certificate``). The renewed Secret keeps the previous
+CA beside the new one (``ca-previous.crt``), and the webhook configurations trust both
+(``ca_bundle``) while replicas switch from the old pair to the new.
 """
 
 from __future__ import annotations
@@ -25,19 +30,21 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 __all__ = [
-    "RENEW_BEFORE",
+    "RENEW_AFTER",
     "ServingPair",
+    "ca_bundle",
     "ca_certificate",
     "make_pair",
     "pair_from_secret",
     "pair_problem",
+    "renewal_due",
     "secret_data",
     "subject_alternative_names",
 ]
 
-# A pair this close to its end is made again (at start; the webhook restarts rarely, so the
-# margin is generous).
-RENEW_BEFORE: Final = dt.timedelta(days=30)
+# The fraction of a pair's lifetime after which it is made again: a third of it is left to
+# notice a failing renewal (cert-manager's default is the same two thirds).
+RENEW_AFTER: Final = 2 / 3
 _BACKDATE: Final = dt.timedelta(minutes=5)  # clocks of other machines may lag a little
 
 
@@ -48,6 +55,23 @@ class ServingPair:
     ca_pem: bytes
     cert_pem: bytes
     key_pem: bytes
+    previous_ca_pem: bytes = b""  # the CA of the pair this one replaced (trusted while switching)
+
+
+def ca_bundle(pair: ServingPair) -> bytes:
+    """The caBundle the webhook configurations carry for ``pair``: its CA, and the previous one
+    while replicas may still serve a certificate it signed."""
+    return pair.ca_pem + pair.previous_ca_pem
+
+
+def renewal_due(pair: ServingPair) -> dt.datetime:
+    """When ``pair`` should be made again: two thirds into the shorter lifetime of its CA and
+    certificate."""
+    ca = x509.load_pem_x509_certificate(pair.ca_pem)
+    leaf = x509.load_pem_x509_certificate(pair.cert_pem)
+    start = max(ca.not_valid_before_utc, leaf.not_valid_before_utc)
+    end = min(ca.not_valid_after_utc, leaf.not_valid_after_utc)
+    return start + (end - start) * RENEW_AFTER
 
 
 def subject_alternative_names(names: Sequence[str]) -> x509.SubjectAlternativeName:
@@ -92,8 +116,11 @@ def ca_certificate(
     )
 
 
-def make_pair(names: Sequence[str], *, days: int, now: dt.datetime) -> ServingPair:
-    """A new CA and a serving certificate for ``names``, valid ``days`` from ``now``."""
+def make_pair(
+    names: Sequence[str], *, days: float, now: dt.datetime, previous_ca_pem: bytes = b""
+) -> ServingPair:
+    """A new CA and a serving certificate for ``names``, valid ``days`` from ``now``;
+    ``previous_ca_pem``: the CA of the pair it replaces."""
     start, end = now - _BACKDATE, now + dt.timedelta(days=days)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "caldera-webhook-ca")])
@@ -119,12 +146,13 @@ def make_pair(names: Sequence[str], *, days: int, now: dt.datetime) -> ServingPa
         key_pem=key.private_bytes(
             pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
         ),
+        previous_ca_pem=previous_ca_pem,
     )
 
 
 def pair_problem(pair: ServingPair, names: Sequence[str], *, now: dt.datetime) -> str | None:
-    """Why ``pair`` cannot serve ``names`` until well after ``now`` (None: it can): unreadable,
-    a key of another certificate, not signed by the CA, a name missing, or near its end."""
+    """Why ``pair`` should not serve ``names`` at ``now`` (None: it can): unreadable, a key of
+    another certificate, not signed by the CA, a name missing, or due for renewal."""
     try:
         ca = x509.load_pem_x509_certificate(pair.ca_pem)
         leaf = x509.load_pem_x509_certificate(pair.cert_pem)
@@ -152,8 +180,8 @@ def pair_problem(pair: ServingPair, names: Sequence[str], *, now: dt.datetime) -
     missing = [n for n in names if str(_san_value(n)) not in covered]
     if missing:
         return f"the certificate is not for {', '.join(missing)}"
-    if min(leaf.not_valid_after_utc, ca.not_valid_after_utc) - now < RENEW_BEFORE:
-        return "the certificate expires within 30 days"
+    if now >= renewal_due(pair):
+        return "two thirds of the certificate's lifetime have passed"
     return None
 
 
@@ -165,18 +193,24 @@ def _san_value(name: str) -> object:
 
 
 _KEYS: Final = ("ca.crt", "tls.crt", "tls.key")
+_PREVIOUS: Final = "ca-previous.crt"
 
 
 def secret_data(pair: ServingPair) -> dict[str, str]:
-    """The ``data`` of a ``kubernetes.io/tls`` Secret holding the pair (and ``ca.crt``)."""
+    """The ``data`` of a ``kubernetes.io/tls`` Secret holding the pair (and ``ca.crt``, and
+    ``ca-previous.crt`` after a renewal)."""
     values = (pair.ca_pem, pair.cert_pem, pair.key_pem)
-    return {k: base64.b64encode(v).decode() for k, v in zip(_KEYS, values, strict=True)}
+    data = {k: base64.b64encode(v).decode() for k, v in zip(_KEYS, values, strict=True)}
+    if pair.previous_ca_pem:
+        data[_PREVIOUS] = base64.b64encode(pair.previous_ca_pem).decode()
+    return data
 
 
 def pair_from_secret(data: Mapping[str, str]) -> ServingPair | None:
     """The pair a Secret's ``data`` holds, or None when a key is missing or not base64."""
     try:
         ca, cert, key = (base64.b64decode(data[k], validate=True) for k in _KEYS)
+        previous = base64.b64decode(data.get(_PREVIOUS, ""), validate=True)
     except (KeyError, ValueError):
         return None
-    return ServingPair(ca_pem=ca, cert_pem=cert, key_pem=key)
+    return ServingPair(ca_pem=ca, cert_pem=cert, key_pem=key, previous_ca_pem=previous)

@@ -14,18 +14,21 @@ is given and decides from the answer, and the server calls that. `review` stays 
 every other path, and answers such a question with an error (no one to ask).
 
 Failure modes, none of which raises:
-- not JSON, a wrong content type, an empty body, no `request`: HTTP 400 with an errored
-  AdmissionReview (uid echoed when known);
+- not JSON, a wrong content type, an empty body, no `request`: an errored AdmissionReview;
+  HTTP 200 carrying the request's uid when the uid can be read at all (a refusal even under
+  ``failurePolicy: Ignore``), HTTP 400 only when it cannot;
 - an object of another kind than the path's, an unknown path: HTTP 200, refused with code 400;
 - an object whose fields have the wrong type (`replicas: "three"`): refused (403) with a message
   naming the field, as the API server's schema validation would;
-- a bug in a rule: logged with its traceback and refused with code 500 (the API server then
-  reports the webhook's failure), never a crashed connection.
+- a bug in a rule: refused with code 500 and a generic message carrying an error id, the
+  traceback logged under that id (never the exception's text to the client), never a crashed
+  connection.
 """
 
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
@@ -76,6 +79,8 @@ __all__ = [
     "Answer",
     "Pending",
     "decode_response",
+    "internal_error",
+    "review_uid",
 ]
 
 T = TypeVar("T")
@@ -330,8 +335,7 @@ class Admission:
         try:
             return step.question.decide(status)
         except Exception:  # a bug in a rule must cost one refusal, not the server
-            log.exception("admission rule failed", path=step.path, uid=step.uid)
-            return Verdict(False, message=f"internal error in {step.path}", code=500)
+            return internal_error(step.path, step.uid)
 
     @staticmethod
     def finish(step: Pending, verdict: Verdict) -> Answer:
@@ -341,14 +345,14 @@ class Admission:
     def begin(self, path: str, content_type: str, body: bytes) -> Answer | Pending:
         """The answer to a request, or what it waits for (see `review_async`)."""
         if content_type != "application/json":
-            return self._bad(f"expected Content-Type application/json, got {content_type!r}")
+            return self._bad(f"expected Content-Type application/json, got {content_type!r}", body)
         if not body:
             return self._bad("the request body is empty: expected an AdmissionReview")
         try:
             review = REVIEW_DECODER.decode(body)
         except (msgspec.ValidationError, msgspec.DecodeError, RecursionError) as exc:
             return self._bad(
-                "the body is not an AdmissionReview: " + _type_error_message(exc, "review")
+                "the body is not an AdmissionReview: " + _type_error_message(exc, "review"), body
             )
         req = review.request
         if req is None:
@@ -370,14 +374,50 @@ class Admission:
                 verdict = outcome
             except _BadObjectError as exc:
                 verdict = Verdict.deny(str(exc))
-            except Exception as exc:  # a bug in a rule must cost one refusal, not the server
-                log.exception("admission rule failed", path=path, uid=req.uid)
-                verdict = Verdict(False, message=f"internal error in {path}: {exc!r}", code=500)
+            except Exception:  # a bug in a rule must cost one refusal, not the server
+                verdict = internal_error(path, req.uid)
         return Answer(200, encode_response(req.uid, verdict), req.operation or "-", verdict.result)
 
     @staticmethod
-    def _bad(message: str) -> Answer:
-        return Answer(400, encode_response("", Verdict.errored(message)), "-", "error")
+    def _bad(message: str, body: bytes = b"") -> Answer:
+        """An unreadable review: refused with its uid when the uid can be read at all (HTTP 200,
+        so even ``failurePolicy: Ignore`` refuses it); HTTP 400 only when it cannot (the API
+        server then applies the failure policy: no answer can name the request)."""
+        uid = review_uid(body)
+        status = 200 if uid else 400
+        return Answer(status, encode_response(uid, Verdict.errored(message)), "-", "error")
+
+
+class _UidRequest(msgspec.Struct, frozen=True):
+    uid: str = ""
+
+
+class _UidReview(msgspec.Struct, frozen=True):
+    request: _UidRequest | None = None
+
+
+_UID_DECODER: Final = msgspec.json.Decoder(_UidReview)
+
+
+def review_uid(body: bytes) -> str:
+    """The ``request.uid`` of a review when it can be read (whatever else is wrong), or ""."""
+    try:
+        review = _UID_DECODER.decode(body)
+    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+        return ""
+    return review.request.uid if review.request is not None else ""
+
+
+def internal_error(path: str, uid: str) -> Verdict:
+    """A refusal for a bug on the webhook's side: the client sees a generic message and an id;
+    the log has the traceback under that id (called inside the ``except`` block)."""
+    error_id = uuid.uuid4().hex[:12]
+    log.exception("admission rule failed", path=path, uid=uid, error_id=error_id)
+    return Verdict(
+        False,
+        message=f"internal error in {path} (error id {error_id}; the webhook's log has details)",
+        code=500,
+    )
 
 
 def decode_response(body: bytes) -> dict[str, Any]:

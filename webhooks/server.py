@@ -33,11 +33,12 @@ import os
 import ssl
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 import structlog
 from aiohttp import web
+from aiohttp.typedefs import Handler
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from caldera.api.authz import SubjectAccessReview, SubjectAccessReviewStatus
@@ -52,14 +53,17 @@ from caldera.settings import WebhookSettings
 from informers.factory import SharedInformerFactory
 from webhooks.access import access_check
 from webhooks.admission import Verdict, encode_response
+from webhooks.listener import Listener, ListenerLimits
 from webhooks.lookups import InformerView
 from webhooks.queues import QueueRules
-from webhooks.review import AccessCheck, Admission, AdmissionOptions
-from webhooks.selfcert import ensure_pair, keep_ca_registered, register_ca, write_files
+from webhooks.review import AccessCheck, Admission, AdmissionOptions, review_uid
+from webhooks.selfcert import CertificateKeeper
 from webhooks.view import QUEUE_PARENT_INDEX, queue_parent
 
 __all__ = [
+    "LARGE_REVIEW",
     "CertificateReloader",
+    "RequestLimits",
     "WebhookMetrics",
     "WebhookServer",
     "build_app",
@@ -90,6 +94,14 @@ class WebhookMetrics:
             buckets=_BUCKETS,
             registry=registry,
         )
+        self.refusals = Counter(
+            "caldera_webhook_refusals",
+            "Connections and requests turned away before an admission decision, by reason "
+            "(connections, idle, header_timeout, body_timeout, in_flight, too_large, encoding, "
+            "not_synced)",
+            ["reason"],
+            registry=registry,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +128,91 @@ ACCESS_KEY: Final[web.AppKey[AccessCheck]] = web.AppKey("access")
 BODY_READ_TIMEOUT: Final = 10.0  # seconds a client may take to send a review's body
 
 
+# A review above this size counts against max_large_in_flight too: a Job of ordinary size is a
+# few KiB; the large ones (many tasks, long scripts) are few, and each may hold client_max_size.
+LARGE_REVIEW: Final = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class RequestLimits:
+    """Bounds on requests (settings of the same names): memory for bodies is at most
+    ``max_in_flight * LARGE_REVIEW + max_large_in_flight * client_max_size``."""
+
+    max_in_flight: int = 256
+    max_large_in_flight: int = 16
+
+
+@dataclass(slots=True)
+class _InFlight:
+    """Requests being read or decided, and the watcher of their connections' timers."""
+
+    all: int = 0
+    large: int = 0
+    listener: Listener | None = None  # set by WebhookServer (None: served some other way)
+    drained: asyncio.Event = field(default_factory=asyncio.Event)  # set while `all` is 0
+
+
+LIMITS_KEY: Final = web.AppKey("limits", RequestLimits)
+IN_FLIGHT_KEY: Final = web.AppKey("in_flight", _InFlight)
+MAX_SIZE_KEY: Final = web.AppKey("client_max_size", int)
+
+
+def _refuse(request: web.Request, status: int, reason: str, message: str) -> web.Response:
+    """An errored AdmissionReview with HTTP `status`, before the body is read (so without the
+    uid: reading it is the cost being refused); the connection is closed after it."""
+    request.app[METRICS_KEY].refusals.labels(reason=reason).inc()
+    verdict = Verdict(False, message=message, code=status)
+    response = web.Response(
+        status=status, body=encode_response("", verdict), content_type="application/json"
+    )
+    if status == 429:
+        response.headers["Retry-After"] = "1"
+    response.force_close()
+    return response
+
+
+@web.middleware
+async def _limit(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Headers read: stop the connection's header timer; refuse compressed, oversized and
+    excess requests before reading their bodies; restart the idle timer once answered."""
+    state = request.app[IN_FLIGHT_KEY]
+    if state.listener is not None:
+        state.listener.request_started(request.protocol)
+    try:
+        return await _limited(request, handler, state)
+    finally:
+        if state.listener is not None:
+            state.listener.request_finished(request.protocol)
+
+
+async def _limited(request: web.Request, handler: Handler, state: _InFlight) -> web.StreamResponse:
+    limits = request.app[LIMITS_KEY]
+    encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):
+        # The API server never compresses a review; a compressed body would be inflated past
+        # client_max_size before its size is known.
+        return _refuse(request, 415, "encoding", f"Content-Encoding {encoding} is not accepted")
+    length = request.content_length
+    most = request.app[MAX_SIZE_KEY]
+    if length is not None and length > most:
+        # Refused from its Content-Length, before a byte of it is buffered.
+        message = f"the review is {length} bytes; at most {most} are accepted"
+        return _refuse(request, 413, "too_large", message)
+    large = length is None or length > LARGE_REVIEW
+    if state.all >= limits.max_in_flight or (large and state.large >= limits.max_large_in_flight):
+        return _refuse(request, 429, "in_flight", "too many reviews in flight; try again")
+    state.all += 1
+    state.large += large
+    state.drained.clear()
+    try:
+        return await handler(request)
+    finally:
+        state.all -= 1
+        state.large -= large
+        if state.all == 0:
+            state.drained.set()
+
+
 async def _admit(request: web.Request) -> web.Response:
     started = time.perf_counter()
     app = request.app
@@ -126,16 +223,26 @@ async def _admit(request: web.Request) -> web.Response:
             body = await request.read()
     except web.HTTPRequestEntityTooLarge:
         metrics.requests.labels(path=path, operation="-", result="error").inc()
+        metrics.refusals.labels(reason="too_large").inc()
         raise
+    except ConnectionError:
+        # The client left mid-body (or was cut): nobody to answer, nothing worth a traceback.
+        metrics.requests.labels(path=path, operation="-", result="error").inc()
+        return web.Response(status=400)
     except TimeoutError:
         # A client that trickles its body would hold a request open forever; the API server
         # itself never takes this long (it gives a webhook 30 s at most).
         metrics.requests.labels(path=path, operation="-", result="error").inc()
+        metrics.refusals.labels(reason="body_timeout").inc()
         raise web.HTTPRequestTimeout(text="the request body did not arrive in time") from None
     if not await app[GATE_KEY].wait():
+        # A refusal carrying the request's uid (not an HTTP error): under failurePolicy Ignore
+        # an error would admit the object unchecked.
         verdict = Verdict(False, message="the webhook's queue cache has not synced yet", code=503)
         metrics.requests.labels(path=path, operation="-", result="error").inc()
-        return web.Response(body=encode_response("", verdict), content_type="application/json")
+        metrics.refusals.labels(reason="not_synced").inc()
+        refusal = encode_response(review_uid(body), verdict)
+        return web.Response(body=refusal, content_type="application/json")
     answer = await app[ADMISSION_KEY].review_async(
         path, request.content_type, body, app[ACCESS_KEY]
     )
@@ -153,11 +260,15 @@ def build_app(
     cache_sync_timeout: float = 5.0,
     read_timeout: float = BODY_READ_TIMEOUT,
     access: AccessCheck | None = None,  # None: no API server to ask (tests, bench)
+    limits: RequestLimits | None = None,
 ) -> web.Application:
     """The aiohttp application answering AdmissionReviews on every path of `admission`; a body
     that takes longer than `read_timeout` seconds to arrive is answered 408. ``access`` sends
     the SubjectAccessReviews of /commands/validate."""
-    app = web.Application(client_max_size=client_max_size)
+    app = web.Application(client_max_size=client_max_size, middlewares=[_limit])
+    app[LIMITS_KEY] = limits or RequestLimits()
+    app[IN_FLIGHT_KEY] = _InFlight()
+    app[MAX_SIZE_KEY] = client_max_size
     app[ACCESS_KEY] = access or _no_access
     app[READ_TIMEOUT_KEY] = read_timeout
     app[ADMISSION_KEY] = admission
@@ -172,15 +283,23 @@ async def _no_access(review: SubjectAccessReview) -> SubjectAccessReviewStatus:
     raise RuntimeError("this webhook was started without an API client to ask")
 
 
+def _server_context(cert_file: str, key_file: str) -> ssl.SSLContext:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(cert_file, key_file)
+    return context
+
+
 class CertificateReloader:
-    """Keeps an `SSLContext` loaded with the current certificate files."""
+    """Holds the `SSLContext` of the current certificate files. A reload builds a new context
+    and replaces `context` only once the pair loaded into it: a certificate whose key does not
+    match yet (mid-rotation) never touches the context being served. The listener takes
+    `context` for each new connection; connections already open keep theirs."""
 
     def __init__(self, cert_file: str, key_file: str) -> None:
         self.cert_file, self.key_file = cert_file, key_file
-        self.context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        self.context.minimum_version = ssl.TLSVersion.TLSv1_2
         self._stamp = self._files_stamp()
-        self.context.load_cert_chain(cert_file, key_file)
+        self.context = _server_context(cert_file, key_file)
         self.reloads = 0
 
     def _files_stamp(self) -> tuple[tuple[int, int], ...]:
@@ -197,12 +316,12 @@ class CertificateReloader:
         if stamp == self._stamp:
             return False
         try:
-            self.context.load_cert_chain(self.cert_file, self.key_file)
+            context = _server_context(self.cert_file, self.key_file)
         except (OSError, ssl.SSLError) as exc:
             # Mid-rotation the key may not match the certificate yet: keep the old pair.
             log.warning("new certificate does not load yet; keeping the old one", error=str(exc))
             return False
-        self._stamp = stamp
+        self.context, self._stamp = context, stamp
         self.reloads += 1
         log.info("serving certificate reloaded", cert_file=self.cert_file)
         return True
@@ -215,27 +334,49 @@ class CertificateReloader:
 
 
 class WebhookServer:
-    """The HTTPS site around an application, with certificate reloading."""
+    """The HTTPS listener around an application, with certificate reloading."""
 
     def __init__(
-        self, app: web.Application, certs: CertificateReloader, *, host: str, port: int
+        self,
+        app: web.Application,
+        certs: CertificateReloader,
+        *,
+        host: str,
+        port: int,
+        limits: ListenerLimits | None = None,
     ) -> None:
         self.app, self.certs = app, certs
         self.host, self.port = host, port
+        self.limits = limits or ListenerLimits()
+        self.listener: Listener | None = None
         self._runner: web.AppRunner | None = None
         self._reload_task: asyncio.Task[None] | None = None
+        self._grace = 0.0
 
     async def start(self, *, reload_interval: float, shutdown_timeout: float) -> int:
         """Listen; returns the bound port (useful with port 0)."""
+        self._grace = shutdown_timeout
         self._runner = web.AppRunner(
-            self.app, handle_signals=False, access_log=None, shutdown_timeout=shutdown_timeout
+            self.app,
+            handle_signals=False,
+            access_log=None,
+            # aiohttp's own wait drops the bytes of a body still arriving: `stop` waits first.
+            shutdown_timeout=min(1.0, shutdown_timeout),
+            keepalive_timeout=self.limits.idle_timeout,
+            lingering_time=0,  # an unread body (a refused request) closes the connection
         )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self.certs.context)
-        await site.start()
-        server = site._server  # the only way aiohttp exposes the bound socket
-        if server is not None and server.sockets:  # type: ignore[attr-defined]
-            self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+        server = self._runner.server
+        assert server is not None
+        refusals = self.app[METRICS_KEY].refusals
+        self.listener = Listener(
+            server,
+            lambda: self.certs.context,
+            self.limits,
+            refused=lambda reason: refusals.labels(reason=reason).inc(),
+        )
+        self.app[IN_FLIGHT_KEY].listener = self.listener
+        self.port = await self.listener.start(self.host, self.port)
         self._reload_task = asyncio.create_task(
             self.certs.watch(reload_interval), name="certificate reloader"
         )
@@ -249,6 +390,14 @@ class WebhookServer:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reload_task
             self._reload_task = None
+        if self.listener is not None:
+            await self.listener.close()
+        # Reviews being read or decided finish (bounded) before aiohttp closes connections.
+        state = self.app[IN_FLIGHT_KEY]
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self._grace):
+                if state.all > 0:
+                    await state.drained.wait()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -292,31 +441,30 @@ def cert_secret_ref(settings: WebhookSettings) -> tuple[str, str]:
     return namespace or os.environ.get("POD_NAMESPACE") or "default", name
 
 
-async def _own_certificate(settings: WebhookSettings, client: KubeClient) -> bytes:
+async def _own_certificate(settings: WebhookSettings, client: KubeClient) -> CertificateKeeper:
     """With --cert-secret: the pair from (or made into) the Secret, written to the files the
-    reloader serves; its CA registered in the webhook configurations. Returns the CA."""
+    reloader serves, its CA bundle registered in the webhook configurations; the keeper then
+    renews it in the running process."""
     namespace, name = cert_secret_ref(settings)
+    keeper = CertificateKeeper(
+        client,
+        namespace=namespace,
+        name=name,
+        names=settings.cert_dns_names,
+        days=settings.cert_validity_days,
+        cert_file=settings.tls_cert_file,
+        key_file=settings.tls_key_file,
+        configurations=settings.webhook_configurations,
+    )
     try:
-        pair = await ensure_pair(
-            client,
-            namespace=namespace,
-            name=name,
-            names=settings.cert_dns_names,
-            days=settings.cert_validity_days,
-        )
+        await keeper.check()
     except ApiError as exc:
         raise StartupError(
             f"cannot keep the serving certificate in Secret {namespace}/{name}: {exc}"
         ) from None
-    try:
-        write_files(pair, settings.tls_cert_file, settings.tls_key_file)
     except OSError as exc:
         raise StartupError(f"cannot write the serving certificate files: {exc}") from None
-    try:
-        await register_ca(client, settings.webhook_configurations, pair.ca_pem)
-    except ApiError as exc:  # the registration loop tries again every minute
-        log.warning("cannot register the CA yet", error=str(exc))
-    return pair.ca_pem
+    return keeper
 
 
 async def run(settings: WebhookSettings) -> int:
@@ -325,11 +473,12 @@ async def run(settings: WebhookSettings) -> int:
     registry = new_registry()
     client = await connect(settings, registry)
     try:
-        ca_pem = None
+        keeper = None
         if certs is None:
-            ca_pem = await _own_certificate(settings, client)
+            keeper = await _own_certificate(settings, client)
             certs = _load_certificate(settings)
-        return await _run_connected(settings, registry, client, certs, ca_pem)
+            keeper.reload = certs.reload_if_changed
+        return await _run_connected(settings, registry, client, certs, keeper)
     finally:
         await client.close()
 
@@ -339,16 +488,13 @@ async def _run_connected(
     registry: CollectorRegistry,
     client: KubeClient,
     certs: CertificateReloader,
-    ca_pem: bytes | None = None,  # the self-made certificate's CA, kept registered
+    keeper: CertificateKeeper | None = None,  # --cert-secret: renews and registers the pair
 ) -> int:
     stopping = stop_on_signals()
-    keeper: asyncio.Task[None] | None = None
-    if ca_pem is not None and settings.webhook_configurations:
-        keeper = asyncio.create_task(
-            keep_ca_registered(client, settings.webhook_configurations, ca_pem),
-            name="CA registration",
-        )
-        keeper.add_done_callback(_log_unexpected_end)
+    renewing: asyncio.Task[None] | None = None
+    if keeper is not None:
+        renewing = asyncio.create_task(keeper.run(), name="certificate renewal")
+        renewing.add_done_callback(_log_unexpected_end)
 
     factory = SharedInformerFactory(client, registry=registry)
     queues = factory.informer(QUEUE)
@@ -375,11 +521,26 @@ async def _run_connected(
         factory=factory,
         cache_sync_timeout=settings.cache_sync_timeout,
         access=access_check(client),
+        limits=RequestLimits(
+            max_in_flight=settings.max_in_flight,
+            max_large_in_flight=settings.max_large_in_flight,
+        ),
+        read_timeout=settings.body_timeout,
     )
     health = HealthServer(registry, host=settings.listen_address, port=settings.metrics_port)
     health.add_readiness_check("not-stopping", lambda: not stopping.is_set())
     health.add_readiness_check("informers-synced", factory.has_synced)
-    server = WebhookServer(app, certs, host=settings.listen_address, port=settings.port)
+    server = WebhookServer(
+        app,
+        certs,
+        host=settings.listen_address,
+        port=settings.port,
+        limits=ListenerLimits(
+            max_connections=settings.max_connections,
+            header_timeout=settings.header_timeout,
+            idle_timeout=settings.idle_timeout,
+        ),
+    )
     factory.start()
     try:
         try:
@@ -401,12 +562,16 @@ async def _run_connected(
             scheduler_names=settings.scheduler_names,
         )
         await stopping.wait()
+        # Readiness is false from here; keep answering while the endpoints drop this pod (the
+        # API server may still pick it meanwhile), then close the listener.
+        log.info("stopping: not ready, still serving", delay=settings.shutdown_delay)
+        await asyncio.sleep(settings.shutdown_delay)
         log.info("stopping: finishing requests in flight", grace=settings.shutdown_grace_period)
     finally:
-        if keeper is not None:
-            keeper.cancel()
+        if renewing is not None:
+            renewing.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await keeper
+                await renewing
         await server.stop()
         await factory.stop()
         await health.stop()
