@@ -14,5 +14,7 @@ kubernetes-asyncio (an import-linter contract; docs/architecture.md).
 - `caldera.kube.errors`: the typed errors (`NotFound`, `Conflict`, `Gone`, ...) built from the
   server's Status, and `ApiConnectionError` for answers that never came;
 - `caldera.kube.events`: `EventRecorder`, aggregated core/v1 Events written in the background;
-- `caldera.kube.leader`: `LeaderElector`, leader election on a coordination.k8s.io Lease.
+- `caldera.kube.leader`: `LeaderElector`, leader election on a coordination.k8s.io Lease;
+- `caldera.kube.fence`: `Fence`, which stops a leader's writes once its Lease may have passed
+  (`FencedError`), checked by `KubeClient` before every write.
 """
