@@ -9,6 +9,7 @@ import time
 import tracemalloc
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -28,6 +29,8 @@ from caldera.api.volcano import (
 )
 from controllers.job import sync
 from controllers.job.bounds import hold_status, limits_problem, svc_problem
+from controllers.job.plugins import build_plugins
+from controllers.job.plugins.ssh import generate_key_pair
 from controllers.job.pods import build_pod, build_podgroup, priority_lookup
 from controllers.job.state import OVER_LIMITS, Step, apply_plan, plan
 from controllers.job.status import PodSlot, count_pods
@@ -174,6 +177,7 @@ def test_svc_problem() -> None:
 
 # --- hostile specs: every sync bounded in memory and time --------------------------------------
 
+_KEY_PAIR = generate_key_pair()
 MEMORY_BOUND = 8 * 1024 * 1024  # bytes of peak allocation in one sync's planning
 TIME_BOUND = 2.0  # seconds (under tracemalloc, on a shared machine: 100 times the usual)
 
@@ -255,6 +259,48 @@ def test_every_sync_of_a_hostile_job_is_bounded(case: tuple[Job, list[Pod]]) -> 
     peak, elapsed = _measure(lambda: plan_sync(the_job, pods, "Inqueue"))
     assert peak < MEMORY_BOUND, f"plan_sync allocated {peak} bytes at its peak"
     assert elapsed < TIME_BOUND, f"plan_sync took {elapsed:.2f} s"
+
+
+@pytest.mark.parametrize(
+    ("plugins", "roles"),
+    [
+        ({"tensorflow": (), "svc": ()}, ("ps", "worker")),
+        ({"pytorch": (), "svc": ()}, ("master", "worker")),
+        ({"mpi": (), "svc": (), "ssh": ()}, ("master", "worker")),
+    ],
+    ids=["tensorflow", "pytorch", "mpi"],
+)
+def test_a_sync_of_a_framework_job_at_the_bound_is_bounded(
+    plugins: dict[str, tuple[str, ...]], roles: tuple[str, str]
+) -> None:
+    """The plugins' part of a sync at the bound (10,000 pods, 500 created): the objects once, the
+    pods' edits per pod. TF_CONFIG lists every replica; it was built per pod (3.4 s a sync)."""
+    the_job = Job(
+        metadata=ObjectMeta(name="j", namespace="ns", uid="u"),
+        spec=JobSpec(
+            tasks=(
+                TaskSpec(name=roles[0], replicas=1, template=TEMPLATE),
+                TaskSpec(name=roles[1], replicas=9_999, template=TEMPLATE),
+            ),
+            min_available=1,
+            plugins=plugins,
+        ),
+    )
+    assert limits_problem(the_job) == ""
+    found = build_plugins(the_job)
+    if found.needs_ssh_key_pair:
+        found = found.with_ssh_key_pair(_KEY_PAIR)
+
+    def one_sync() -> None:
+        found.resources(the_job)
+        tasks = {t.name: t for t in the_job.spec.tasks}
+        for slot in plan_sync(the_job, [], "Inqueue").create:
+            pod = build_pod(the_job, tasks[slot.task], slot.index).pod
+            found.on_pod_create(the_job, pod, slot.task, slot.index)
+
+    peak, elapsed = _measure(one_sync)
+    assert peak < MEMORY_BOUND, f"one sync allocated {peak} bytes at its peak"
+    assert elapsed < TIME_BOUND, f"one sync took {elapsed:.2f} s"
 
 
 def test_the_2m_replica_job_costs_little_even_unheld() -> None:

@@ -31,6 +31,32 @@ def tf_config(job: Job, options: TensorflowOptions, task_name: str, index: int) 
         options.chief: "chief",
         options.evaluator: "evaluator",
     }
+    task = {"type": roles.get(task_name, task_name), "index": index}
+    return f'{{"cluster":{_cluster_json(job, options, roles)},"task":{_compact(task)}}}'
+
+
+def _compact(value: object) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+# The cluster part is the same for every pod of a Job and lists every replica: made once per
+# Job shape, not per pod (a pod per replica would make a sync's cost grow with replicas^2).
+_CLUSTERS: dict[tuple[Any, ...], str] = {}
+
+
+def _cluster_json(job: Job, options: TensorflowOptions, roles: dict[str, str]) -> str:
+    # A task's hosts follow from its first two (a fixed hostname gives the same host for both).
+    key = (
+        options,
+        *(
+            (t.name, t.replicas, host_name(job, t, 0), host_name(job, t, 1))
+            for t in job.spec.tasks
+            if t.name in roles
+        ),
+    )
+    cached = _CLUSTERS.get(key)
+    if cached is not None:
+        return cached
     found: dict[str, list[str]] = {}
     for task in job.spec.tasks:
         role = roles.get(task.name)
@@ -41,8 +67,10 @@ def tf_config(job: Job, options: TensorflowOptions, task_name: str, index: int) 
     cluster: dict[str, Any] = {
         role: found[role] for role in ("ps", "worker", "chief", "evaluator") if found.get(role)
     }
-    spec = {"cluster": cluster, "task": {"type": roles.get(task_name, task_name), "index": index}}
-    return json.dumps(spec, separators=(",", ":"))
+    if len(_CLUSTERS) >= 16:
+        _CLUSTERS.clear()
+    _CLUSTERS[key] = cached = _compact(cluster)
+    return cached
 
 
 @dataclass(frozen=True)
