@@ -474,3 +474,35 @@ async def test_controllers_may_set_block_owner_deletion(
             body=json.dumps(review).encode(),
         )
         assert b'"allowed":true' in answer, (resource, answer)
+
+
+async def test_a_tenants_pod_of_a_job_pods_name_is_left_alone(
+    kube: KubeClient, tenant: KubeClient, namespace: str, controllers: Controllers
+) -> None:
+    """A tenant's pod `<job>-w-0` (no owner) is not counted as the Job's, not marked, not
+    deleted; the Job's other pod runs and the Job gets a FailedCreate Warning naming the pod."""
+    name = "tp"
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"{name}-w-0", "namespace": namespace, "labels": {"app": "mine"}},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+    }
+    made = await tenant.create(POD, pod, namespace=namespace)
+    await tenant.create(JOB, job(name, [task("w", 2)], minAvailable=1), namespace=namespace)
+
+    async def reported() -> list[str] | None:
+        found = await _warnings(kube, namespace, name, "FailedCreate")
+        return [m for m in found if f"Pod/{name}-w-0 exists and is not controlled" in m] or None
+
+    await eventually(reported, timeout=30, what="a FailedCreate naming the pod")
+    await eventually(lambda: get_pod(kube, namespace, f"{name}-w-1"), timeout=30, what="w-1")
+    await _command(tenant, namespace, name, "TerminateJob")
+    await eventually(lambda: in_phase(kube, namespace, name, "Terminated"), timeout=30)
+    await asyncio.sleep(2)
+    # The stand-in scheduler and kwok run it (its status moves); the Job never touched it.
+    after = await kube.get(POD, f"{name}-w-0", namespace=namespace)
+    assert after.metadata.uid == made.metadata.uid
+    assert after.metadata.deletion_timestamp is None
+    assert after.metadata.annotations == made.metadata.annotations
+    assert after.metadata.labels == {"app": "mine"}

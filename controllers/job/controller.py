@@ -41,7 +41,7 @@ from caldera.api.kinds import (
     PVC,
 )
 from caldera.api.meta import controller_of
-from caldera.api.ownership import held_message, may_touch
+from caldera.api.ownership import clash_message, held_message, may_touch
 from caldera.api.podtemplate import job_template_errors
 from caldera.api.stored import policy_errors
 from caldera.api.volcano import (
@@ -62,7 +62,7 @@ from controllers.job.bounds import hold_status, limits_problem, svc_problem
 from controllers.job.created import CreatedPods
 from controllers.job.events import Request, events_first, plain_sync
 from controllers.job.pending import pending_event
-from controllers.job.plugin_objects import delete_objects, ensure_objects, own_key_pair
+from controllers.job.plugin_objects import delete_objects, ensure_objects, job_label, own_key_pair
 from controllers.job.plugins import PluginSet, build_plugins
 from controllers.job.plugins.ssh import generate_key_pair
 from controllers.job.pods import (
@@ -717,6 +717,11 @@ class JobController(Controller):
         desired = build_podgroup(job, priority_lookup(self._priorities()))
         ns, name = job.metadata.namespace, desired.metadata.name
         current = self.podgroups.store.get(f"{ns}/{name}")
+        if current is not None and not may_touch(current.metadata, job.metadata.uid):
+            # Not patched, and no pod joins it (without a PodGroup of its own none is made).
+            message = clash_message("PodGroup", name, job_label(job))
+            self._hold(job, JobEventReason.POD_GROUP_ERROR, message)
+            return None
         try:
             if current is None:
                 return await self.ctx.client.create(PODGROUP, desired, namespace=ns)
@@ -765,6 +770,13 @@ class JobController(Controller):
                     if cached is None or cached.metadata.uid != made.metadata.uid:
                         self._created.remember(owner, made)  # until the watch brings it
                 except AlreadyExists:
+                    cached = self.pods.store.get(f"{job.metadata.namespace}/{slot.name}")
+                    if cached is not None and not may_touch(cached.metadata, job.metadata.uid):
+                        # A namesake's pod: counted as nobody's, reported (a deleted namesake
+                        # Job's pod goes soon; its deletion brings the sync that makes ours).
+                        message = clash_message("Pod", slot.name, job_label(job))
+                        self._hold(job, JobEventReason.FAILED_CREATE, message)
+                        return None
                     return slot
                 except ClaimUnusableError as exc:
                     self._hold(job, JobEventReason.PVC_ERROR, f"pod {slot.name}: {exc}")
