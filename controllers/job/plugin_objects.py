@@ -2,10 +2,11 @@
 kept and deleted only as the Job's own (`caldera.api.ownership`).
 
 Their names are deterministic (`<job>`, `<job>-svc`, `<job>-ssh`), so a user's object may hold
-one. On a create that answers 409 the existing object is read and used (patched, mounted, its
-key pair read) only when its controller reference carries the Job's UID; otherwise it is a
-clash, returned as a message for the caller's Warning Event, and the Job's pods are not made
-(they would mount or resolve through the other object).
+one. Each object is read first (it exists on all but the first sync, so one GET per object and
+sync, no write when nothing changed) and created when absent; an existing one is used
+(patched, mounted, its key pair read) only when its controller reference carries the Job's
+UID; otherwise it is a clash, returned as a message for the caller's Warning Event, and the
+Job's pods are not made (they would mount or resolve through the other object).
 
 Deletes happen once, as Volcano's OnJobDelete: only for the plugins `status.controlledResources`
 records (`plugin-<name>`), and the caller drops those entries with the status it writes, so a
@@ -18,6 +19,8 @@ from __future__ import annotations
 
 import contextlib
 from typing import Any
+
+import msgspec
 
 from caldera.api.kinds import SECRET, KindInfo, kind_for
 from caldera.api.meta import ObjectMeta
@@ -52,9 +55,11 @@ async def own_key_pair(client: KubeClient, job: Job) -> tuple[SSHKeyPair | None,
 
 
 async def ensure_objects(client: KubeClient, job: Job, plugins: PluginSet) -> list[str]:
-    """Create the plugins' objects; on 409 patch the Job's own where the plugin updates them,
-    and report every other owner's object as a clash message (left untouched). The ssh plugin
-    is skipped while it has no key pair (its Secret clashed: see `own_key_pair`)."""
+    """Make the plugins' objects exist: each is read first (on most syncs it exists, and one
+    GET decides), created when absent; the Job's own is patched (with its uid) where the plugin
+    updates it and its content differs; every other owner's object is reported as a clash
+    message and left untouched. The ssh plugin is skipped while it has no key pair (its Secret
+    clashed: see `own_key_pair`)."""
     clashes: list[str] = []
     uid = job.metadata.uid
     for plugin in plugins.plugins:
@@ -63,15 +68,15 @@ async def ensure_objects(client: KubeClient, job: Job, plugins: PluginSet) -> li
         for obj in plugin.resources(job):
             kind = kind_for(obj["apiVersion"], obj["kind"])
             ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
-            try:
-                await client.create(kind, obj, namespace=ns)
-                continue
-            except AlreadyExists:
-                pass
-            try:
-                existing: Any = await client.get(kind, name, namespace=ns)
-            except NotFound:
-                continue  # deleted meanwhile: the next sync creates it
+            existing = await _get(client, kind, ns, name)
+            if existing is None:
+                try:
+                    await client.create(kind, obj, namespace=ns)
+                    continue
+                except AlreadyExists:  # made since the read: judge that one
+                    existing = await _get(client, kind, ns, name)
+                if existing is None:
+                    continue  # and gone again: the next sync makes it
             meta: ObjectMeta = existing.metadata
             if not may_touch(meta, uid):
                 clashes.append(clash_message(kind.kind, name, job_label(job)))
@@ -79,12 +84,22 @@ async def ensure_objects(client: KubeClient, job: Job, plugins: PluginSet) -> li
             if meta.deletion_timestamp or not plugins.update_on_change(obj):
                 continue
             body = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata")}
+            current = msgspec.to_builtins(existing)
+            if all(current.get(k) == v for k, v in body.items()):
+                continue
             # The UID in a merge patch is a precondition: the API server refuses the patch if
             # the object was replaced since it was read.
             body["metadata"] = {"uid": meta.uid}
             with contextlib.suppress(NotFound, Conflict):
                 await client.patch(kind, name, body, namespace=ns)
     return clashes
+
+
+async def _get(client: KubeClient, kind: KindInfo[Any], namespace: str, name: str) -> Any:
+    try:
+        return await client.get(kind, name, namespace=namespace)
+    except NotFound:
+        return None
 
 
 async def delete_objects(client: KubeClient, job: Job, plugins: PluginSet) -> list[str]:

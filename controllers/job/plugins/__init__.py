@@ -21,9 +21,10 @@ How the job controller's I/O layer uses it (everything here is pure; the caller 
             pair = await asyncio.to_thread(generate_key_pair)   # ~50-100 ms of CPU
         plugins = plugins.with_ssh_key_pair(pair)
     for obj in plugins.resources(job):
-        POST it; on 409 GET it: another owner's object is a clash (a Warning Event, no pod
+        GET it (POST when absent): another owner's object is a clash (a Warning Event, no pod
         is made, the object is left alone); the Job's own is PATCHed (with its uid) only if
-        plugins.update_on_change(obj) (the svc hosts ConfigMap, which follows scaling)
+        plugins.update_on_change(obj) (the svc hosts ConfigMap, which follows scaling) and
+        its content differs
     status.controlledResources |= plugins.controlled_resources(job)
     for each missing pod:
         pod = plugins.on_pod_create(job, build_pod(job, task, index).pod, task.name, index)

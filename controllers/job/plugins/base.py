@@ -8,9 +8,9 @@ it does is a pure function of the Job (and, for `on_pod_create`, of the pod bein
   name, volumes and mounts replaced by name/path), so a rebuilt pod is identical.
 - `resources(job)` lists the objects the plugin wants to exist (Service, ConfigMap, Secret,
   NetworkPolicy), as plain dicts with deterministic names and a controller ownerReference to the
-  Job, ready to POST. The I/O layer creates them when absent on every sync of the Job; on a 409
-  it uses the existing object only if the Job controls it (`caldera.api.ownership`), and
-  updates the ones whose `UPDATE_ON_CHANGE` says so.
+  Job, ready to POST. The I/O layer creates them when absent on every sync of the Job; it uses
+  an existing object only if the Job controls it (`caldera.api.ownership`), and updates the
+  ones whose `UPDATE_ON_CHANGE` says so.
 - `resource_refs(job)` names the same objects without building them (no key material needed),
   for the delete on job kill, once, of the Job's own objects only; a 404 there is success.
 - `controlled_resources(job)` is the `status.controlledResources` entry, `plugin-<name>: <name>`.
