@@ -175,6 +175,26 @@ async def test_a_write_waiting_on_the_rate_limiter_is_dropped_when_its_fence_clo
     assert sample(registry, "caldera_rest_client_fenced_writes_total", verb="POST") == 1
 
 
+async def test_a_write_is_dropped_if_its_fence_closes_while_it_waits_for_a_connection(
+    server: FakeApiServer,
+) -> None:
+    """The second check, once aiohttp has a connection for the write (a new one, then a reused
+    one): the fence allowed the write before, and closed while it connected."""
+    server.handlers = [reply(201, CM)]
+    times = iter([100.0])  # the check before sending; connected, the clock reads 120
+    fence = Fence(DEADLINE, clock=lambda: next(times, 120.0))
+    fence.renewed(100.0)
+    sleeps, registry = Sleeps(), CollectorRegistry()
+    async with make_client(server.port, sleeps, registry) as c:
+        c.fence = fence
+        await c.get(CONFIGMAP, "a", namespace="ns")  # a read: no check, and a pooled connection
+        with pytest.raises(FencedError):
+            await c.create(CONFIGMAP, CM, namespace="ns")
+    assert [m for m, _, _ in server.seen] == ["GET"], "the write never reached the server"
+    assert sample(registry, "caldera_rest_client_fenced_writes_total", verb="POST") == 1
+    assert sample(registry, "caldera_rest_client_requests_total", verb="POST", code="<error>") == 0
+
+
 async def test_a_write_in_retry_backoff_is_not_retried_once_its_fence_closes(
     server: FakeApiServer,
 ) -> None:

@@ -21,11 +21,12 @@ retry storm or a burst of reconciles cannot flood the API server; the time spent
 metric. Watches are long-lived and not limited.
 
 Fencing. A client given a `caldera.kube.fence.Fence` (a leader's: `LeaderElector.fence`) checks
-it at the last moment before every attempt of a mutating request (after the rate limiter and any
-retry backoff, right before the request goes on the wire): once the leader's Lease may have
-passed, the write is dropped with `FencedError` instead of sent. Reads and watches go on. The Lease
-itself is renewed through `lease_client()`: a client of its own, without retries, rate limiter
-or fence, with a short timeout.
+it before every attempt of a mutating request (after the rate limiter and any retry backoff),
+and again once aiohttp has a connection for it (a trace hook, after any wait for a free slot in
+the pool or for a new connection), right before the request goes on the wire: once the leader's
+Lease may have passed, the write is dropped with `FencedError` instead of sent. Reads and
+watches go on. The Lease itself is renewed through `lease_client()`: a client of its own,
+without retries, rate limiter or fence, with a short timeout.
 
 Metrics go to the `CollectorRegistry` given to the client (a private one otherwise), with
 client-go's names under the `caldera_` prefix. Logs never contain headers or tokens.
@@ -53,7 +54,7 @@ from caldera.api.kinds import POD, KindInfo, resource_path
 from caldera.api.meta import ObjectList
 from caldera.kube.config import ConnectionSettings, load_config, load_kubeconfig
 from caldera.kube.errors import ApiConnectionError, ApiError, Unauthorized, api_error
-from caldera.kube.fence import Fence
+from caldera.kube.fence import Fence, FencedError
 from caldera.kube.requests import (
     ParamValue,
     PatchType,
@@ -192,8 +193,13 @@ class KubeClient:
             limit=options.max_connections,
             ssl=settings.ssl_context if settings.ssl_context is not None else True,
         )
+        # The fence's second check, when a write has its connection (see the module docstring).
+        on_wire = aiohttp.TraceConfig()
+        on_wire.on_connection_create_end.append(self._fence_on_connection)
+        on_wire.on_connection_reuseconn.append(self._fence_on_connection)
         self._session = aiohttp.ClientSession(
             connector=connector,
+            trace_configs=[on_wire],
             headers={"User-Agent": options.user_agent, "Accept": JSON},
             # Only the kubeconfig's proxy-url applies; HTTP(S)_PROXY must not capture the
             # API server traffic of an in-cluster process.
@@ -316,6 +322,23 @@ class KubeClient:
             await self._sleep(delay)
         self._metrics.rate_limiter.observe(delay)
 
+    async def _fence_on_connection(
+        self, _session: aiohttp.ClientSession, context: Any, _params: object
+    ) -> None:
+        """aiohttp's trace hook once a request has its connection: a write is checked again."""
+        write = context.trace_request_ctx
+        if self.fence is not None and isinstance(write, _Write):
+            self._check_fence(write.verb, write.method, write.path)
+
+    def _check_fence(self, verb: str, method: str, path: str) -> None:
+        assert self.fence is not None
+        try:
+            self.fence.check(method, path)
+        except ApiConnectionError:
+            self._metrics.fenced.labels(verb).inc()
+            self._log.warning("write dropped: the Lease may have passed", verb=verb, path=path)
+            raise
+
     async def _send(
         self,
         verb: str,
@@ -330,13 +353,10 @@ class KubeClient:
         `FencedError` (sending nothing) for a write once the fence has closed."""
         auth = await self.settings.auth.header()
         all_headers = {**headers, "Authorization": auth} if auth else dict(headers)
+        write = None
         if self.fence is not None and method not in READ_METHODS:
-            try:
-                self.fence.check(method, path)  # the last moment before the wire
-            except ApiConnectionError:
-                self._metrics.fenced.labels(verb).inc()
-                self._log.warning("write dropped: the Lease may have passed", verb=verb, path=path)
-                raise
+            self._check_fence(verb, method, path)  # and again once connected: _fence_on_connection
+            write = _Write(verb, method, path)
         try:
             response = await self._session.request(
                 method,
@@ -347,7 +367,10 @@ class KubeClient:
                 timeout=client_timeout,
                 proxy=self.settings.proxy,
                 server_hostname=self.settings.tls_server_name,
+                trace_request_ctx=write,
             )
+        except FencedError:
+            raise  # nothing was sent (the fence's check once connected)
         except BaseException:
             self._metrics.requests.labels(verb, "<error>").inc()
             raise
@@ -679,6 +702,15 @@ class KubeClient:
                 eviction(namespace, pod, uid=uid, grace_period_seconds=grace_period_seconds)
             ),
         )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Write:
+    """What the trace hook needs to know of a fenced write."""
+
+    verb: str
+    method: str
+    path: str
 
 
 class _Opening:
