@@ -3,6 +3,7 @@
     .venv/bin/python -m bench.webhook              # full run (about a minute)
     .venv/bin/python -m bench.webhook --smoke      # CI: a second per measurement
     .venv/bin/python -m bench.webhook --runs 5     # the goal in five consecutive runs
+    .venv/bin/python -m bench.webhook --hostile    # legitimate reviews beside hostile clients
 
 Each server runs in its own process (one asyncio loop, as `caldera webhook` runs) and serves HTTPS
 with a certificate from a throw-away CA, as the API server would call it, over keep-alive
@@ -22,6 +23,17 @@ Measurements:
   scheduled send time, so a slow server is charged for the queue it causes (no coordinated
   omission); p50, p99, p99.9 and errors;
 - capacity: closed loop with 32 requests in flight for a few seconds, reviews per second.
+
+``--hostile`` (issue 39): one `caldera` server as ``caldera webhook`` serves (its listener and
+limits, the settings' defaults), legitimate reviews at 200/s, first alone (the baseline), then
+beside 1,000 TLS connections that trickle their headers a byte every 5 s (each reconnects when
+cut) and 100 clients sending 7 MiB bodies at 640 KiB/s (refused from their length, unread, by
+the 5 MiB limit), each trying again 0.5 to 1.5 s after a refusal; ``--at-limit`` sends bodies
+of exactly the limit instead, which are read (16 at a time) or refused 429. Reported beside
+the baseline: legitimate p99 (goal < 50 ms), failed legitimate reviews (goal 0), the server's
+peak resident memory (goal: under 75% of the chart's 512 MiB limit), its longest event-loop
+stall and GC pause, and the refusals by reason. ``--smoke`` ends with a small hostile round
+(50 and 5 clients, 2 s).
 """
 
 from __future__ import annotations
@@ -32,6 +44,7 @@ import gc
 import json
 import os
 import platform
+import random
 import shutil
 import ssl
 import statistics
@@ -55,11 +68,19 @@ REPO: Final = Path(__file__).resolve().parent.parent
 if sys.path[:1] != [str(REPO)]:  # first, before bench/ itself (bench/scheduler.py is no package)
     sys.path.insert(0, str(REPO))
 
+from caldera.settings import WebhookSettings  # noqa: E402
 from e2e.cluster.control_plane import free_port  # noqa: E402
 from e2e.cluster.pki import ensure_pki, write_serving_pair  # noqa: E402
 from unit.webhook_fixtures import queue, review, three_task_job  # noqa: E402
+from webhooks.listener import ListenerLimits  # noqa: E402
 from webhooks.review import Admission, AdmissionOptions  # noqa: E402
-from webhooks.server import CertificateReloader, WebhookMetrics, build_app  # noqa: E402
+from webhooks.server import (  # noqa: E402
+    CertificateReloader,
+    RequestLimits,
+    WebhookMetrics,
+    WebhookServer,
+    build_app,
+)
 from webhooks.view import StaticView  # noqa: E402
 
 GOAL_P99_MS: Final = 10.0
@@ -113,7 +134,66 @@ def _app(kind: str) -> web.Application:
     return app
 
 
+async def _serve_caldera(port: int, cert: str, key: str) -> None:
+    """Serve /jobs/validate as `caldera webhook` does: its listener, limits and defaults."""
+    defaults = WebhookSettings()
+    registry = CollectorRegistry()
+    app = build_app(
+        Admission(StaticView([queue("default")]), AdmissionOptions()),
+        WebhookMetrics(registry),
+        client_max_size=defaults.client_max_size,
+        read_timeout=defaults.body_timeout,
+        limits=RequestLimits(
+            max_in_flight=defaults.max_in_flight,
+            max_large_in_flight=defaults.max_large_in_flight,
+        ),
+    )
+
+    async def refusals(_request: web.Request) -> web.Response:
+        found = {
+            s.labels["reason"]: s.value
+            for metric in registry.collect()
+            for s in metric.samples
+            if s.name == "caldera_webhook_refusals_total"
+        }
+        return web.json_response(found)
+
+    app.router.add_get("/bench/refusals", refusals)
+    app.router.add_get("/bench/gc", GcPauses().read)
+    lag = {"max_ms": 0.0}
+
+    async def probe() -> None:  # the event loop's longest stall: what a review waits behind
+        loop = asyncio.get_running_loop()
+        while True:
+            before = loop.time()
+            await asyncio.sleep(0.01)
+            lag["max_ms"] = max(lag["max_ms"], (loop.time() - before - 0.01) * 1000)
+
+    async def read_lag(_request: web.Request) -> web.Response:
+        found, lag["max_ms"] = lag["max_ms"], 0.0
+        return web.json_response({"max_ms": found})
+
+    app.router.add_get("/bench/lag", read_lag)
+    probing = asyncio.create_task(probe())
+    limits = ListenerLimits(
+        max_connections=defaults.max_connections,
+        header_timeout=defaults.header_timeout,
+        idle_timeout=defaults.idle_timeout,
+    )
+    server = WebhookServer(
+        app, CertificateReloader(cert, key), host="127.0.0.1", port=port, limits=limits
+    )
+    await server.start(reload_interval=3600, shutdown_timeout=1)
+    gc.freeze()
+    print("ready", flush=True)
+    await asyncio.Event().wait()
+    probing.cancel()
+
+
 async def _serve(kind: str, port: int, cert: str, key: str, reload: bool = False) -> None:
+    if kind == "caldera":
+        await _serve_caldera(port, cert, key)
+        return
     app = _app(kind)
     watching: asyncio.Task[None] | None = None
     if reload:
@@ -257,7 +337,8 @@ def bench_figures(port: int, path: str, ca: Path) -> dict[str, float]:
     """GET one of the bench's own JSON endpoints (``/bench/gc``, ``/bench/reloads``) of the
     server under test."""
     ctx = ssl.create_default_context(cafile=str(ca))
-    with urllib.request.urlopen(f"https://127.0.0.1:{port}{path}", context=ctx) as resp:
+    url = f"https://127.0.0.1:{port}{path}"
+    with urllib.request.urlopen(url, context=ctx, timeout=30) as resp:
         result: dict[str, float] = json.loads(resp.read())
     return result
 
@@ -386,6 +467,222 @@ def rotation(rate: float, seconds: float) -> int:
     return 0 if failed == 0 else 1
 
 
+# --- hostile clients (--hostile) ------------------------------------------------------------------
+
+HOSTILE_GOAL_P99_MS: Final = 50.0
+CHART_MEMORY_LIMIT: Final = 512 * 1024 * 1024
+MEMORY_GOAL: Final = CHART_MEMORY_LIMIT * 3 // 4
+_TRICKLE_HEAD: Final = (
+    b"POST /jobs/validate HTTP/1.1\r\nHost: webhook\r\nContent-Type: application/json\r\n"
+    b"X-Padding: " + b"x" * 4000 + b"\r\n\r\n"
+)
+
+
+def _rss(pid: int) -> int:
+    """Resident memory of process `pid`, in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+class _PeakMemory:
+    """Samples a process's resident memory every 50 ms in a thread; `peak` since `reset`."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.peak = pid, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.05):
+            self.peak = max(self.peak, _rss(self.pid))
+
+    def reset(self) -> None:
+        self.peak = _rss(self.pid)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+class _Hostiles:
+    """Header tricklers and slow bodies, kept at their numbers, in a loop of their own."""
+
+    def __init__(self, port: int, ca: Path, tricklers: int, bodies: int, body_size: int) -> None:
+        self.port, self.tricklers, self.bodies, self.body_size = port, tricklers, bodies, body_size
+        self.ramp = 5.0  # seconds over which the tricklers first connect
+        self.ctx = ssl.create_default_context(cafile=str(ca))
+        self.connected = 0  # tricklers connected now
+        self.cuts = 0  # trickling connections the server closed
+        self.answers: dict[str, int] = {}  # slow bodies by the status they got ("cut": none)
+        self._loop = asyncio.new_event_loop()
+        self._stopping: asyncio.Event | None = None
+        self._thread = threading.Thread(target=self._loop.run_until_complete, args=(self._main(),))
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        stopping = self._stopping
+        if stopping is not None:
+            self._loop.call_soon_threadsafe(stopping.set)
+        self._thread.join()
+        self._loop.close()
+
+    async def _main(self) -> None:
+        self._stopping = asyncio.Event()
+        tasks = [asyncio.create_task(self._trickle(i)) for i in range(self.tricklers)]
+        tasks += [asyncio.create_task(self._slow_body(i)) for i in range(self.bodies)]
+        await self._stopping.wait()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _trickle(self, i: int) -> None:
+        await asyncio.sleep(i * self.ramp / max(1, self.tricklers))  # spread the handshakes
+        while True:
+            try:
+                reader, writer = await asyncio.open_connection("127.0.0.1", self.port, ssl=self.ctx)
+            except (OSError, ssl.SSLError):
+                await asyncio.sleep(0.5)
+                continue
+            self.connected += 1
+            try:
+                for byte in _TRICKLE_HEAD:
+                    writer.write(bytes([byte]))
+                    await writer.drain()
+                    await asyncio.sleep(5.0)
+                    if reader.at_eof():
+                        break
+                self.cuts += 1
+            except (OSError, ssl.SSLError):
+                self.cuts += 1
+            finally:
+                self.connected -= 1
+                writer.close()
+
+    async def _slow_body(self, i: int) -> None:
+        await asyncio.sleep(i * 0.02)
+        chunk = b" " * (64 * 1024)
+        while True:
+            try:
+                reader, writer = await asyncio.open_connection("127.0.0.1", self.port, ssl=self.ctx)
+            except (OSError, ssl.SSLError):
+                await asyncio.sleep(0.5)
+                continue
+            try:
+                writer.write(
+                    b"POST /jobs/validate HTTP/1.1\r\nHost: webhook\r\n"
+                    b"Content-Type: application/json\r\n"
+                    b"Content-Length: %d\r\n\r\n" % self.body_size
+                )
+                sent = 0
+                while sent < self.body_size and not reader.at_eof():
+                    piece = chunk[: self.body_size - sent]
+                    writer.write(piece)
+                    await writer.drain()
+                    sent += len(piece)
+                    await asyncio.sleep(0.1)  # 640 KiB/s
+                line = await asyncio.wait_for(reader.readline(), 15)
+                status = line.split(b" ")[1].decode() if line.count(b" ") >= 2 else "cut"
+            except (OSError, ssl.SSLError, TimeoutError):
+                status = "cut"
+            finally:
+                writer.close()
+            self.answers[status] = self.answers.get(status, 0) + 1
+            await asyncio.sleep(random.uniform(0.5, 1.5))  # then again, as an attacker would
+
+
+def hostile(
+    *,
+    smoke: bool,
+    seconds: float,
+    tricklers: int | None = None,
+    bodies: int | None = None,
+    at_limit: bool = False,
+) -> int:
+    """The --hostile measurement (module docstring); 0 when every goal is met."""
+    go = _go()
+    if go is None:
+        print("--hostile needs go for the load generator")
+        return 0 if smoke else 1
+    tricklers = tricklers if tricklers is not None else 50 if smoke else 1000
+    bodies = bodies if bodies is not None else 5 if smoke else 100
+    run_seconds = 2.0 if smoke else seconds
+    defaults = WebhookSettings()
+    body_size = 7 << 20 if not at_limit else defaults.client_max_size
+    body = json.dumps(review(three_task_job())).encode()
+    with tempfile.TemporaryDirectory() as tmp:
+        pki = ensure_pki(Path(tmp) / "pki")
+        cert, key = write_serving_pair(pki, Path(tmp) / "tls", ["127.0.0.1"])
+        exe = build_loadgen(go, Path(tmp))
+        body_file = Path(tmp) / "review.json"
+        body_file.write_bytes(body)
+        port = free_port()
+        proc = _start_server("caldera", port, cert, key)
+        memory = _PeakMemory(proc.pid)
+        url = f"https://127.0.0.1:{port}/jobs/validate"
+        legit = ("-rate=200", f"-seconds={run_seconds}")
+        try:
+            time.sleep(0.2)
+            _loadgen(exe, url, body_file, pki.ca_crt, "-rate=200", "-seconds=1")  # warm-up
+            started_rss = _rss(proc.pid)
+            memory.reset()
+            base = _loadgen(exe, url, body_file, pki.ca_crt, *legit)
+            base_peak = memory.peak
+            attackers = _Hostiles(port, pki.ca_crt, tricklers, bodies, body_size)
+            attackers.ramp = 1.5 if smoke else 5.0
+            attackers.start()
+            time.sleep(2.0 if smoke else 8.0)  # the tricklers connect over 5 s
+            connected = attackers.connected
+            memory.reset()
+            gc_pauses(port, pki.ca_crt)
+            bench_figures(port, "/bench/lag", pki.ca_crt)
+            under = _loadgen(exe, url, body_file, pki.ca_crt, *legit)
+            pauses = gc_pauses(port, pki.ca_crt)
+            stall = bench_figures(port, "/bench/lag", pki.ca_crt)["max_ms"]
+            under_peak = memory.peak
+            connected = min(connected, attackers.connected)
+            attackers.stop()
+            refusals = bench_figures(port, "/bench/refusals", pki.ca_crt)
+        finally:
+            memory.stop()
+            proc.terminate()
+            proc.wait()
+    mib = 1024 * 1024
+    p99_met = under["p99_ms"] < HOSTILE_GOAL_P99_MS
+    rows = [
+        ("legitimate p99 ms", base["p99_ms"], under["p99_ms"], p99_met,
+         f"< {HOSTILE_GOAL_P99_MS:.0f}"),
+        ("failed legitimate", base["errors"], under["errors"], under["errors"] == 0, "0"),
+        ("peak RSS MiB", base_peak / mib, under_peak / mib, under_peak < MEMORY_GOAL,
+         f"< {MEMORY_GOAL / mib:.0f} (75% of the chart's {CHART_MEMORY_LIMIT / mib:.0f})"),
+    ]  # fmt: skip
+    print(
+        f"hostile: {tricklers} header-trickling connections (at least {connected} held during "
+        f"the run), {bodies} slow bodies of {body_size / mib:.1f} MiB (limit "
+        f"{defaults.client_max_size / mib:.1f} MiB); legitimate reviews at "
+        f"200/s for {run_seconds:.0f} s; server resident at start {started_rss / mib:.0f} MiB"
+    )
+    print(f"{'':<20} {'baseline':>10} {'hostile':>10}  goal")
+    ok = True
+    for name, before, after, met, goal in rows:
+        ok &= met
+        print(f"{name:<20} {before:>10.2f} {after:>10.2f}  {goal} {'ok' if met else 'MISS'}")
+    print(
+        "slow bodies answered: "
+        + ", ".join(f"{k} {v}" for k, v in sorted(attackers.answers.items()))
+        + f"; trickling connections cut: {attackers.cuts}; server GC pauses under attack: "
+        f"{pauses['count']:.0f}, longest {pauses['max_ms']:.1f} ms; longest event-loop stall "
+        f"{stall:.1f} ms; server refusals: "
+        + (", ".join(f"{k} {v:.0f}" for k, v in sorted(refusals.items())) or "none")
+    )
+    print("hostile goal met" if ok else "hostile goal NOT met (MISS)")
+    return 0 if ok or smoke else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rate", type=float, default=1000.0, help="requests per second")
@@ -397,7 +694,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--servers", default="noop,validate,mutate", help="comma-separated: noop,validate,mutate"
     )
-    parser.add_argument("--serve", choices=["noop", "validate", "mutate"], help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--serve", choices=["noop", "validate", "mutate", "caldera"], help=argparse.SUPPRESS
+    )
+    parser.add_argument(
+        "--at-limit",
+        action="store_true",
+        help="with --hostile: slow bodies of the body limit (read) instead of 7 MiB (refused)",
+    )
+    parser.add_argument(
+        "--hostile",
+        action="store_true",
+        help="legitimate reviews at 200/s beside 1,000 header-trickling connections and 100 "
+        "slow large bodies, against the baseline without them",
+    )
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--cert", help=argparse.SUPPRESS)
     parser.add_argument("--key", help=argparse.SUPPRESS)
@@ -414,6 +724,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.rotate:
         return rotation(args.rate, 2.0 if args.smoke else args.seconds)
+    if args.hostile:
+        return hostile(smoke=args.smoke, seconds=args.seconds, at_limit=args.at_limit)
     rate, seconds = (100.0, 1.0) if args.smoke else (args.rate, args.seconds)
     body = json.dumps(review(three_task_job())).encode()
     print(
@@ -479,6 +791,8 @@ def main(argv: list[str] | None = None) -> int:
                 + ", ".join(f"{kind} {ms:.2f} ms" for kind, ms in worst.items())
             )
     print("goal met" if ok else "goal NOT met (MISS)")
+    if args.smoke:
+        hostile(smoke=True, seconds=2.0)
     return 0 if ok or args.smoke else 1
 
 

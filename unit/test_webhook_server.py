@@ -353,6 +353,11 @@ async def test_requests_beyond_the_in_flight_caps_get_429(tmp_path: Path) -> Non
         small = json.dumps(review(job_dict())).encode()
         status, _ = await _post(r, "/jobs/validate", small)
         assert status == 200
+        async with (  # a request without a body is not a large one
+            aiohttp.ClientSession() as session,
+            session.get(r.url + "/jobs/validate", ssl=r.client_ssl) as resp,
+        ):
+            assert resp.status == 405
         _, other_writer = await asyncio.open_connection("127.0.0.1", _port(r), ssl=r.client_ssl)
         other_writer.write(_HEAD + b"Content-Length: 10\r\n\r\n{")  # a second one in flight
         await other_writer.drain()

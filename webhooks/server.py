@@ -198,7 +198,8 @@ async def _limited(request: web.Request, handler: Handler, state: _InFlight) -> 
         # Refused from its Content-Length, before a byte of it is buffered.
         message = f"the review is {length} bytes; at most {most} are accepted"
         return _refuse(request, 413, "too_large", message)
-    large = length is None or length > LARGE_REVIEW
+    # A body of unknown length (chunked) may be as large as any.
+    large = length > LARGE_REVIEW if length is not None else request.body_exists
     if state.all >= limits.max_in_flight or (large and state.large >= limits.max_large_in_flight):
         return _refuse(request, 429, "in_flight", "too many reviews in flight; try again")
     state.all += 1
