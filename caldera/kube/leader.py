@@ -116,7 +116,6 @@ class LeaderElector:
         self.log = structlog.get_logger("leader").bind(lease=f"{config.namespace}/{config.name}")
         self._observed: tuple[str | None, str | None, int | None] | None = None
         self._observed_at = 0.0
-        self._sent_at = 0.0
         self.is_leader = False
 
     async def try_acquire_or_renew(self) -> bool:
@@ -140,6 +139,12 @@ class LeaderElector:
             return self.fence.renewed(sent)
         spec = lease.spec
         self._observe(spec)
+        if self.is_leader and spec.holder_identity not in (None, "", cfg.identity):
+            # Someone else holds the Lease we lead on (an administrator's edit, a clock far
+            # off): whatever our own deadline says, stop writing now.
+            self.log.warning("the Lease is held by another replica", holder=spec.holder_identity)
+            self.fence.close()
+            return False
         if lease_held_by_other(
             spec, cfg.identity, self._observed_at, self.clock(), cfg.lease_duration
         ):
