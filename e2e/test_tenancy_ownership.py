@@ -250,7 +250,7 @@ async def test_a_tenants_namesakes_are_neither_changed_nor_deleted(
     found = await eventually(all_reported, timeout=30, what="Warning Events naming the objects")
     assert all("is not controlled by Job tj" in m for m in found), found
     held = await kube.get(JOB, name, namespace=namespace)
-    assert "pods held back" in held.status.state.message, held.status
+    assert "[held: " in held.status.state.message, held.status
     await asyncio.sleep(3)  # a few syncs
     assert await pods_of(kube, namespace, name) == {}
     assert await _versions(kube, namespace, mine) == before

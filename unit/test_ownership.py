@@ -14,7 +14,15 @@ from hypothesis import strategies as st
 
 from caldera.api.core import PersistentVolumeClaim
 from caldera.api.meta import ObjectMeta, OwnerReference
-from caldera.api.ownership import ClaimUse, claim_use, clash_message, held_message, may_touch
+from caldera.api.ownership import (
+    HELD_SHOWN,
+    ClaimUse,
+    claim_use,
+    clash_message,
+    held_summary,
+    may_touch,
+    with_held,
+)
 from caldera.api.volcano import Job
 from caldera.kube.errors import AlreadyExists
 from controllers.job.pvc_throttle import ClaimUnusableError, PvcCreator, claim_problem
@@ -69,7 +77,25 @@ def test_clash_messages_name_the_object_and_are_stable() -> None:
     a = clash_message("ConfigMap", "train-svc", "Job train")
     b = clash_message("Service", "train", "Job train")
     assert a.startswith("ConfigMap/train-svc exists and is not controlled by Job train")
-    assert held_message([a, b, a], "held") == held_message([b, a], "held")
+    assert held_summary([a, b, a]) == held_summary([b, a])
+
+
+@given(st.lists(st.text(max_size=300), max_size=2000), st.text(max_size=200))
+def test_the_held_note_is_bounded_and_replaced_not_appended(
+    problems: list[str], message: str
+) -> None:
+    """However many objects hold a Job (a thousand held pods), its status names at most
+    HELD_SHOWN of them and counts the rest; a new note replaces the last one, and an empty one
+    removes it, leaving the rest of the message as it was."""
+    summary = held_summary(problems)
+    assert len(summary) <= 20 + HELD_SHOWN * 303 + 20
+    assert summary.count(" | ") <= HELD_SHOWN
+    base = message.replace("[held: ", "")
+    once = with_held(base, summary)
+    assert once.endswith(summary)
+    twice = with_held(with_held(once, held_summary(["other"])), summary)
+    assert twice == once
+    assert with_held(once, "") == base
 
 
 def _claim(owners: tuple[OwnerReference, ...], deleting: str | None = None) -> Any:

@@ -16,16 +16,20 @@ Pure: no I/O; the callers read the object (cache or GET) and write.
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Iterable
+from typing import Final
 
 from caldera.api.meta import ObjectMeta, controller_of
 
 __all__ = [
+    "HELD_SHOWN",
     "ClaimUse",
     "claim_use",
     "clash_message",
-    "held_message",
+    "held_summary",
     "may_touch",
+    "with_held",
 ]
 
 
@@ -62,7 +66,26 @@ def clash_message(kind: str, name: str, owner: str) -> str:
     )
 
 
-def held_message(clashes: Iterable[str], what: str) -> str:
-    """One message for everything that holds `what` back, sorted so that equal sets of
-    problems give equal messages (an Event is recorded once per change, not per sync)."""
-    return f"{'; '.join(sorted(set(clashes)))}: {what}"
+HELD_SHOWN: Final = 5  # problems named in a Job's status and Events per change; the rest counted
+_HELD = re.compile(r"(?:; )?\[held: [^\]]*\]")
+
+
+def held_summary(problems: Iterable[str], *, shown: int = HELD_SHOWN) -> str:
+    """What holds a Job's pods back, as one bounded text for ``status.state.message``:
+    ``[held: <first problem> | ... | and N more]``. Sorted and deduplicated, so that the same
+    problems give the same text (an Event is told once per change of it, not per sync); a
+    thousand held pods give five problems and a count, not a thousand lines."""
+    unique = sorted({p.replace("]", ")") for p in problems})
+    parts = unique[:shown]
+    if len(unique) > shown:
+        parts.append(f"and {len(unique) - shown} more")
+    return f"[held: {' | '.join(parts)}]"
+
+
+def with_held(message: str, summary: str) -> str:
+    """``message`` with its earlier ``held_summary`` (if any) replaced by ``summary``; with
+    ``summary`` "" the earlier one is only removed (nothing holds the Job any more)."""
+    base = _HELD.sub("", message)
+    if not summary:
+        return base
+    return f"{base}; {summary}" if base else summary

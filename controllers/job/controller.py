@@ -41,7 +41,7 @@ from caldera.api.kinds import (
     PVC,
 )
 from caldera.api.meta import controller_of
-from caldera.api.ownership import clash_message, held_message, may_touch
+from caldera.api.ownership import HELD_SHOWN, clash_message, held_summary, may_touch, with_held
 from caldera.api.podtemplate import job_template_errors
 from caldera.api.stored import policy_errors
 from caldera.api.volcano import (
@@ -553,18 +553,31 @@ class JobController(Controller):
         self._holds.setdefault(key, []).append((reason, message))
 
     def _note_holds(self, job: Job, status: JobStatus) -> JobStatus:
-        """``status`` with what held the Job's pods back in this reconcile in its state message,
-        and a Warning Event per hold not already there: once per change, across restarts too
-        (the stored message carries it), never once per sync."""
+        """``status`` with what held the Job's pods back in this reconcile in its state message
+        (bounded, replacing the last such note; removed once nothing holds the Job), and a
+        Warning Event for the first few problems when that note changed: once per change,
+        across restarts too (the stored message carries it), never once per sync."""
         key = f"{job.metadata.namespace}/{job.metadata.name}"
-        holds = self._holds.pop(key, [])
+        holds = sorted(set(self._holds.pop(key, [])), key=lambda h: h[1])
+        summary = held_summary(m for _, m in holds) if holds else ""
+        message = with_held(status.state.message, summary)
         if not holds:
-            return status
+            if message == status.state.message:
+                return status
+            return msgspec.structs.replace(
+                status, state=msgspec.structs.replace(status.state, message=message)
+            )
         self._held.add(key)
-        for reason, message in dict.fromkeys(holds):
-            if message not in job.status.state.message:
-                self._event(job, "Warning", reason, message)
-        return note_problems(status, held_message((m for _, m in holds), "pods held back"))
+        if summary not in job.status.state.message:
+            for reason, problem in holds[:HELD_SHOWN]:
+                self._event(job, "Warning", reason, problem)
+            if len(holds) > HELD_SHOWN:
+                rest = len(holds) - HELD_SHOWN
+                more = f"and {rest} more objects the Job needs are not its own; pods held back"
+                self._event(job, "Warning", holds[HELD_SHOWN][0], more)
+        return msgspec.structs.replace(
+            status, state=msgspec.structs.replace(status.state, message=message)
+        )
 
     # ---- kill -------------------------------------------------------------------------------
 
