@@ -91,9 +91,20 @@ class Controllers:
         self.logs.append(self.proc.log())
         assert code == 0, self.proc.log()[-3000:]
 
-    def restart(self) -> None:
+    async def restart_and_sync(self, kube: KubeClient, namespace: str, job_name: str) -> None:
+        """Restart, wait until ready (caches synced, the Job's first sync queued), make the
+        Job sync once more (a label change), and give both syncs time to act."""
         self.stop()
         self.proc = self._start()
+
+        async def ready() -> bool:
+            status, _ = await asyncio.to_thread(self.proc.get, "/readyz")
+            return status == 200
+
+        await eventually(ready, timeout=60, what="the restarted controllers ready")
+        patch = {"metadata": {"labels": {"poked": secrets.token_hex(2)}}}
+        await kube.patch(JOB, job_name, patch, namespace=namespace)
+        await asyncio.sleep(3)
 
 
 @pytest.fixture
@@ -261,8 +272,7 @@ async def test_a_tenants_namesakes_are_neither_changed_nor_deleted(
     await asyncio.sleep(2)
     assert await _versions(kube, namespace, mine) == before
 
-    controllers.restart()
-    await asyncio.sleep(8)  # the restarted controllers list and sync the finished Job
+    await controllers.restart_and_sync(kube, namespace, name)
     assert await _versions(kube, namespace, mine) == before
     cm = await kube.get(CONFIGMAP, f"{name}-svc", namespace=namespace)
     assert cm.data == {"mine": "yes"}
@@ -315,8 +325,7 @@ async def test_a_finished_job_deletes_its_objects_once(
         await kube.patch(
             POD, pod.metadata.name, {"metadata": {"labels": {"poke": "1"}}}, namespace=namespace
         )
-    controllers.restart()
-    await asyncio.sleep(8)
+    await controllers.restart_and_sync(kube, namespace, name)
     assert await _versions(kube, namespace, mine) == before
 
 
