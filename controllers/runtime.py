@@ -145,6 +145,12 @@ class Controller(abc.ABC):
     def enqueue(self, obj: KubeObject) -> None:
         self.queue.add(meta_namespace_key(obj))
 
+    @property
+    def working(self) -> bool:
+        """Whether this replica's workers run: only the leader's do (a standby keeps its cache
+        warm and its handlers queue keys, but it must not act, not even record an Event)."""
+        return bool(self._workers)
+
     def start(self, workers: int) -> None:
         for i in range(workers):
             task = asyncio.create_task(self._worker(), name=f"{self.name} worker {i}")

@@ -283,9 +283,10 @@ class JobController(Controller):
             self._created.seen(key, pod)
 
     def _podgroup_updated(self, old: PodGroup, new: PodGroup) -> None:
-        pending = pending_event(old, new)
+        pending = pending_event(old, new) if self.working else None
         if pending is not None:
             # Recorded here, on the change itself, not per reconcile: see controllers.job.pending.
+            # Only by the leader: a standby sees the same change and would record it twice.
             job, message = pending
             self.ctx.recorder.record(job, "Warning", JobEventReason.POD_GROUP_PENDING, message)
         self._post_request(events.on_podgroup_update(old, new))
