@@ -8,7 +8,14 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from caldera.api.meta import ObjectMeta, ObjectReference, TemplateMeta, format_time, parse_time
+from caldera.api.meta import (
+    ObjectMeta,
+    ObjectReference,
+    OwnerReference,
+    TemplateMeta,
+    format_time,
+    parse_time,
+)
 from caldera.api.volcano import (
     CRONJOB_SCHEDULED_TIMESTAMP_KEY,
     CronJob,
@@ -57,7 +64,15 @@ def job(
     created: dt.datetime = CREATED,
     finished: dt.datetime | None = None,
     deleting: bool = False,
+    owner: str = "cj-uid",
 ) -> Job:
+    ref = OwnerReference(
+        api_version="batch.volcano.sh/v1alpha1",
+        kind="CronJob",
+        name="nightly",
+        uid=owner,
+        controller=True,
+    )
     return Job(
         metadata=ObjectMeta(
             name=name,
@@ -65,6 +80,7 @@ def job(
             uid=f"{name}-uid",
             creation_timestamp=format_time(created),
             deletion_timestamp=format_time(created) if deleting else None,
+            owner_references=(ref,),
         ),
         status=JobStatus(
             state=JobState(
@@ -182,6 +198,31 @@ def test_existing_job_for_the_time_is_not_started_twice() -> None:
     assert p.create is None
     assert p.status.last_schedule_time == "2026-01-01T01:00:00Z"
     assert [r.name for r in p.status.active] == [name]  # adopted
+
+
+def test_a_tenants_namesake_is_neither_adopted_counted_replaced_nor_expired() -> None:
+    """Jobs another made (no controller, or another UID: a tenant's Job named for the due time,
+    or like old ones) are not the CronJob's: the due time is still started (its create meets
+    the tenant's Job and gives the time up with a Warning), nothing of theirs is listed active,
+    replaced under Replace, or deleted by the history limits."""
+    due = f"nightly-{int(at(1).timestamp()) // 60}"
+    theirs = [
+        job(due, owner="tenant-uid"),
+        job("ok0", "Completed", finished=at(0, 5), owner=""),
+        job("bad0", "Failed", owner="tenant-uid"),
+    ]
+    cj = cron(
+        last=at(0),
+        concurrency_policy="Replace",
+        successful_jobs_history_limit=0,
+        failed_jobs_history_limit=0,
+    )
+    p = plan(cj, theirs, at(1, 0, 5))
+    assert p.create is not None
+    assert p.create.metadata.name == due
+    assert p.status.active == ()
+    assert (p.replace, p.expire) == ((), ())
+    assert p.status.last_successful_time is None
 
 
 def test_forbid_skips_while_a_job_runs_and_starts_late_after() -> None:

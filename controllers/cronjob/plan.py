@@ -1,7 +1,8 @@
 """What the cronjob controller does for one CronJob at one instant (pure logic, no I/O).
 
 ``plan(cronjob, jobs, now)`` takes the CronJob, the Volcano Jobs it controls (its controller
-reference, matched by UID) and the time, and returns the writes: at most one Job to start, Jobs
+reference, matched by UID; any other Job given is ignored, a tenant's namesake included) and the
+time, and returns the writes: at most one Job to start, Jobs
 to delete (the ones ``Replace`` displaces, then the oldest finished beyond the history limits),
 the status to write, the Events to record and when to look again. It follows Volcano's
 pkg/controllers/cronjob (itself Kubernetes' pkg/controller/cronjob, controller v2):
@@ -48,6 +49,7 @@ from caldera.api.cron import (
 )
 from caldera.api.kinds import CRONJOB, controller_reference
 from caldera.api.meta import ObjectMeta, ObjectReference, format_time, parse_time
+from caldera.api.ownership import may_touch
 from caldera.api.volcano import (
     CRONJOB_SCHEDULED_TIMESTAMP_KEY,
     ConcurrencyPolicy,
@@ -166,9 +168,12 @@ def _schedule(cronjob: CronJob) -> tuple[Schedule, dt.tzinfo, list[Note]]:
 
 
 def plan(cronjob: CronJob, jobs: Sequence[Job], now: dt.datetime) -> Plan:
-    """Decide what to do for ``cronjob`` at ``now``; ``jobs`` are the Jobs it controls."""
+    """Decide what to do for ``cronjob`` at ``now``. Of ``jobs``, only those it controls (their
+    controller reference carries its UID) are counted, adopted, replaced or expired: a Job of the
+    same name that another made is never touched."""
     spec, status = cronjob.spec, cronjob.status
     notes: list[Note] = []
+    jobs = [j for j in jobs if may_touch(j.metadata, cronjob.metadata.uid)]
     live = [j for j in jobs if not j.metadata.deletion_timestamp]
     by_uid = {j.metadata.uid: j for j in live}
 
