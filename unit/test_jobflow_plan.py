@@ -24,7 +24,7 @@ from caldera.api.flow import (
 )
 from caldera.api.meta import ObjectMeta, OwnerReference, format_time
 from caldera.api.volcano import Job, JobSpec, JobState, JobStatus, TaskSpec, TaskState
-from controllers.jobflow.plan import Plan, controlled_by, plan
+from controllers.jobflow.plan import Plan, controlled_by, flow_job_keys, plan
 
 NOW = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
 CREATED = "2026-03-01T11:00:00Z"
@@ -444,3 +444,30 @@ def test_a_failed_step_stops_the_flow(flows: tuple[Flow, ...], data: st.DataObje
                 below.add(name)
                 changed = True
     assert not (below - {fail}) & set(order)
+
+
+def test_a_tenants_namesake_of_a_completed_step_neither_undoes_nor_blocks_it() -> None:
+    """The step's own Job completed and went (a TTL); a tenant then made a Job of its name: the
+    step stays done (the next starts, the flow can succeed), the tenant's Job is neither
+    counted, deleted nor reported as blocking."""
+    history = (FlowJobStatus(name="pipe-preprocess", state="Completed"),)
+    tenants = job("preprocess", "Running", owner="tenant-uid")
+    p = plan(jobflow(phase="Running", history=history), [tenants], TEMPLATES, NOW)
+    assert created(p) == ["pipe-train"]
+    assert reasons(p) == []
+    assert p.status is None  # unchanged: the tenant's running Job is not listed
+    done = (
+        *history,
+        FlowJobStatus(name="pipe-train", state="Completed"),
+        FlowJobStatus(name="pipe-evaluate", state="Completed"),
+    )
+    last = plan(jobflow(phase="Running", history=done), [tenants], TEMPLATES, NOW)
+    assert last.status is not None
+    assert last.status.state.phase == "Succeed"
+    deleting = plan(jobflow(phase="Succeed", retain="delete", history=done), [tenants], {}, NOW)
+    assert deleting.delete == ()
+
+
+def test_every_step_name_is_a_key_the_flow_is_queued_by() -> None:
+    """Any Job under a step's name queues the flow (another's going lets the step start)."""
+    assert flow_job_keys(jobflow()) == ["ml/pipe-evaluate", "ml/pipe-preprocess", "ml/pipe-train"]

@@ -2,15 +2,19 @@
 order, as Volcano's pkg/controllers/jobflow does.
 
 Keys are JobFlow keys. A JobFlow is queued when it changes, when a Job it controls changes (the
-Jobs are indexed by their controller reference, kind JobFlow), and when a JobTemplate one of its
-flows names is created, changed or deleted (the JobFlows are indexed by the templates they name),
-so a flow waiting for a template starts when the template appears. A reconcile reads the cache,
+Jobs are indexed by their controller reference, kind JobFlow), when any other Job under one of
+its flows' names comes or goes (the JobFlows are indexed by those names), and when a JobTemplate
+one of its flows names is created, changed or deleted (the JobFlows are indexed by the templates
+they name), so a flow waiting for a template, or for another's Job of its name to go, starts
+when it can. A reconcile reads the cache,
 asks ``controllers.jobflow.plan`` what to do at ``ctx.clock()`` and writes, in this order:
 
 1. Jobs of a succeeded flow with ``jobRetainPolicy: delete`` are deleted (UID precondition,
    background propagation; ``Deleted`` Events);
 2. the Jobs whose targets have completed are created (``Created``, Volcano's Event). A create
-   after a stale cache read answers 409 and is harmless (the name is deterministic). A create the
+   answering 409 reads the Job found: its own after a stale cache read (the name is
+   deterministic), or another's, left alone with a ``ForeignJob`` Warning naming it; only Jobs
+   whose controller reference carries the JobFlow's UID are counted or deleted. A create the
    API server or a webhook refuses (400, 403, 422) is a ``FailedCreate`` Warning and is not
    retried: it would be refused again until the template or the flow changes, and either change
    queues the flow. Any other failure is retried with backoff;
@@ -28,18 +32,25 @@ from typing import Final
 
 import msgspec
 
-from caldera.api.flow import FLOW_API_VERSION, JobFlow, JobTemplate, flow_job_name
+from caldera.api.flow import (
+    CREATED_BY_JOB_TEMPLATE_KEY,
+    FLOW_API_VERSION,
+    JobFlow,
+    JobTemplate,
+    flow_job_name,
+)
 from caldera.api.kinds import JOB, JOBFLOW, JOBTEMPLATE, reference
 from caldera.api.meta import ObjectReference
 from caldera.api.volcano import Job
 from caldera.kube.errors import AlreadyExists, ApiError, NotFound
 from controllers.jobflow.metrics import JobFlowMetrics
-from controllers.jobflow.plan import Plan, plan
+from controllers.jobflow.plan import Plan, controlled_by, flow_job_keys, foreign_job, plan
 from controllers.runtime import Controller, Result, controller_key, delete_child, enqueue_keys
 from informers.store import HandlerFuncs
 
 BY_JOBFLOW: Final = "jobflow-controller/jobs-by-jobflow"
 BY_TEMPLATE: Final = "jobflow-controller/jobflows-by-template"
+BY_FLOW_JOB: Final = "jobflow-controller/jobflows-by-flow-job"
 # Refusals a retry cannot overcome: a webhook's or the API server's verdict on the Job (a bad
 # request, a webhook's or RBAC's no, an invalid object).
 _REFUSED: Final = frozenset({400, 403, 422})
@@ -65,6 +76,7 @@ class JobFlowController(Controller):
         self.metrics = JobFlowMetrics(self.ctx.registry)
         self.jobs.add_indexer(BY_JOBFLOW, lambda j: [k] if (k := _owner_key(j)) else [])
         self.jobflows.add_indexer(BY_TEMPLATE, _template_keys)
+        self.jobflows.add_indexer(BY_FLOW_JOB, flow_job_keys)
         on_jobflow: HandlerFuncs[JobFlow] = HandlerFuncs(
             add=self.enqueue, update=lambda _old, new: self.enqueue(new), delete=self.enqueue
         )
@@ -74,8 +86,20 @@ class JobFlowController(Controller):
             delete=self._template_changed,
         )
         self.jobflows.add_handler(on_jobflow)
+        on_namesake: HandlerFuncs[Job] = HandlerFuncs(
+            add=self._namesake_changed, delete=self._namesake_changed
+        )
         self.jobs.add_handler(enqueue_keys(self.queue, _owner_key))
+        self.jobs.add_handler(on_namesake)
         self.templates.add_handler(on_template)
+
+    def _namesake_changed(self, job: Job) -> None:
+        """A Job under a flow's name came or went: another's going lets the flow start it."""
+        if _owner_key(job) is not None:
+            return  # a JobFlow's own: queued by its owner already
+        key = f"{job.metadata.namespace}/{job.metadata.name}"
+        for jobflow in self.jobflows.store.by_index(BY_FLOW_JOB, key):
+            self.enqueue(jobflow)
 
     def _template_changed(self, template: JobTemplate) -> None:
         key = f"{template.metadata.namespace}/{template.metadata.name}"
@@ -109,17 +133,26 @@ class JobFlowController(Controller):
         for job in todo.delete:
             await self._delete(job, involved)
         for job in todo.create:
-            await self._create(job, involved)
+            await self._create(jobflow, job, involved)
         if todo.status is not None:
             await self._write_status(jobflow, todo, involved)
         return None
 
-    async def _create(self, job: Job, involved: ObjectReference) -> None:
+    async def _create(self, jobflow: JobFlow, job: Job, involved: ObjectReference) -> None:
         name, namespace = job.metadata.name, job.metadata.namespace
         try:
             await self.ctx.client.create(JOB, job, namespace=namespace)
         except AlreadyExists:
-            return  # created before; the cache has not seen it yet
+            # Ours, created before the cache saw it; or another's, left alone and told.
+            try:
+                found = await self.ctx.client.get(JOB, name, namespace=namespace)
+            except NotFound:
+                raise RuntimeError(f"job {namespace}/{name} vanished after a conflict") from None
+            if not controlled_by(found, jobflow):
+                flow = job.metadata.labels.get(CREATED_BY_JOB_TEMPLATE_KEY, "")
+                note = foreign_job(name, flow.partition(".")[2])
+                self.ctx.recorder.record(involved, note.type, note.reason, note.message)
+            return
         except ApiError as exc:
             if exc.status not in _REFUSED:
                 raise

@@ -22,6 +22,10 @@ where v1.13 and later releases differ, the later fix):
 - A flow whose Job completed is done even once that Job is gone (its ``ttlSecondsAfterFinished``,
   a user's delete): ``jobStatusList`` remembers it Completed, so it is not run again and the
   flows waiting for it may start (Volcano creates the Job again and runs the step twice).
+- Only Jobs whose controller reference carries the JobFlow's UID are its own: counted in the
+  status, deleted (``jobRetainPolicy: delete``). A Job of a flow's name that another made is
+  left alone: the flow waits for it to go (a ``ForeignJob`` Warning), or, done before it came,
+  stays done.
 
 Time comes from the caller, never the system clock.
 """
@@ -57,7 +61,17 @@ from caldera.api.meta import ObjectMeta, format_time, parse_time
 from caldera.api.volcano import Job, JobPhase
 from controllers.notes import Note
 
-__all__ = ["Plan", "Transition", "controlled_by", "job_for", "next_phase", "plan", "status_of"]
+__all__ = [
+    "Plan",
+    "Transition",
+    "controlled_by",
+    "flow_job_keys",
+    "foreign_job",
+    "job_for",
+    "next_phase",
+    "plan",
+    "status_of",
+]
 
 # The phases Volcano's getAllJobStatus sorts Jobs into; every other phase is "unknown".
 _LISTED: Final = frozenset(
@@ -100,6 +114,24 @@ def controlled_by(job: Job, jobflow: JobFlow) -> bool:
         ref.controller and ref.kind == "JobFlow" and ref.uid == jobflow.metadata.uid
         for ref in job.metadata.owner_references
     )
+
+
+def foreign_job(name: str, flow: str) -> Note:
+    """The Warning for a Job of a flow's name that this JobFlow does not control: it is left
+    alone (never counted, patched or deleted) and the flow waits for it to go."""
+    return Note(
+        "Warning",
+        "ForeignJob",
+        f"Job {name} exists and this JobFlow does not control it: "
+        f"flow {flow!r} waits until it is gone",
+    )
+
+
+def flow_job_keys(jobflow: JobFlow) -> list[str]:
+    """The keys (``namespace/name``) of the Jobs the flows of ``jobflow`` make: any Job under
+    one of them, its own or another's, concerns the flow (another's going lets it start)."""
+    namespace, name = jobflow.metadata.namespace, jobflow.metadata.name
+    return sorted({f"{namespace}/{flow_job_name(name, f.name)}" for f in jobflow.spec.flows})
 
 
 def job_for(jobflow: JobFlow, flow: str, template: JobTemplate) -> Job:
@@ -255,10 +287,11 @@ def _completed(jobflow: JobFlow, by_name: Mapping[str, Job]) -> set[str]:
     for flow in jobflow.spec.flows:
         name = flow_job_name(jobflow.metadata.name, flow.name)
         job = by_name.get(name)
-        if job is None:
+        if job is None or not controlled_by(job, jobflow):
+            # Another's Job of the name (made after ours went) neither undoes nor does the step.
             finished = seen.get(name) == JobPhase.COMPLETED
         else:
-            finished = controlled_by(job, jobflow) and _phase(job) == JobPhase.COMPLETED
+            finished = _phase(job) == JobPhase.COMPLETED
         if finished:
             done.add(flow.name)
     return done
@@ -279,15 +312,12 @@ def _creations(
         name = flow_job_name(jobflow.metadata.name, flow.name)
         existing = by_name.get(name)
         if existing is not None:
-            if not controlled_by(existing, jobflow) and flow.name not in seen:
-                notes.append(
-                    Note(
-                        "Warning",
-                        "ForeignJob",
-                        f"Job {name} exists and this JobFlow does not control it: "
-                        f"flow {flow.name!r} waits until it is gone",
-                    )
-                )
+            if (
+                not controlled_by(existing, jobflow)
+                and flow.name not in seen
+                and flow.name not in completed
+            ):
+                notes.append(foreign_job(name, flow.name))
             seen.add(flow.name)
             continue
         if flow.name in seen or flow.name in completed:
