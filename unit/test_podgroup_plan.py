@@ -351,3 +351,26 @@ def test_plan_warnings_are_passed_on() -> None:
     assert result.create is not None
     assert result.create.spec.min_member == 1
     assert len(result.warnings) == 1
+
+
+OVER = {"scheduling.volcano.sh/group-min-member": "2000000"}
+
+
+def test_plan_over_the_bounds_neither_creates_nor_patches() -> None:
+    """An owner whose group-min-member is over the CRD's bound gets no PodGroup, and an
+    existing one is not patched to it (the API server would refuse the patch, and a refusal
+    retried never ends); the pods still join the existing one; the reason names the field."""
+    pods = [_pod("a", annotations=ANNOTATED), _pod("new")]
+    created = plan(name="podgroup-rs-uid", pods=pods, owner=_owner(OVER), existing=None)
+    assert created.create is None
+    assert created.annotate == ()
+    assert "spec.minMember: must be at most 10000 (got 2000000)" in created.over_limits
+    assert "not created" in created.over_limits
+    patched = plan(name="podgroup-rs-uid", pods=pods, owner=_owner(OVER), existing=_existing())
+    assert patched.spec_patch is None
+    assert patched.annotate == ("new",)
+    assert "not updated" in patched.over_limits
+    # Back under the bound: the patch follows and nothing is held.
+    back = plan(name="podgroup-rs-uid", pods=pods, owner=_owner(THREE), existing=_existing(1))
+    assert back.spec_patch == {"minMember": 3}
+    assert back.over_limits == ""

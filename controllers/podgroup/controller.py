@@ -8,8 +8,11 @@ group queues its group's key; an owner change (replicas, annotations) queues the
 PodGroup that owner already has.
 
 Writes, in an order that never lets the scheduler see a pod naming a missing group: create the
-PodGroup (409 after a stale cache read is harmless: the name is deterministic), then PATCH the
-pods' ``scheduling.k8s.io/group-name`` annotation (pods are not ours: never PUT). The PodGroup
+PodGroup (on 409 the PodGroup found is read: the owner's after a stale cache read, else left
+alone with a Warning), then PATCH the pods' ``scheduling.k8s.io/group-name`` annotation (pods
+are not ours: never PUT). A PodGroup the owner's annotations would put over a bound of
+``caldera.api.limits`` is neither created nor patched, and told once per change; a create or
+patch the API server refuses as invalid is told and not retried. The PodGroup
 carries the owner's reference, so Kubernetes' garbage collector removes it with its owner; an
 owner scaled to zero gets its PodGroup deleted at once.
 """
@@ -21,6 +24,7 @@ from typing import Any, Final
 from caldera.api.core import Pod
 from caldera.api.kinds import POD, PODGROUP
 from caldera.api.meta import ObjectReference, OwnerReference, controller_of
+from caldera.api.ownership import clash_message, may_touch
 from caldera.api.volcano import KUBE_GROUP_NAME_KEY, PodGroup
 from caldera.kube.errors import AlreadyExists, Conflict, Invalid, NotFound
 from controllers.podgroup.kinds import OWNER_KINDS, ReplicaSet, StatefulSet
@@ -39,6 +43,8 @@ from informers.store import HandlerFuncs, KubeObject, split_key
 BY_GROUP: Final = "podgroup-controller/pods-by-group"
 OWNER_CACHE_WAIT: Final = 2.0
 """Seconds to wait for an owner the cache has not seen yet (its pods can arrive first)."""
+OVER_LIMITS_REMEMBERED: Final = 4096
+"""PodGroups held over a bound whose Warning was told (so that it is told once per change)."""
 
 
 def _group_key(pod: Pod) -> str:
@@ -52,6 +58,7 @@ class PodGroupController(Controller):
 
     def setup(self) -> None:
         self.scheduler_names = frozenset(self.ctx.settings.scheduler_names)
+        self._over_limits: dict[str, str] = {}  # PodGroup key -> the Warning told
         self.pods = self.ctx.informers.informer(POD)
         self.podgroups = self.ctx.informers.informer(PODGROUP)
         self.owners: dict[tuple[str, str], SharedInformer[Any]] = {
@@ -107,6 +114,7 @@ class PodGroupController(Controller):
         if todo.foreign:
             self.ctx.recorder.record(involved, "Warning", "FailedCreate", todo.foreign)
             return None
+        self._tell_over_limits(key, todo.over_limits, involved, existing is None)
         if (todo.create or todo.spec_patch) and todo.warnings:
             for warning in todo.warnings:
                 self.ctx.recorder.record(involved, "Warning", "InvalidAnnotation", warning)
@@ -123,13 +131,21 @@ class PodGroupController(Controller):
                 await client.create(PODGROUP, todo.create, namespace=namespace)
                 self.log.info("created podgroup", min_member=todo.create.spec.min_member)
             except AlreadyExists:
-                pass  # created meanwhile (stale cache): annotating the pods is still right
+                # Created meanwhile: ours after a stale cache read (annotate the pods), or
+                # someone else's, which the pods must not join.
+                if not await self._ours_after_conflict(todo.create, involved):
+                    return None
             except Invalid as exc:
                 # e.g. a queue annotation that is no valid name: retrying cannot fix it
                 self.ctx.recorder.record(involved, "Warning", "FailedCreate", str(exc))
                 raise TerminalError(f"podgroup {key} rejected: {exc}") from exc
         if todo.spec_patch is not None:
-            await client.patch(PODGROUP, name, {"spec": todo.spec_patch}, namespace=namespace)
+            try:
+                await client.patch(PODGROUP, name, {"spec": todo.spec_patch}, namespace=namespace)
+            except Invalid as exc:
+                # As at create: the same patch would be refused again, so no retry loop.
+                self.ctx.recorder.record(involved, "Warning", "FailedUpdate", str(exc))
+                raise TerminalError(f"podgroup {key} update rejected: {exc}") from exc
             self.log.info("updated podgroup", patch=todo.spec_patch)
         for pod_name in todo.annotate:
             patch = {"metadata": {"annotations": {KUBE_GROUP_NAME_KEY: name}}}
@@ -138,6 +154,39 @@ class PodGroupController(Controller):
             except NotFound:
                 continue  # deleted meanwhile
         return None
+
+    async def _ours_after_conflict(self, want: PodGroup, involved: ObjectReference) -> bool:
+        """Whether the PodGroup a create found under ``want``'s name is the owner's; a Warning
+        naming it when it is not."""
+        meta = want.metadata
+        try:
+            found = await self.ctx.client.get(PODGROUP, meta.name, namespace=meta.namespace)
+        except NotFound:
+            raise RuntimeError(f"podgroup {meta.name} vanished after a conflict") from None
+        owner = controller_of(meta)
+        if owner is not None and may_touch(found.metadata, owner.uid):
+            return True
+        who = f"{owner.kind} {owner.name}" if owner else "its pods' owner"
+        message = clash_message("PodGroup", meta.name, who)
+        self.ctx.recorder.record(involved, "Warning", "FailedCreate", message)
+        return False
+
+    def _tell_over_limits(
+        self, key: str, message: str, involved: ObjectReference, creating: bool
+    ) -> None:
+        """A Warning for a PodGroup held over a bound, once per message: the owner's status
+        changes queue the group again and again, and each would repeat it."""
+        if not message:
+            self._over_limits.pop(key, None)
+            return
+        if self._over_limits.get(key) == message:
+            return
+        if len(self._over_limits) >= OVER_LIMITS_REMEMBERED:
+            self._over_limits.clear()  # bounded; the worst case is one Warning told again
+        self._over_limits[key] = message
+        reason = "FailedCreate" if creating else "FailedUpdate"
+        self.ctx.recorder.record(involved, "Warning", reason, message)
+        self.log.warning("podgroup over the bounds", podgroup=key, message=message)
 
     @staticmethod
     def _owner_ref(pods: list[Pod], existing: PodGroup | None) -> OwnerReference | None:

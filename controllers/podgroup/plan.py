@@ -19,6 +19,7 @@ from typing import Any, Final
 import msgspec
 
 from caldera.api.core import Pod
+from caldera.api.limits import podgroup_limit_errors
 from caldera.api.meta import ObjectMeta, OwnerReference, ResourceList, controller_of
 from caldera.api.ownership import clash_message, may_touch
 from caldera.api.quantity import QuantityError
@@ -78,6 +79,9 @@ class Plan:
     annotate: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
     foreign: str = ""  # the PodGroup of the name is not the owner's: left alone, why
+    # The PodGroup the owner asks for is over a bound of caldera/api/limits.py (the CRD would
+    # refuse it): not created, not updated (the pods still join one that exists), why.
+    over_limits: str = ""
 
 
 def group_name(pod: Pod) -> str:
@@ -207,6 +211,9 @@ def plan(*, name: str, pods: Sequence[Pod], owner: Owner | None, existing: PodGr
       annotations (or the pods' requests) change.
     - An existing one the owner (or the bare pod) does not control is never patched, deleted or
       joined: ``foreign`` says why.
+    - One the owner's annotations would put over a bound of ``caldera.api.limits`` (e.g.
+      group-min-member 2000000) is neither created nor patched (the API server would refuse
+      it, and a retried refusal never ends): ``over_limits`` says why.
     """
     if owner is not None and owner.replicas == 0:
         return Plan(delete=existing is not None and may_touch(existing.metadata, owner.uid))
@@ -225,6 +232,16 @@ def plan(*, name: str, pods: Sequence[Pod], owner: Owner | None, existing: PodGr
         who = f"{controller.kind} {controller.name}" if controller else "its pods' owner"
         return Plan(foreign=clash_message("PodGroup", name, who))
     annotate = tuple(p.metadata.name for p in pending)
+    over = podgroup_limit_errors(desired.spec)
+    if over:
+        action = "not created" if existing is None else "not updated"
+        over_limits = (
+            f"PodGroup {name}: {'; '.join(over)} (from the owner's annotations): the PodGroup "
+            f"is {action} until they ask for less"
+        )
+        if existing is None:
+            return Plan(warnings=warnings, over_limits=over_limits)
+        return Plan(annotate=annotate, warnings=warnings, over_limits=over_limits)
     if existing is None:
         if not pending:
             return Plan(warnings=warnings)
