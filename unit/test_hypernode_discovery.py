@@ -16,6 +16,7 @@ from controllers.hypernode.discovery import (
     LabelTopology,
     discovered,
     hypernode_name,
+    owned,
     parse_discovery,
     plan,
 )
@@ -132,7 +133,9 @@ def test_plan_never_touches_hypernodes_it_does_not_own() -> None:
     users = hypernode(r1, 1, [exact("Node", "n2")])
     old = msgspec.structs.replace(
         desired[r0],
-        metadata=ObjectMeta(name=stale, labels={NETWORK_TOPOLOGY_SOURCE_KEY: "label"}),
+        metadata=ObjectMeta(
+            name=stale, labels={NETWORK_TOPOLOGY_SOURCE_KEY: "label", "rack": "gone"}
+        ),
     )
     manual = hypernode("my-rack", 1, [exact("Node", "n0")])
     todo = plan(desired, [mine, users, old, manual])
@@ -143,3 +146,26 @@ def test_plan_never_touches_hypernodes_it_does_not_own() -> None:
     assert [h.metadata.name for h in todo.delete] == [stale]
     assert {h.metadata.name for h in todo.create} == set(desired) - {r0, r1}
     assert plan(desired, [*todo.create, *todo.update, users, manual]).update == []
+
+
+def test_an_administrators_hypernode_with_the_source_label_is_not_the_discoverys() -> None:
+    """The source label alone is no proof: an administrator's HyperNode written by hand with
+    it (or copied from a discovered one and renamed, or named like one with another suffix) is
+    neither updated nor deleted, and its name is skipped when the discovery wants it."""
+    desired = discovered([GPU], nodes())
+    r0 = hypernode_name("gpu", 1, "rack", "r0")
+    source = {NETWORK_TOPOLOGY_SOURCE_KEY: "label"}
+    by_hand = hypernode("admin-rack", 1, [exact("Node", "n0")], labels=source)
+    copied = msgspec.structs.replace(
+        desired[r0], metadata=ObjectMeta(name="rack-copy", labels={**source, "rack": "r0"})
+    )
+    lookalike = hypernode(
+        "hypernode-gpu-tier1-00000", 1, [exact("Node", "n1")], labels={**source, "rack": "x"}
+    )
+    taken = hypernode(r0, 1, [exact("Node", "n9")], tier_name="rack", labels=source)
+    todo = plan(desired, [by_hand, copied, lookalike, taken])
+    assert todo.delete == []
+    assert todo.update == []
+    assert todo.skipped == [r0]
+    assert r0 not in {h.metadata.name for h in todo.create}
+    assert all(owned(h) for h in desired.values())

@@ -11,8 +11,9 @@ Volcano). The work queue holds each key once, so a burst of events costs one run
 
 The discovery reconcile reads the cache, asks ``controllers.hypernode.discovery.plan`` and
 writes creates, PUTs (with the cached resourceVersion, so a stale read answers 409 and is
-retried) and deletes (with the UID as a precondition). HyperNodes without the
-``volcano.sh/network-topology-source: label`` label are never written, only counted.
+retried) and deletes (with the UID as a precondition). Only HyperNodes the discovery made
+are written (``discovery.owned``: the ``volcano.sh/network-topology-source: label`` label and a
+name derived from their labels); the others, an administrator's included, are only counted.
 ``status.nodeCount`` is the number of nodes under the HyperNode, nested HyperNodes included.
 """
 

@@ -22,10 +22,12 @@ key as its ``tierName``.
 
 Names are ``hypernode-<type>-tier<N>-<suffix>`` as in Volcano, but the suffix is a hash of the
 key and value instead of a random string, so a restart or a second replica derives the same
-names (Caldera's deterministic child names). Only HyperNodes carrying the source label are
-changed or deleted: HyperNodes a user wrote are never touched, and a discovered name already
-taken by one of them is skipped and reported. Other sources (ufm, roce) are accepted in the
-file and not run: they talk to fabric managers Caldera does not reach.
+names (Caldera's deterministic child names). Only HyperNodes the discovery made are changed
+or deleted (``owned``: the source label and a name derived from one of their labels):
+HyperNodes a user wrote are never touched, even one that carries the source label, and a
+discovered name already taken by one of them is skipped and reported. Other sources (ufm,
+roce) are accepted in the file and not run: they talk to fabric managers Caldera does not
+reach.
 """
 
 from __future__ import annotations
@@ -105,9 +107,15 @@ def _clean(text: str) -> str:
     return re.sub(r"[^a-z0-9-]", "", text.lower()) or "x"
 
 
+def _suffix(key: str, value: str) -> str:
+    return hashlib.sha256(f"{key}={value}".encode()).hexdigest()[:5]
+
+
 def hypernode_name(topology: str, tier: int, key: str, value: str) -> str:
-    suffix = hashlib.sha256(f"{key}={value}".encode()).hexdigest()[:5]
-    return f"hypernode-{_clean(topology)}-tier{tier}-{suffix}"
+    return f"hypernode-{_clean(topology)}-tier{tier}-{_suffix(key, value)}"
+
+
+_DISCOVERED_NAME: Final = re.compile(r"hypernode-[a-z0-9-]+-tier[0-9]+-([0-9a-f]{5})")
 
 
 @dataclass
@@ -157,8 +165,20 @@ def discovered(
 
 
 def owned(hypernode: HyperNode) -> bool:
-    """Whether the label discovery made (and so may change) this HyperNode."""
-    return hypernode.metadata.labels.get(NETWORK_TOPOLOGY_SOURCE_KEY) == LABEL_SOURCE
+    """Whether the label discovery made (and so may change or delete) this HyperNode: it
+    carries the source label, and its name is one the discovery derives from a ``<key>:
+    <value>`` label it carries (the hash suffix). The source label alone proves nothing: an
+    administrator's HyperNode written by hand, or copied from a discovered one and renamed,
+    has it too."""
+    labels = hypernode.metadata.labels
+    if labels.get(NETWORK_TOPOLOGY_SOURCE_KEY) != LABEL_SOURCE:
+        return False
+    match = _DISCOVERED_NAME.fullmatch(hypernode.metadata.name)
+    return match is not None and any(
+        _suffix(k, v) == match.group(1)
+        for k, v in labels.items()
+        if k != NETWORK_TOPOLOGY_SOURCE_KEY
+    )
 
 
 @dataclass(frozen=True)
