@@ -8,13 +8,13 @@ group queues its group's key; an owner change (replicas, annotations) queues the
 PodGroup that owner already has.
 
 Writes, in an order that never lets the scheduler see a pod naming a missing group: create the
-PodGroup (on 409 the PodGroup found is read: the owner's after a stale cache read, else left
-alone with a Warning), then PATCH the pods' ``scheduling.k8s.io/group-name`` annotation (pods
-are not ours: never PUT). A PodGroup the owner's annotations would put over a bound of
-``caldera.api.limits`` is neither created nor patched, and told once per change; a create or
-patch the API server refuses as invalid is told and not retried. The PodGroup
-carries the owner's reference, so Kubernetes' garbage collector removes it with its owner; an
-owner scaled to zero gets its PodGroup deleted at once.
+PodGroup (on 409 the group is planned again once the cache has the PodGroup found: the
+owner's after a stale cache read, else left alone with a Warning), then PATCH the pods'
+``scheduling.k8s.io/group-name`` annotation (pods are not ours: never PUT). A PodGroup the
+owner's annotations would put over a bound of ``caldera.api.limits`` is neither created nor
+patched, and told once per change; a create or patch the API server refuses as invalid is told
+and not retried. The PodGroup carries the owner's reference, so Kubernetes' garbage collector
+removes it with its owner; an owner scaled to zero gets its PodGroup deleted at once.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from typing import Any, Final
 from caldera.api.core import Pod
 from caldera.api.kinds import POD, PODGROUP
 from caldera.api.meta import ObjectReference, OwnerReference, controller_of
-from caldera.api.ownership import clash_message, may_touch
 from caldera.api.volcano import KUBE_GROUP_NAME_KEY, PodGroup
 from caldera.kube.errors import AlreadyExists, Conflict, Invalid, NotFound
 from controllers.podgroup.kinds import OWNER_KINDS, ReplicaSet, StatefulSet
@@ -43,6 +42,9 @@ from informers.store import HandlerFuncs, KubeObject, split_key
 BY_GROUP: Final = "podgroup-controller/pods-by-group"
 OWNER_CACHE_WAIT: Final = 2.0
 """Seconds to wait for an owner the cache has not seen yet (its pods can arrive first)."""
+CONFLICT_WAIT: Final = 0.5
+"""Seconds before a group whose create met an existing PodGroup is planned again from the
+cache (the plan checks whose it is)."""
 OVER_LIMITS_REMEMBERED: Final = 4096
 """PodGroups held over a bound whose Warning was told (so that it is told once per change)."""
 
@@ -131,10 +133,9 @@ class PodGroupController(Controller):
                 await client.create(PODGROUP, todo.create, namespace=namespace)
                 self.log.info("created podgroup", min_member=todo.create.spec.min_member)
             except AlreadyExists:
-                # Created meanwhile: ours after a stale cache read (annotate the pods), or
-                # someone else's, which the pods must not join.
-                if not await self._ours_after_conflict(todo.create, involved):
-                    return None
+                # Created meanwhile: ours after a stale cache read, or someone else's, which
+                # the pods must not join. The plan tells them apart once the cache has it.
+                return Result(requeue_after=CONFLICT_WAIT)
             except Invalid as exc:
                 # e.g. a queue annotation that is no valid name: retrying cannot fix it
                 self.ctx.recorder.record(involved, "Warning", "FailedCreate", str(exc))
@@ -154,22 +155,6 @@ class PodGroupController(Controller):
             except NotFound:
                 continue  # deleted meanwhile
         return None
-
-    async def _ours_after_conflict(self, want: PodGroup, involved: ObjectReference) -> bool:
-        """Whether the PodGroup a create found under ``want``'s name is the owner's; a Warning
-        naming it when it is not."""
-        meta = want.metadata
-        try:
-            found = await self.ctx.client.get(PODGROUP, meta.name, namespace=meta.namespace)
-        except NotFound:
-            raise RuntimeError(f"podgroup {meta.name} vanished after a conflict") from None
-        owner = controller_of(meta)
-        if owner is not None and may_touch(found.metadata, owner.uid):
-            return True
-        who = f"{owner.kind} {owner.name}" if owner else "its pods' owner"
-        message = clash_message("PodGroup", meta.name, who)
-        self.ctx.recorder.record(involved, "Warning", "FailedCreate", message)
-        return False
 
     def _tell_over_limits(
         self, key: str, message: str, involved: ObjectReference, creating: bool
