@@ -213,7 +213,7 @@ def test_default_values_render(helm: str, tmp_path: Path) -> None:
     mounts = {m["name"]: m["mountPath"] for m in container(webhook)["volumeMounts"]}
     assert ws.tls_cert_file == mounts["cert"] + "/tls.crt"
     assert ws.tls_key_file == mounts["cert"] + "/tls.key"
-    assert ws.client_max_size == 7 * 1024 * 1024
+    assert ws.client_max_size == 5 * 1024 * 1024
     secret = find(objects, "Secret", f"{FULLNAME}-webhook-cert")
     volumes = {v["name"]: v for v in webhook["spec"]["template"]["spec"]["volumes"]}
     assert volumes["cert"]["secret"]["secretName"] == secret["metadata"]["name"]
