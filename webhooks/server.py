@@ -9,19 +9,30 @@ Command only, the API server's answer to a SubjectAccessReview (``webhooks.acces
 
 A request that arrives before the caches have synced waits for them up to
 ``cache_sync_timeout`` (an empty cache would refuse every job as "queue not found"),
-then gets an error answer. Lookups never call the API server, so they cannot deadlock with a
+then is refused carrying its uid (an HTTP error would admit it under ``failurePolicy: Ignore``).
+Lookups never call the API server, so they cannot deadlock with a
 ``failurePolicy: Fail`` webhook; nor can the SubjectAccessReview, which the API server answers
 without calling admission webhooks.
 
+Hostile clients: connections go through ``webhooks.listener`` (a connection cap before the TLS
+handshake; handshake, header and idle timeouts); a request's headers read, ``_limit`` refuses
+compressed bodies (415), bodies longer than ``client_max_size`` by their Content-Length (413),
+and requests past ``max_in_flight`` or, above ``LARGE_REVIEW``, past ``max_large_in_flight``
+(429), all before the body is read; ``_admit`` gives the body ``body_timeout`` (408). Each
+refusal is counted by reason.
+
 Certificates: a guarded background task looks at the modification time and size of the
 certificate and key files every ``cert_reload_interval`` seconds and, when they change, loads
-them into the same ``SSLContext``; new connections then use the new pair, connections already open
-keep theirs. A pair that fails to load (a half-written file during rotation) is logged and tried
-again next time; the old one keeps serving.
+them into a new ``SSLContext``, which replaces the served one only once the pair loaded; new
+connections then use it, connections already open keep theirs. A pair that fails to load (a
+half-written file, a certificate beside the old key) is logged and tried again next time; the
+served context is never touched. With ``--cert-secret`` a ``CertificateKeeper`` task renews the
+pair while the process runs (``webhooks.selfcert``).
 
-Shutdown on SIGTERM or SIGINT, in order: readiness goes false, the HTTPS server stops accepting
-and gives requests in flight ``shutdown_grace_period`` seconds, the informers stop, the metrics
-server and the client close.
+Shutdown on SIGTERM or SIGINT, in order: readiness goes false while reviews are still answered
+for ``shutdown_delay`` seconds (the Service's endpoints drop the pod meanwhile), the listener
+closes, reviews in flight get ``shutdown_grace_period`` seconds, the connections close, the
+informers stop, the metrics server and the client close.
 """
 
 from __future__ import annotations
