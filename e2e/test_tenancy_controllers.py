@@ -1,12 +1,15 @@
 """Objects the other controllers make, on the real API server (docs/reliability.md, "Objects the
-other controllers make"): the cronjob, jobflow and hypernode controllers run in-process with
-exactly the chart's rights; a ServiceAccount bound to `edit` in its own namespace makes Jobs
-under the names a CronJob or a JobFlow wants (or would delete), and an administrator writes a
-HyperNode that looks like a discovered one. None of them is changed, adopted, counted or
-deleted; the CronJob and the JobFlow get a Warning naming the Job, and go on working."""
+other controllers make"): the cronjob, jobflow, hypernode and podgroup controllers run
+in-process with exactly the chart's rights; a ServiceAccount bound to `edit` in its own
+namespace makes Jobs under the names a CronJob or a JobFlow wants (or would delete), and an
+administrator writes a HyperNode that looks like a discovered one. None of them is changed,
+adopted, counted or deleted; the CronJob and the JobFlow get a Warning naming the Job, and go on
+working. A Deployment's group-min-member raised over the PodGroup bound is told once, not
+retried."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import datetime as dt
 import secrets
@@ -18,7 +21,7 @@ import pytest
 import yaml
 
 from caldera.api.cron import job_name
-from caldera.api.kinds import CRONJOB, EVENT, HYPERNODE, JOB, JOBFLOW, JOBTEMPLATE
+from caldera.api.kinds import CRONJOB, EVENT, HYPERNODE, JOB, JOBFLOW, JOBTEMPLATE, PODGROUP
 from caldera.api.topology import NETWORK_TOPOLOGY_SOURCE_KEY
 from caldera.kube.client import ClientOptions, KubeClient
 from caldera.kube.errors import NotFound
@@ -26,11 +29,14 @@ from caldera.settings import ControllersSettings
 from controllers.cronjob.controller import CronJobController
 from controllers.hypernode.controller import HyperNodeController
 from controllers.jobflow.controller import JobFlowController
+from controllers.podgroup.controller import PodGroupController
+from controllers.podgroup.kinds import REPLICASET
 from e2e.cluster.control_plane import RACK_LABEL, SPINE_LABEL, NodeSpec
 from e2e.cluster.identities import Identities
 from e2e.conftest import Cluster
 from e2e.controller_harness import run_controllers
 from e2e.job_fixtures import job, task
+from e2e.test_podgroup_controller import DEPLOYMENT, MIN_MEMBER_KEY, _deployment
 from e2e.test_tenancy_ownership import chart_rights, tenant  # noqa: F401 - fixtures
 from e2e.waiting import eventually
 
@@ -269,3 +275,45 @@ async def test_discovery_leaves_an_administrators_hypernode_alone(
             ):
                 with contextlib.suppress(NotFound):
                     await kube.delete(HYPERNODE, hn.metadata.name)
+
+
+async def test_a_podgroup_over_the_bound_is_told_once_and_not_patched(
+    kube: KubeClient,
+    tenant: KubeClient,  # noqa: F811
+    as_controllers: KubeClient,
+    namespace: str,
+) -> None:
+    """The tenant's Deployment gets its PodGroup; raising its group-min-member to 20000 (over
+    the CRD's 10,000) leaves the PodGroup as it was with one FailedUpdate Warning naming the
+    field, told once (no patch the API server refuses, retried forever)."""
+    body = _deployment("wide", 1, {MIN_MEMBER_KEY: "1"})
+    await tenant.create(DEPLOYMENT, body, namespace=namespace)
+    settings = ControllersSettings(leader_elect=False, scheduler_name="volcano")
+    async with run_controllers(as_controllers, PodGroupController, settings=settings):
+
+        async def group() -> Any:
+            sets = (await kube.list(REPLICASET, namespace=namespace)).items
+            if not sets:
+                return None
+            try:
+                return await kube.get(
+                    PODGROUP, f"podgroup-{sets[0].metadata.uid}", namespace=namespace
+                )
+            except NotFound:
+                return None
+
+        made = await eventually(group, timeout=120, what="the Deployment's PodGroup")
+        over = {"metadata": {"annotations": {MIN_MEMBER_KEY: "20000"}}}
+        await tenant.patch(DEPLOYMENT, "wide", over, namespace=namespace)
+        name = made.metadata.name
+        text = "spec.minMember: must be at most 10000 (got 20000)"
+        await _warning(kube, namespace, name, "FailedUpdate", text)
+        await asyncio.sleep(3)  # retries, if any, would show in the count
+        told = [
+            e
+            for e in (await kube.list(EVENT, namespace=namespace)).items
+            if e.involved_object.name == name and e.type == "Warning"
+        ]
+        assert [(e.reason, e.count) for e in told] == [("FailedUpdate", 1)], told
+        kept = await kube.get(PODGROUP, name, namespace=namespace)
+        assert kept.spec.min_member == 1
