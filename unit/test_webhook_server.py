@@ -276,7 +276,7 @@ async def test_trickled_headers_are_cut_while_others_are_answered(tmp_path: Path
             status, _ = await _post(r, "/jobs/validate", good)
             assert status == 200
         assert await _until_closed(reader, 3) == b""
-        assert 0.4 < loop.time() - started < 2.0
+        assert 0.4 < loop.time() - started < 3.0
         assert _refusals(r, "header_timeout") == 1
         trickling.cancel()
         writer.close()
@@ -287,7 +287,7 @@ async def test_trickled_headers_are_cut_while_others_are_answered(tmp_path: Path
 async def test_silent_connections_are_closed(tmp_path: Path) -> None:
     """A TCP connection that never starts TLS is closed after header_timeout; a TLS connection
     that never sends a request after idle_timeout."""
-    limits = ListenerLimits(header_timeout=0.3, idle_timeout=0.6)
+    limits = ListenerLimits(header_timeout=0.3, idle_timeout=1.5)
     r = await _start(tmp_path, 1 << 20, limits=limits)
     try:
         loop = asyncio.get_running_loop()
@@ -295,9 +295,9 @@ async def test_silent_connections_are_closed(tmp_path: Path) -> None:
         plain, plain_writer = await asyncio.open_connection("127.0.0.1", _port(r))
         tls, tls_writer = await asyncio.open_connection("127.0.0.1", _port(r), ssl=r.client_ssl)
         assert await _until_closed(plain, 3) == b""
-        assert loop.time() - started < 0.6
-        assert await _until_closed(tls, 3) == b""
-        assert 0.5 < loop.time() - started < 2.0
+        assert loop.time() - started < 1.2  # the handshake's deadline, not the idle one
+        assert await _until_closed(tls, 5) == b""
+        assert 1.4 < loop.time() - started < 4.0
         assert _refusals(r, "idle") == 1
         for w in (plain_writer, tls_writer):
             w.close()
