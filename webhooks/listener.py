@@ -10,8 +10,8 @@ and each connection is:
 - closed at once when ``max_connections`` are already open (those keep working);
 - wrapped in TLS with the context current at that moment (``context()``: a reloaded certificate
   is a new context, used by new connections; the old one is never modified), with a 32 KiB
-  buffer (a TLS record is at most 16 KiB), and aborted if the handshake takes longer than
-  ``header_timeout``;
+  buffer (a TLS record is at most 16 KiB), and aborted if the opening or the closing handshake
+  takes longer than ``header_timeout``;
 - handed to aiohttp's request handler through ``_Guard``, which aborts it when a request's
   headers are not complete ``header_timeout`` seconds after its first byte arrived, or when it
   sits idle (no byte of a request) ``idle_timeout`` seconds after the handshake or the last
@@ -164,6 +164,8 @@ class _Front(asyncio.Protocol):
             handshake,
             server_side=True,
             ssl_handshake_timeout=listener.limits.header_timeout,  # type: ignore[arg-type]
+            # A client that never answers the closing handshake holds its slot no longer.
+            ssl_shutdown_timeout=listener.limits.header_timeout,
         )
         transport.set_protocol(tls)
         tls.connection_made(transport)
