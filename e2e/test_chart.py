@@ -44,6 +44,7 @@ from e2e.cluster.control_plane import free_port, kubectl, run_kubectl
 from e2e.cluster.identities import (
     CHART,
     TEMPLATE_KUBE_VERSION,
+    bound_account_kubeconfig,
     helm_binary,
     render_chart,
     write_token_kubeconfig,
@@ -1025,19 +1026,8 @@ async def test_people_bound_to_edit_run_jobs_and_commands(
     inst = installed
     kubeconfigs: dict[str, Path] = {}
     for account, role in (("editor", "edit"), ("viewer", "view")):
-        inst.kubectl("-n", namespace, "create", "serviceaccount", account)
-        inst.kubectl(
-            "-n",
-            namespace,
-            "create",
-            "rolebinding",
-            account,
-            f"--clusterrole={role}",
-            f"--serviceaccount={namespace}:{account}",
-        )
-        token = inst.kubectl("-n", namespace, "create", "token", account).strip()
-        kubeconfigs[account] = write_token_kubeconfig(
-            inst.cluster.kubeconfig, tmp_path / f"{account}.kubeconfig", user=account, token=token
+        kubeconfigs[account] = bound_account_kubeconfig(
+            inst.cluster.kubeconfig, namespace, account, role, tmp_path / f"{account}.kubeconfig"
         )
 
     def as_user(

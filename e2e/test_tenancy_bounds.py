@@ -35,7 +35,7 @@ from caldera.kube.errors import ApiError
 from e2e.caldera_process import CalderaProcess
 from e2e.cluster.caldera_processes import webhook_configurations
 from e2e.cluster.control_plane import free_port, run_kubectl
-from e2e.cluster.identities import helm_binary, render_chart, write_token_kubeconfig
+from e2e.cluster.identities import bound_account_kubeconfig, helm_binary, render_chart
 from e2e.cluster.pki import write_serving_pair
 from e2e.conftest import CRD_DIR, Cluster
 from e2e.job_fixtures import in_phase, job, task
@@ -103,24 +103,8 @@ def setup(
             "metadata": {"name": tenant_ns, "labels": {"caldera.io/e2e": tenant_ns}},
         },
     )
-    _apply(
-        cluster,
-        {
-            "apiVersion": "v1",
-            "kind": "ServiceAccount",
-            "metadata": {"name": "tenant", "namespace": tenant_ns},
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": {"name": "tenant-edit", "namespace": tenant_ns},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": "edit",
-            },
-            "subjects": [{"kind": "ServiceAccount", "name": "tenant", "namespace": tenant_ns}],
-        },
+    tenant_kubeconfig = bound_account_kubeconfig(
+        cluster.kubeconfig, tenant_ns, "tenant", "edit", tmp / "tenant.kubeconfig"
     )
     user = f"system:serviceaccount:{tenant_ns}:tenant"
     until(
@@ -130,12 +114,6 @@ def setup(
         ).strip() == "yes",
         what="edit to aggregate the chart's vcjob-editor role",
     )  # fmt: skip
-    token = run_kubectl(
-        cluster.kubeconfig, "-n", tenant_ns, "create", "token", "tenant", "--duration=3600s"
-    ).strip()
-    tenant_kubeconfig = write_token_kubeconfig(
-        cluster.kubeconfig, tmp / "tenant.kubeconfig", user="tenant", token=token
-    )
     crt, key = write_serving_pair(cluster.plane.pki, tmp / "tls", ["127.0.0.1"])
     port = free_port()
     procs = [

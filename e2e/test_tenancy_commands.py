@@ -38,9 +38,9 @@ from e2e.cluster.caldera_processes import webhook_configurations
 from e2e.cluster.control_plane import ClusterError, free_port, kubectl, run_kubectl
 from e2e.cluster.identities import (
     Identities,
+    bound_account_kubeconfig,
     create_identities,
     delete_identities,
-    write_token_kubeconfig,
 )
 from e2e.cluster.pki import write_serving_pair
 from e2e.conftest import Cluster
@@ -138,19 +138,8 @@ def tenancy(
             plane.kubectl("apply", "-f", "-", input=json.dumps(doc))
         kubeconfigs: dict[str, Path] = {}
         for account, role in (("editor", "edit"), ("viewer", "view")):
-            plane.kubectl("-n", team, "create", "serviceaccount", account)
-            plane.kubectl(
-                "-n",
-                team,
-                "create",
-                "rolebinding",
-                account,
-                f"--clusterrole={role}",
-                f"--serviceaccount={team}:{account}",
-            )
-            sa_token = plane.kubectl("-n", team, "create", "token", account).strip()
-            kubeconfigs[account] = write_token_kubeconfig(
-                cluster.kubeconfig, tmp / f"{account}.kubeconfig", user=account, token=sa_token
+            kubeconfigs[account] = bound_account_kubeconfig(
+                cluster.kubeconfig, team, account, role, tmp / f"{account}.kubeconfig"
             )
 
         def aggregated() -> bool:

@@ -31,7 +31,7 @@ from controllers.hypernode.controller import HyperNodeController
 from controllers.jobflow.controller import JobFlowController
 from controllers.podgroup.controller import PodGroupController
 from controllers.podgroup.kinds import REPLICASET
-from e2e.cluster.control_plane import RACK_LABEL, SPINE_LABEL, NodeSpec
+from e2e.cluster.control_plane import LABEL_DISCOVERY, RACK_LABEL, SPINE_LABEL, NodeSpec
 from e2e.cluster.identities import Identities
 from e2e.conftest import Cluster
 from e2e.controller_harness import run_controllers
@@ -174,25 +174,6 @@ async def test_a_jobflow_waits_for_a_tenants_namesake_to_go(
         await eventually(own, timeout=30, what="the JobFlow's own pipe-step")
 
 
-DISCOVERY = {
-    "networkTopologyDiscovery": [
-        {
-            "source": "label",
-            "enabled": True,
-            "config": {
-                "networkTopologyTypes": {
-                    "e2e": [
-                        {"nodeLabel": SPINE_LABEL},
-                        {"nodeLabel": RACK_LABEL},
-                        {"nodeLabel": "kubernetes.io/hostname"},
-                    ]
-                }
-            },
-        }
-    ]
-}
-
-
 @pytest.fixture
 def one_node(cluster: Cluster, namespace: str) -> Iterator[tuple[str, str]]:
     """A fake node in rack `<ns>-r0` (node name, rack); deleted afterwards."""
@@ -239,7 +220,7 @@ async def test_discovery_leaves_an_administrators_hypernode_alone(
     }
     mine = await kube.create(HYPERNODE, admin)
     conf = tmp_path / "volcano-controller.conf"
-    conf.write_text(yaml.safe_dump(DISCOVERY))
+    conf.write_text(yaml.safe_dump(LABEL_DISCOVERY))
     settings = ControllersSettings(leader_elect=False, network_topology_discovery=str(conf))
     try:
         async with run_controllers(as_controllers, HyperNodeController, settings=settings):

@@ -32,12 +32,11 @@ from caldera.kube.client import ClientOptions, KubeClient
 from caldera.kube.errors import ApiError, Conflict, Invalid, NotFound
 from caldera.kube.requests import PropagationPolicy
 from e2e.caldera_process import CalderaProcess
-from e2e.cluster.control_plane import run_kubectl
 from e2e.cluster.identities import (
     Identities,
+    bound_account_kubeconfig,
     create_identities,
     delete_identities,
-    write_token_kubeconfig,
 )
 from e2e.conftest import Cluster
 from e2e.job_fixtures import (  # noqa: F401 - fixtures
@@ -123,20 +122,9 @@ async def tenant(
     cluster: Cluster, namespace: str, chart_rights: Identities, tmp_path: Path
 ) -> AsyncIterator[KubeClient]:
     """A ServiceAccount bound to the built-in `edit` in the test's namespace, as a client."""
-    kc = cluster.kubeconfig
-    run_kubectl(kc, "-n", namespace, "create", "serviceaccount", "tenant")
-    run_kubectl(
-        kc,
-        "-n",
-        namespace,
-        "create",
-        "rolebinding",
-        "tenant",
-        "--clusterrole=edit",
-        f"--serviceaccount={namespace}:tenant",
+    path = bound_account_kubeconfig(
+        cluster.kubeconfig, namespace, "tenant", "edit", tmp_path / "tenant.kubeconfig"
     )
-    token = run_kubectl(kc, "-n", namespace, "create", "token", "tenant").strip()
-    path = write_token_kubeconfig(kc, tmp_path / "tenant.kubeconfig", user="tenant", token=token)
     options = ClientOptions(qps=1000, burst=1000)
     async with KubeClient.from_kubeconfig(path, options=options) as client:
 

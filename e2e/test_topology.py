@@ -23,7 +23,7 @@ from caldera.api.topology import JOB_ALLOCATED_HYPERNODE_KEY, NETWORK_TOPOLOGY_S
 from caldera.kube.client import KubeClient
 from caldera.kube.errors import NotFound
 from e2e.caldera_process import CalderaProcess
-from e2e.cluster.control_plane import RACK_LABEL, SPINE_LABEL, NodeSpec
+from e2e.cluster.control_plane import LABEL_DISCOVERY, RACK_LABEL, SPINE_LABEL, NodeSpec
 from e2e.conftest import Cluster
 from e2e.kwok_tasks import gang_pod
 from e2e.waiting import eventually
@@ -33,23 +33,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("crds")]
 
 CALDERA = str(Path(sys.prefix) / "bin" / "caldera")
 SCHEDULER_CONF = DEFAULT_CONF + "  - name: network-topology-aware\n"
-DISCOVERY = {
-    "networkTopologyDiscovery": [
-        {
-            "source": "label",
-            "enabled": True,
-            "config": {
-                "networkTopologyTypes": {
-                    "e2e": [
-                        {"nodeLabel": SPINE_LABEL},
-                        {"nodeLabel": RACK_LABEL},
-                        {"nodeLabel": "kubernetes.io/hostname"},
-                    ]
-                }
-            },
-        }
-    ]
-}
 
 
 @pytest.fixture
@@ -71,7 +54,7 @@ async def processes(
     """The hypernode controller with the label discovery, and the scheduler with the
     network-topology-aware plugin."""
     discovery = tmp_path / "volcano-controller.conf"
-    discovery.write_text(yaml.safe_dump(DISCOVERY))
+    discovery.write_text(yaml.safe_dump(LABEL_DISCOVERY))
     conf = tmp_path / "scheduler.conf"
     conf.write_text(SCHEDULER_CONF)
     controllers = CalderaProcess(

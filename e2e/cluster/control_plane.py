@@ -41,6 +41,24 @@ KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 # The node labels the e2e topology uses for racks (tier 1) and spines (tier 2).
 RACK_LABEL = "topology.caldera.io/rack"
 SPINE_LABEL = "topology.caldera.io/spine"
+# The hypernode controller's discovery configuration for those labels (spine, rack, node).
+LABEL_DISCOVERY = {
+    "networkTopologyDiscovery": [
+        {
+            "source": "label",
+            "enabled": True,
+            "config": {
+                "networkTopologyTypes": {
+                    "e2e": [
+                        {"nodeLabel": SPINE_LABEL},
+                        {"nodeLabel": RACK_LABEL},
+                        {"nodeLabel": "kubernetes.io/hostname"},
+                    ]
+                }
+            },
+        }
+    ]
+}
 
 
 class ClusterError(RuntimeError):

@@ -131,6 +131,30 @@ def write_token_kubeconfig(
     return path
 
 
+def bound_account_kubeconfig(
+    admin_kubeconfig: Path, namespace: str, account: str, cluster_role: str, path: Path
+) -> Path:
+    """A ServiceAccount ``account`` in ``namespace``, bound there (a RoleBinding of its name) to
+    ``cluster_role`` (``edit``, ``view``, ...), and a kubeconfig at ``path`` with a one-hour
+    token of it: a tenant as the API server sees one. Aggregated rules reach the role a moment
+    later; callers wait for what they need."""
+    run_kubectl(admin_kubeconfig, "-n", namespace, "create", "serviceaccount", account)
+    run_kubectl(
+        admin_kubeconfig,
+        "-n",
+        namespace,
+        "create",
+        "rolebinding",
+        account,
+        f"--clusterrole={cluster_role}",
+        f"--serviceaccount={namespace}:{account}",
+    )
+    token = run_kubectl(
+        admin_kubeconfig, "-n", namespace, "create", "token", account, "--duration=1h"
+    ).strip()
+    return write_token_kubeconfig(admin_kubeconfig, path, user=account, token=token)
+
+
 def _apply(admin_kubeconfig: Path, objects: Sequence[Mapping[str, Any]]) -> None:
     items = {"apiVersion": "v1", "kind": "List", "items": list(objects)}
     run_kubectl(admin_kubeconfig, "apply", "-f", "-", input=json.dumps(items))
