@@ -13,11 +13,10 @@ import pytest
 
 from caldera.api.kinds import COMMAND, EVENT, JOB, QUEUE
 from caldera.kube.client import KubeClient
-from caldera.kube.errors import NotFound
 from e2e.caldera_process import CalderaProcess
 from e2e.conftest import Cluster
 from e2e.job_fixtures import in_phase, job, scheduled, task
-from e2e.waiting import eventually
+from e2e.waiting import eventually, gone
 
 pytestmark = pytest.mark.e2e
 __all__ = ["scheduled"]  # a fixture used by name
@@ -54,14 +53,6 @@ def _command(name: str, action: str, target: dict[str, Any] | None) -> dict[str,
     return body
 
 
-async def _gone(kube: KubeClient, namespace: str, name: str) -> bool:
-    try:
-        await kube.get(COMMAND, name, namespace=namespace)
-    except NotFound:
-        return True
-    return False
-
-
 async def _warning(kube: KubeClient, namespace: str, text: str) -> bool:
     events = (await kube.list(EVENT, namespace=namespace)).items
     return any(e.type == "Warning" and text in e.message for e in events)
@@ -75,7 +66,7 @@ async def test_commands_for_unknown_targets_are_removed_with_an_event(
     await kube.create(COMMAND, _command("odd", "RestartJob", deployment), namespace=namespace)
     await kube.create(COMMAND, _command("aimless", "AbortJob", None), namespace=namespace)
     for name in ("odd", "aimless"):
-        await eventually(lambda n=name: _gone(kube, namespace, n), what=f"{name} removed")  # type: ignore[misc]
+        await eventually(lambda n=name: gone(kube, COMMAND, n, namespace), what=f"{name} removed")  # type: ignore[misc]
     await eventually(
         lambda: _warning(kube, namespace, "is neither a batch.volcano.sh/v1alpha1 Job"),
         what="the Warning about the Deployment target",
@@ -102,7 +93,7 @@ async def test_unknown_action_on_a_job_is_removed_and_the_job_left_alone(
         "controller": True,
     }
     await kube.create(COMMAND, _command("boom", "Explode", target), namespace=namespace)
-    await eventually(lambda: _gone(kube, namespace, "boom"), what="the Command removed")
+    await eventually(lambda: gone(kube, COMMAND, "boom", namespace), what="the Command removed")
     await eventually(
         lambda: _warning(kube, namespace, "unknown action Explode"), what="the Warning"
     )

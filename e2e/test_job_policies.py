@@ -33,7 +33,7 @@ from e2e.job_fixtures import (  # noqa: F401 - fixtures
     scheduled,
     task,
 )
-from e2e.waiting import eventually
+from e2e.waiting import eventually, gone
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("job_controller")]
 
@@ -100,14 +100,6 @@ async def _command(kube: KubeClient, ns: str, target: Job, action: str) -> str:
     }
     created = await kube.create(COMMAND, body, namespace=ns)
     return created.metadata.name
-
-
-async def _gone(kube: KubeClient, ns: str, kind: Any, name: str) -> bool:
-    try:
-        await kube.get(kind, name, namespace=ns)
-    except NotFound:
-        return True
-    return False
 
 
 @pytest.mark.usefixtures("scheduled")
@@ -339,13 +331,13 @@ async def test_abort_then_resume_via_commands(kube: KubeClient, namespace: str) 
     await kube.create(JOB, job("cmd", [task("w", 2)]), namespace=namespace)
     running = await _running(kube, namespace, "cmd", 2)
     abort = await _command(kube, namespace, running, "AbortJob")
-    await eventually(lambda: _gone(kube, namespace, COMMAND, abort), timeout=30, what="consumed")
+    await eventually(lambda: gone(kube, COMMAND, abort, namespace), timeout=30, what="consumed")
     aborted = await _phase(kube, namespace, "cmd", "Aborted")
     assert aborted.status.retry_count == 0
     await eventually(lambda: _no_pods(kube, namespace, "cmd"), timeout=30, what="no pods")
 
     resume = await _command(kube, namespace, aborted, "ResumeJob")
-    await eventually(lambda: _gone(kube, namespace, COMMAND, resume), timeout=30, what="consumed")
+    await eventually(lambda: gone(kube, COMMAND, resume, namespace), timeout=30, what="consumed")
     back = await _running(kube, namespace, "cmd", 2)
     assert back.status.retry_count == 1
     events = await kube.list(EVENT, namespace=namespace)

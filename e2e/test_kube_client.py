@@ -42,7 +42,7 @@ from caldera.kube.events import EventRecorder
 from caldera.kube.requests import PatchType, PropagationPolicy
 from e2e.cluster.control_plane import ControlPlane
 from e2e.conftest import Cluster
-from e2e.waiting import eventually
+from e2e.waiting import eventually, gone
 
 pytestmark = pytest.mark.e2e
 
@@ -179,14 +179,6 @@ async def _owner_and_dependent(
     return owner, await kube.create(CONFIGMAP, dependent, namespace=namespace)
 
 
-async def _gone(kube: KubeClient, namespace: str, name: str) -> bool:
-    try:
-        await kube.get(CONFIGMAP, name, namespace=namespace)
-    except NotFound:
-        return True
-    return False
-
-
 async def test_delete_propagation_policies(kube: KubeClient, namespace: str) -> None:
     """Orphan keeps the dependent (the GC drops its owner reference), Background collects it,
     Foreground keeps the owner (finalizer foregroundDeletion) until the dependent is gone."""
@@ -202,7 +194,7 @@ async def test_delete_propagation_policies(kube: KubeClient, namespace: str) -> 
     await eventually(orphaned, timeout=60, what="the dependent to be orphaned")
     # The GC removes the owner's orphan finalizer just after it updates the dependents.
     await eventually(
-        lambda: _gone(kube, namespace, "orphan-owner"), timeout=30, what="the owner to go"
+        lambda: gone(kube, CONFIGMAP, "orphan-owner", namespace), timeout=30, what="the owner to go"
     )
 
     await _owner_and_dependent(kube, namespace, "bg")
@@ -210,7 +202,7 @@ async def test_delete_propagation_policies(kube: KubeClient, namespace: str) -> 
         CONFIGMAP, "bg-owner", namespace=namespace, propagation_policy=PropagationPolicy.BACKGROUND
     )
     await eventually(
-        lambda: _gone(kube, namespace, "bg-dependent"),
+        lambda: gone(kube, CONFIGMAP, "bg-dependent", namespace),
         timeout=60,
         what="the dependent to be collected",
     )
@@ -232,7 +224,9 @@ async def test_delete_propagation_policies(kube: KubeClient, namespace: str) -> 
     await kube.patch(
         CONFIGMAP, "fg-dependent", {"metadata": {"finalizers": None}}, namespace=namespace
     )
-    await eventually(lambda: _gone(kube, namespace, "fg-owner"), timeout=60, what="the owner to go")
+    await eventually(
+        lambda: gone(kube, CONFIGMAP, "fg-owner", namespace), timeout=60, what="the owner to go"
+    )
 
 
 # --- patches ------------------------------------------------------------------------------------

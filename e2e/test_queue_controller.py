@@ -25,7 +25,7 @@ from controllers.runtime import ControllerContext
 from e2e.caldera_process import CalderaProcess
 from e2e.conftest import Cluster
 from e2e.controller_harness import run_controllers
-from e2e.waiting import eventually
+from e2e.waiting import eventually, gone
 
 pytestmark = pytest.mark.e2e
 
@@ -115,14 +115,6 @@ async def _wait_state(kube: KubeClient, name: str, state: str) -> Queue:
     return await eventually(lambda: _state_is(kube, name, state), what=f"queue {name} {state}")
 
 
-async def _gone(kube: KubeClient, namespace: str, name: str) -> bool:
-    try:
-        await kube.get(COMMAND, name, namespace=namespace)
-    except NotFound:
-        return True
-    return False
-
-
 async def _event(kube: KubeClient, queue: str, type_: str, reason: str) -> str | None:
     events = await kube.list(
         EVENT, namespace="default", field_selector=f"involvedObject.name={queue}"
@@ -176,7 +168,7 @@ async def test_close_waits_for_podgroups_then_open(
     await _podgroup(kube, namespace, "pg", name)
 
     command = await _command(kube, namespace, name, "CloseQueue")
-    await eventually(lambda: _gone(kube, namespace, command), what="the command deleted")
+    await eventually(lambda: gone(kube, COMMAND, command, namespace), what="the command deleted")
     await _wait_state(kube, name, "Closing")
     message = await eventually(
         lambda: _event(kube, name, "Normal", "CloseQueue"), what="CloseQueue event"
@@ -198,7 +190,7 @@ async def test_unknown_action_is_removed_with_a_warning(
     await _create_queue(kube, queues, name)
     await _wait_state(kube, name, "Open")
     command = await _command(kube, namespace, name, "RestartQueue")
-    await eventually(lambda: _gone(kube, namespace, command), what="the command deleted")
+    await eventually(lambda: gone(kube, COMMAND, command, namespace), what="the command deleted")
     message = await eventually(
         lambda: _event(kube, name, "Warning", "RestartQueue"), what="a Warning event"
     )

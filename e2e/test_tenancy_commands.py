@@ -32,7 +32,6 @@ from caldera.api.authz import REQUESTED_BY_KEY
 from caldera.api.kinds import COMMAND, EVENT, QUEUE
 from caldera.api.volcano import Queue
 from caldera.kube.client import KubeClient
-from caldera.kube.errors import NotFound
 from e2e.caldera_process import CalderaProcess
 from e2e.cluster.caldera_processes import webhook_configurations
 from e2e.cluster.control_plane import ClusterError, free_port, kubectl, run_kubectl
@@ -45,7 +44,7 @@ from e2e.cluster.identities import (
 from e2e.cluster.pki import write_serving_pair
 from e2e.conftest import Cluster
 from e2e.job_fixtures import in_phase, job, task
-from e2e.waiting import eventually, until
+from e2e.waiting import eventually, gone, until
 
 pytestmark = pytest.mark.e2e
 
@@ -209,14 +208,6 @@ async def _state_is(kube: KubeClient, name: str, state: str) -> bool:
     return (await kube.get(QUEUE, name)).status.state == state
 
 
-async def _gone(kube: KubeClient, namespace: str, name: str) -> bool:
-    try:
-        await kube.get(COMMAND, name, namespace=namespace)
-    except NotFound:
-        return True
-    return False
-
-
 async def _warning(kube: KubeClient, namespace: str, name: str, reason: str) -> str | None:
     events = await kube.list(
         EVENT, namespace=namespace, field_selector=f"involvedObject.name={name}"
@@ -276,7 +267,7 @@ async def test_the_controller_refuses_what_the_webhook_did_not_stamp(
         )
         assert f"Command {name} was removed: " in message
         assert why in message, message
-        await eventually(lambda n=name: _gone(kube, t.rogue, n), what=f"{name} deleted")  # type: ignore[misc]
+        await eventually(lambda n=name: gone(kube, COMMAND, n, t.rogue), what=f"{name} deleted")  # type: ignore[misc]
     # Each was refused before its delete: the queue was never touched.
     assert (await kube.get(QUEUE, t.queue)).status.state == "Open"
 

@@ -5,7 +5,11 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
+
+from caldera.api.kinds import KindInfo
+from caldera.kube.client import KubeClient
+from caldera.kube.errors import NotFound
 
 T = TypeVar("T")
 
@@ -39,3 +43,12 @@ def until(
             return
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+async def gone(kube: KubeClient, kind: KindInfo[Any], name: str, namespace: str | None) -> bool:
+    """Whether the API server no longer has the object (a probe for ``eventually``)."""
+    try:
+        await kube.get(kind, name, namespace=namespace)
+    except NotFound:
+        return True
+    return False
