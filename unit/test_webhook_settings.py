@@ -9,11 +9,11 @@ from cli.main import main
 
 
 def test_defaults() -> None:
-    """Every path on, Volcano's scheduler name, 7 MiB bodies, no leader election."""
+    """Every path on, Volcano's scheduler name, 5 MiB bodies, no leader election."""
     settings = parse_settings(WebhookSettings, {}, {})
     assert settings.enabled_admission == WEBHOOK_PATHS
     assert settings.scheduler_names == ("volcano",)
-    assert settings.client_max_size == 7 * 1024 * 1024
+    assert settings.client_max_size == 5 * 1024 * 1024
     assert settings.leader_elect is False
 
 
