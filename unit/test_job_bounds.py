@@ -179,7 +179,8 @@ def test_svc_problem() -> None:
 
 _KEY_PAIR = generate_key_pair()
 MEMORY_BOUND = 8 * 1024 * 1024  # bytes of peak allocation in one sync's planning
-TIME_BOUND = 2.0  # seconds (under tracemalloc, on a shared machine: 100 times the usual)
+TIME_BOUND = 2.0  # CPU seconds of this thread, under tracemalloc: 4 times the usual or more
+# (the CPU time, not the wall time: a loaded CI machine must not fail a bound on the work)
 
 _long = st.text(alphabet="abc-", min_size=1, max_size=3000)
 
@@ -235,9 +236,9 @@ def _one_sync(the_job: Job, pods: list[Pod]) -> None:
 def _measure(call: Any) -> tuple[int, float]:
     tracemalloc.start()
     try:
-        started = time.perf_counter()
+        started = time.thread_time()
         call()
-        elapsed = time.perf_counter() - started
+        elapsed = time.thread_time() - started
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
