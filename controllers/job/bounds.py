@@ -9,6 +9,8 @@
 - A Job that runs the svc plugin under a name a Service cannot take (`1train`, `a.b`) can never
   run: `svc_problem` names it, and the controller terminates the Job once, as it does a Job
   whose pod template the API server refuses.
+- `sync_blocker`: which of these, if any, stops a sync, in the order the controller checks them
+  (over the bounds, then the svc name, then the pod templates).
 
 An import-linter contract keeps this module free of I/O (docs/architecture.md).
 """
@@ -16,20 +18,27 @@ An import-linter contract keeps this module free of I/O (docs/architecture.md).
 from __future__ import annotations
 
 import datetime as dt
-from typing import Final
+from dataclasses import dataclass
 
 from msgspec.structs import replace
 
 from caldera.api.jobspec import service_name_error, uses_svc
 from caldera.api.limits import job_limit_errors
 from caldera.api.meta import format_time
+from caldera.api.podtemplate import job_template_errors
 from caldera.api.volcano import Job, JobPhase, JobState, JobStatus
-from controllers.job.state import OVER_LIMITS
+from controllers.job.state import INVALID_NAME, INVALID_TEMPLATE, MAX_MESSAGE, OVER_LIMITS
 from controllers.job.status import append_condition
 
-__all__ = ["MAX_MESSAGE", "OVER_LIMITS", "hold_status", "limits_problem", "svc_problem"]
-
-MAX_MESSAGE: Final = 1024  # status.state.message stays readable
+__all__ = [
+    "MAX_MESSAGE",
+    "OVER_LIMITS",
+    "Blocker",
+    "hold_status",
+    "limits_problem",
+    "svc_problem",
+    "sync_blocker",
+]
 
 
 def limits_problem(job: Job) -> str:
@@ -63,3 +72,27 @@ def svc_problem(job: Job) -> str:
     if not uses_svc(job.spec.plugins):
         return ""
     return service_name_error(job.metadata.name)
+
+
+@dataclass(frozen=True, slots=True)
+class Blocker:
+    """What stops a Job's sync: ``reason`` `OVER_LIMITS` (the Job is held), `INVALID_NAME` or
+    `INVALID_TEMPLATE` (the Job is terminated), and the ``message`` naming the fields."""
+
+    reason: str
+    message: str
+
+
+def sync_blocker(job: Job) -> Blocker | None:
+    """What stops a sync of `job`, first found: its bounds, its svc name, its pod templates (the
+    field errors the API server would give each pod); None when the sync may run."""
+    over = limits_problem(job)
+    if over:
+        return Blocker(OVER_LIMITS, over)
+    svc = svc_problem(job)
+    if svc:
+        return Blocker(INVALID_NAME, svc)
+    problems = job_template_errors(job)
+    if problems:
+        return Blocker(INVALID_TEMPLATE, "; ".join(problems))
+    return None

@@ -53,9 +53,33 @@ def owner_dict(job: Job) -> dict[str, Any]:
     return owner
 
 
+def _mount_digest(mount_path: str) -> str:
+    return hashlib.sha256(mount_path.encode()).hexdigest()[:12]
+
+
 def job_volume_name(job_name: str, mount_path: str) -> str:
-    digest = hashlib.sha256(mount_path.encode()).hexdigest()[:12]
-    return f"{job_name}-{digest}"
+    """The pod volume of a job-level volume: ``<job>-<digest of its mount path>``."""
+    return f"{job_name}-{_mount_digest(mount_path)}"
+
+
+def job_volume_claim_name(job_name: str, mount_path: str) -> str:
+    """The PVC made from a job-level ``volumeClaim``: ``<job>-pvc-<digest of its mount path>``
+    (written back into the spec as its volumeClaimName)."""
+    return f"{job_name}-pvc-{_mount_digest(mount_path)}"
+
+
+def build_job_volume_claim(job: Job, name: str, spec: Any) -> dict[str, Any]:
+    """The PVC ``name`` of a job-level volume's claim template ``spec``, owned by the Job."""
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {
+            "name": name,
+            "namespace": job.metadata.namespace,
+            "ownerReferences": [owner_dict(job)],
+        },
+        "spec": spec,
+    }
 
 
 def pvc_name(template_name: str, pod: str) -> str:
