@@ -21,9 +21,9 @@ import msgspec
 
 from caldera.api import volcano as v
 from caldera.api.codec import copy_json
-from caldera.api.jobspec import pod_name
 from caldera.api.kinds import JOB, controller_reference
 from caldera.api.meta import ObjectMeta, OwnerReference, ResourceList
+from caldera.api.names import pod_name, pvc_name
 from caldera.api.resources import Resources, pod_requests
 from caldera.api.volcano import Job, PodGroup, PodGroupSpec, TaskSpec
 from controllers.job.sync import task_min_available
@@ -80,10 +80,6 @@ def build_job_volume_claim(job: Job, name: str, spec: Any) -> dict[str, Any]:
         },
         "spec": spec,
     }
-
-
-def pvc_name(template_name: str, pod: str) -> str:
-    return f"{template_name}-{pod}"
 
 
 def invalid_pvc_name(name: str) -> str | None:
