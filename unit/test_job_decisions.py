@@ -2,7 +2,8 @@
 (controllers.job.policy.policy_problems), when a failing Job is terminated (on_failure), what
 stops a sync (controllers.job.bounds.sync_blocker) and the plan of a Job refused
 (controllers.job.state.refusal_plan), the controlledResources a sync records and a kill drops
-(controllers.job.status), and the PVC of a job-level volume (controllers.job.pods)."""
+(controllers.job.status), what a Job held back by others' objects says and tells
+(controllers.job.bounds.note_holds), and the PVC of a job-level volume (controllers.job.pods)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from caldera.api.volcano import (
     TaskSpec,
     VolumeSpec,
 )
-from controllers.job.bounds import Blocker, sync_blocker
+from controllers.job.bounds import Blocker, note_holds, sync_blocker
 from controllers.job.pods import build_job_volume_claim, job_volume_claim_name, job_volume_name
 from controllers.job.policy import TERMINATE, Decision, on_failure, policy_problems
 from controllers.job.state import (
@@ -248,3 +249,51 @@ def test_job_volume_claim() -> None:
     assert pvc["metadata"]["namespace"] == "ns"
     assert pvc["metadata"]["ownerReferences"][0]["uid"] == "u1"
     assert pvc["spec"] == {"resources": {"requests": {"storage": "1Gi"}}}
+
+
+CLASH = ("FailedCreate", "Pod j-w-0 exists and is not the Job's own")
+
+
+def held(message: str) -> Job:
+    return Job(
+        metadata=ObjectMeta(name="j", namespace="ns", uid="u1"),
+        status=JobStatus(state=JobState(phase="Pending", message=message)),
+    )
+
+
+@pytest.mark.parametrize(
+    ("stored", "holds", "message", "events"),
+    [
+        ("", [], "", 0),
+        ("", [CLASH], "[held: Pod j-w-0 exists and is not the Job's own]", 1),
+        ("", [CLASH, CLASH], "[held: Pod j-w-0 exists and is not the Job's own]", 1),
+        (
+            "[held: Pod j-w-0 exists and is not the Job's own]",
+            [CLASH],
+            "[held: Pod j-w-0 exists and is not the Job's own]",
+            0,
+        ),
+        ("created; [held: Pod j-w-0 exists and is not the Job's own]", [], "created", 0),
+    ],
+    ids=["nothing", "new-hold", "duplicates", "told-already", "released"],
+)
+def test_note_holds(stored: str, holds: list[tuple[str, str]], message: str, events: int) -> None:
+    """The note replaces the last one (or goes); Events only when the stored note differs."""
+    the_job = held(stored)
+    status, warnings = note_holds(the_job, the_job.status, holds)
+    assert status.state.message == message
+    assert len(warnings) == events
+    assert all(reason == "FailedCreate" for reason, _ in warnings)
+
+
+def test_note_holds_tells_the_first_few_and_counts_the_rest() -> None:
+    """Twelve clashes: five Events naming them, one counting the other seven."""
+    holds = [("FailedCreate", f"Pod j-w-{i:02d} is not the Job's own") for i in range(12)]
+    the_job = held("")
+    status, warnings = note_holds(the_job, the_job.status, holds)
+    assert [m for _, m in warnings[:5]] == [m for _, m in holds[:5]]
+    assert warnings[5] == (
+        "FailedCreate",
+        "and 7 more objects the Job needs are not its own; pods held back",
+    )
+    assert status.state.message.endswith("and 7 more]")

@@ -38,7 +38,7 @@ from caldera.api.kinds import (
     PVC,
 )
 from caldera.api.meta import controller_of
-from caldera.api.ownership import HELD_SHOWN, clash_message, held_summary, may_touch, with_held
+from caldera.api.ownership import clash_message, may_touch
 from caldera.api.volcano import (
     CONTROLLER_OUT_OF_SYNC_KEY,
     JOB_NAME_KEY,
@@ -53,7 +53,7 @@ from caldera.api.volcano import (
 )
 from caldera.kube.errors import AlreadyExists, ApiError, Conflict, Invalid, NotFound
 from controllers.job import events
-from controllers.job.bounds import hold_status, sync_blocker
+from controllers.job.bounds import hold_status, note_holds, sync_blocker
 from controllers.job.created import CreatedPods
 from controllers.job.events import Request, events_first, plain_sync
 from controllers.job.pending import pending_event
@@ -536,31 +536,17 @@ class JobController(Controller):
         self._holds.setdefault(key, []).append((reason, message))
 
     def _note_holds(self, job: Job, status: JobStatus) -> JobStatus:
-        """``status`` with what held the Job's pods back in this reconcile in its state message
-        (bounded, replacing the last such note; removed once nothing holds the Job), and a
-        Warning Event for the first few problems when that note changed: once per change,
-        across restarts too (the stored message carries it), never once per sync."""
+        """``status`` with what held the Job's pods back in this reconcile, and its Warning
+        Events recorded (``controllers.job.bounds.note_holds``); a held Job is looked at again
+        (HOLD_RECHECK)."""
         key = f"{job.metadata.namespace}/{job.metadata.name}"
-        holds = sorted(set(self._holds.pop(key, [])), key=lambda h: h[1])
-        summary = held_summary(m for _, m in holds) if holds else ""
-        message = with_held(status.state.message, summary)
-        if not holds:
-            if message == status.state.message:
-                return status
-            return msgspec.structs.replace(
-                status, state=msgspec.structs.replace(status.state, message=message)
-            )
-        self._held.add(key)
-        if summary not in job.status.state.message:
-            for reason, problem in holds[:HELD_SHOWN]:
-                self._event(job, "Warning", reason, problem)
-            if len(holds) > HELD_SHOWN:
-                rest = len(holds) - HELD_SHOWN
-                more = f"and {rest} more objects the Job needs are not its own; pods held back"
-                self._event(job, "Warning", holds[HELD_SHOWN][0], more)
-        return msgspec.structs.replace(
-            status, state=msgspec.structs.replace(status.state, message=message)
-        )
+        holds = self._holds.pop(key, [])
+        if holds:
+            self._held.add(key)
+        status, warnings = note_holds(job, status, holds)
+        for reason, message in warnings:
+            self._event(job, "Warning", reason, message)
+        return status
 
     # ---- kill -------------------------------------------------------------------------------
 
