@@ -19,6 +19,7 @@ The pure core (Volcano's pkg/controllers/job/), kept free of I/O by an import-li
 - `controllers.job.bounds`: the Jobs held instead of run: over the bounds of
   `caldera.api.limits` (reason SpecOverLimits), or with a svc name no Service can take;
   `sync_blocker`, which of those (or a pod template the API server refuses) stops a sync;
+  `note_holds`, what a Job whose pods others' objects hold back says and tells;
 - `controllers.job.pods`: the pods, PVCs and PodGroup a Job gets, with deterministic names
   (a pod's and its PVCs' from `caldera.api.names`);
 - `controllers.job.pending`: the ``PodGroupPending`` Event a Job gets while its PodGroup waits;
