@@ -60,6 +60,7 @@ CRD_DIR: Final = REPO / "charts" / "caldera" / "crds"
 if sys.path[:1] != [str(REPO)]:  # first, before bench/ itself (bench/scheduler.py is no package)
     sys.path.insert(0, str(REPO))
 
+from bench.clusters import NODE_ALLOCATABLE, POD_REQUESTS, T0, empty_cluster, gang_job  # noqa: E402
 from caldera.api.core import Container, Pod, PodSpec, ResourceRequirements  # noqa: E402
 from caldera.api.kinds import NAMESPACE, NODE, POD, PODGROUP, KindInfo  # noqa: E402
 from caldera.api.meta import ObjectMeta  # noqa: E402
@@ -67,14 +68,7 @@ from caldera.api.resources import Resources  # noqa: E402
 from caldera.kube.client import ClientOptions, KubeClient  # noqa: E402
 from caldera.kube.errors import ApiConnectionError, ApiError, NotFound  # noqa: E402
 from caldera.obs.logging import configure_logging  # noqa: E402
-from scheduler.api.types import (  # noqa: E402
-    ClusterInfo,
-    JobInfo,
-    NodeInfo,
-    QueueInfo,
-    TaskInfo,
-    TaskStatus,
-)
+from scheduler.api.types import ClusterInfo  # noqa: E402
 from scheduler.conf import DEFAULT_CONF, parse_conf  # noqa: E402
 from scheduler.framework.runner import run_session  # noqa: E402
 from scheduler.framework.session import Session  # noqa: E402
@@ -99,54 +93,21 @@ def machine() -> str:
 def build_cluster(pods: int, jobs: int, nodes: int) -> ClusterInfo:
     """``pods`` pending pods in ``jobs`` gangs (each whole: minAvailable = its size) on
     ``nodes`` empty nodes."""
-    now = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
-    cluster = ClusterInfo(now=now)
-    allocatable = Resources.from_list({"cpu": "16", "memory": "64Gi", "pods": "110"})
-    for i in range(nodes):
-        cluster.nodes[f"node-{i}"] = NodeInfo(f"node-{i}", allocatable)
-    cluster.queues["default"] = QueueInfo("default")
-    requests: dict[str, str | int | float] = {"cpu": "1", "memory": "2Gi"}
-    resreq = Resources.from_list(requests)
+    cluster = empty_cluster(
+        (f"node-{i}" for i in range(nodes)), Resources.from_list(dict(NODE_ALLOCATABLE))
+    )
+    resreq = Resources.from_list(POD_REQUESTS)
+
+    def pod(name: str, uid: str) -> Pod:
+        container = Container(name="main", resources=ResourceRequirements(requests=POD_REQUESTS))
+        meta = ObjectMeta(name=name, namespace="bench", uid=uid)
+        return Pod(metadata=meta, spec=PodSpec(containers=(container,)))
+
     per_job = pods // jobs
     for j in range(jobs):
-        key = f"bench/job-{j}"
-        job = JobInfo(
-            key=key,
-            namespace="bench",
-            name=f"job-{j}",
-            queue="default",
-            priority=0,
-            min_available=per_job,
-            min_task_member={},
-            min_resources=Resources(),
-            creation=now + dt.timedelta(seconds=j),
-            phase="Inqueue",
-        )
-        for t in range(per_job):
-            name = f"job-{j}-{t}"
-            pod = Pod(
-                metadata=ObjectMeta(name=name, namespace="bench", uid=f"uid-{name}"),
-                spec=PodSpec(
-                    containers=(
-                        Container(name="main", resources=ResourceRequirements(requests=requests)),
-                    )
-                ),
-            )
-            job.add_task(
-                TaskInfo(
-                    uid=f"uid-{name}",
-                    namespace="bench",
-                    name=name,
-                    job=key,
-                    role="worker",
-                    resreq=resreq,
-                    init_resreq=resreq,
-                    priority=0,
-                    status=TaskStatus.PENDING,
-                    pod=pod,
-                )
-            )
-        cluster.jobs[key] = job
+        created = T0 + dt.timedelta(seconds=j)
+        job = gang_job(f"job-{j}", per_job, resreq, created=created, uid_prefix="uid-", pod=pod)
+        cluster.jobs[job.key] = job
     return cluster
 
 

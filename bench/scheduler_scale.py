@@ -51,17 +51,17 @@ REPO: Final = Path(__file__).resolve().parent.parent
 if sys.path[:1] != [str(REPO)]:  # first, before bench/ itself (bench/scheduler.py is no package)
     sys.path.insert(0, str(REPO))
 
+from bench.clusters import POD_REQUESTS, T0, conf_of, node_object  # noqa: E402
 from caldera.api.core import (  # noqa: E402
     Container,
     Node,
-    NodeStatus,
     Pod,
     PodSpec,
     PodStatus,
     PriorityClass,
     ResourceRequirements,
 )
-from caldera.api.meta import Condition, ObjectMeta, format_time  # noqa: E402
+from caldera.api.meta import ObjectMeta, format_time  # noqa: E402
 from caldera.api.volcano import (  # noqa: E402
     KUBE_GROUP_NAME_KEY,
     PodGroup,
@@ -71,7 +71,7 @@ from caldera.api.volcano import (  # noqa: E402
     QueueSpec,
 )
 from scheduler.api.types import ClusterInfo, TaskStatus  # noqa: E402
-from scheduler.conf import DEFAULT_CONF, SchedulerConf, parse_conf  # noqa: E402
+from scheduler.conf import DEFAULT_CONF, SchedulerConf  # noqa: E402
 from scheduler.framework.runner import Registry, run_session  # noqa: E402
 from scheduler.framework.session import Session, SessionResult  # noqa: E402
 from scheduler.framework.status import with_findings  # noqa: E402
@@ -91,8 +91,6 @@ tiers:
 # queues a project deserving a tenth of the cluster, under two teams under root.
 CAPACITY = FULL.replace("{name: proportion}", "{name: capacity, enableHierarchy: true}")
 BINPACK = "  - name: binpack\n"
-T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
-REQUESTS: Final[dict[str, str | int | float]] = {"cpu": "1", "memory": "2Gi"}
 GANG = 20
 
 
@@ -102,10 +100,6 @@ def machine() -> str:
         f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
         f"Python {platform.python_version()}, load {load:.2f}, {dt.date.today()}"
     )
-
-
-def conf_of(text: str) -> SchedulerConf:
-    return parse_conf(text, actions=REGISTRY.actions, plugins=REGISTRY.plugins)
 
 
 # ---- the cached objects -----------------------------------------------------------------------
@@ -121,16 +115,6 @@ class Objects:
     queues: list[Queue]
 
 
-def _node(index: int) -> Node:
-    return Node(
-        metadata=ObjectMeta(name=f"node-{index}"),
-        status=NodeStatus(
-            allocatable={"cpu": "16", "memory": "64Gi", "pods": "110"},
-            conditions=(Condition(type="Ready", status="True"),),
-        ),
-    )
-
-
 def _pod(group: str, index: int, node: str) -> Pod:
     name = f"{group}-{index}"
     return Pod(
@@ -144,7 +128,9 @@ def _pod(group: str, index: int, node: str) -> Pod:
         spec=PodSpec(
             node_name=node,
             scheduler_name="volcano",
-            containers=(Container(name="main", resources=ResourceRequirements(requests=REQUESTS)),),
+            containers=(
+                Container(name="main", resources=ResourceRequirements(requests=POD_REQUESTS)),
+            ),
         ),
         status=PodStatus(phase="Running" if node else "Pending"),
     )
@@ -167,7 +153,7 @@ def cluster_objects(
 ) -> Objects:
     """``running`` pods in gangs of 20 spread over the nodes (16 a node at most), and
     ``pending`` pods in gangs of 20 with PodGroups in ``phase``; gangs take queues in turn."""
-    objects = Objects([_node(i) for i in range(nodes)], [], [], [])
+    objects = Objects([node_object(f"node-{i}") for i in range(nodes)], [], [], [])
     objects.queues = [
         Queue(metadata=ObjectMeta(name=f"q{q}"), spec=QueueSpec(weight=1)) for q in range(queues)
     ]

@@ -48,6 +48,7 @@ REPO: Final = Path(__file__).resolve().parent.parent
 if sys.path[:1] != [str(REPO)]:  # first, before bench/ itself (bench/scheduler.py is no package)
     sys.path.insert(0, str(REPO))
 
+from bench.clusters import T0, conf_of, empty_cluster, gang_job  # noqa: E402
 from caldera.api.meta import ObjectMeta  # noqa: E402
 from caldera.api.resources import Resources  # noqa: E402
 from caldera.api.topology import (  # noqa: E402
@@ -59,15 +60,7 @@ from caldera.api.topology import (  # noqa: E402
 )
 from caldera.api.topology_tree import HyperNodeTree, build_tree  # noqa: E402
 from caldera.api.volcano import NetworkTopologySpec, PodGroup, PodGroupSpec  # noqa: E402
-from scheduler.api.types import (  # noqa: E402
-    ClusterInfo,
-    JobInfo,
-    NodeInfo,
-    QueueInfo,
-    TaskInfo,
-    TaskStatus,
-)
-from scheduler.conf import SchedulerConf, parse_conf  # noqa: E402
+from scheduler.api.types import ClusterInfo, JobInfo, TaskStatus  # noqa: E402
 from scheduler.framework.runner import run_session  # noqa: E402
 from scheduler.framework.session import Session  # noqa: E402
 from scheduler.registry import REGISTRY  # noqa: E402
@@ -83,7 +76,6 @@ MEAN_RUN: Final = 3600.0
 LOAD: Final = 0.9
 PERIOD: Final = 30.0
 RACK_GPUS: Final = NODE_GPUS * NODES_PER_RACK
-T0: Final = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 BLIND_CONF: Final = """\
 actions: "allocate"
@@ -108,10 +100,6 @@ def machine() -> str:
         f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
         f"Python {platform.python_version()}, load {load:.2f} (shared), {dt.date.today()}"
     )
-
-
-def conf_of(text: str) -> SchedulerConf:
-    return parse_conf(text, actions=REGISTRY.actions, plugins=REGISTRY.plugins)
 
 
 # ---- the cluster --------------------------------------------------------------------------------
@@ -155,10 +143,7 @@ def topology(nodes: int) -> list[HyperNode]:
 
 def new_cluster(nodes: int, with_hypernodes: bool) -> ClusterInfo:
     alloc = Resources.from_list({"cpu": "128", "memory": "1Ti", GPU: str(NODE_GPUS), "pods": "110"})
-    cluster = ClusterInfo(now=T0)
-    cluster.queues["default"] = QueueInfo("default")
-    for i in range(nodes):
-        cluster.nodes[node_name(i)] = NodeInfo(node_name(i), alloc)
+    cluster = empty_cluster((node_name(i) for i in range(nodes)), alloc)
     if with_hypernodes:
         cluster.hypernodes = build_tree(topology(nodes), {n: {} for n in cluster.nodes})
     return cluster
@@ -169,37 +154,12 @@ POD_REQUEST: Final = Resources.from_list({"cpu": "16", "memory": "128Gi", GPU: s
 
 def new_job(name: str, gpus: int, created: float, spec: NetworkTopologySpec | None) -> JobInfo:
     pods = gpus // POD_GPUS
-    job = JobInfo(
-        key=f"bench/{name}",
-        namespace="bench",
-        name=name,
-        queue="default",
-        priority=0,
-        min_available=pods,
-        min_task_member={},
-        min_resources=Resources(),
-        creation=T0 + dt.timedelta(seconds=created),
-        podgroup=PodGroup(
-            metadata=ObjectMeta(name=name, namespace="bench"),
-            spec=PodGroupSpec(min_member=pods, network_topology=spec),
-        ),
-        phase="Inqueue",
+    podgroup = PodGroup(
+        metadata=ObjectMeta(name=name, namespace="bench"),
+        spec=PodGroupSpec(min_member=pods, network_topology=spec),
     )
-    for i in range(pods):
-        job.add_task(
-            TaskInfo(
-                uid=f"{name}-{i}",
-                namespace="bench",
-                name=f"{name}-{i}",
-                job=job.key,
-                role="worker",
-                resreq=POD_REQUEST,
-                init_resreq=POD_REQUEST,
-                priority=0,
-                status=TaskStatus.PENDING,
-            )
-        )
-    return job
+    when = T0 + dt.timedelta(seconds=created)
+    return gang_job(name, pods, POD_REQUEST, created=when, podgroup=podgroup)
 
 
 def rule_for(mode: str, gpus: int) -> NetworkTopologySpec | None:

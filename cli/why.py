@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from caldera.api.core import Pod, PodPhase
-from caldera.api.jobspec import pod_name
 from caldera.api.meta import parse_time
+from caldera.api.names import pod_name
 from caldera.api.volcano import (
     BATCH_API_VERSION,
     Action,

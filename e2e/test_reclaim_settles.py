@@ -28,24 +28,17 @@ from e2e.test_scheduler_experiments import (  # noqa: F401  (fixtures)
     dexp,
 )
 from e2e.waiting import eventually
+from scheduler.conf import DEFAULT_CONF
 
 pytestmark = pytest.mark.e2e
 
-FULL_CONF = """\
-actions: "enqueue, allocate, backfill, reclaim, preempt"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-  - name: conformance
-- plugins:
-  - name: overcommit
-  - name: drf
-  - name: predicates
-  - name: proportion
-  - name: nodeorder
-  - name: binpack
-"""
+# Volcano's default configuration with reclaim, preempt and binpack.
+FULL_CONF = (
+    DEFAULT_CONF.replace(
+        '"enqueue, allocate, backfill"', '"enqueue, allocate, backfill, reclaim, preempt"'
+    )
+    + "  - name: binpack\n"
+)
 HOLD_SECONDS = 30
 
 

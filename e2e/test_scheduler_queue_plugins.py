@@ -36,6 +36,7 @@ from e2e.test_scheduler_experiments import (  # noqa: F401  (fixtures)
     dexp,
 )
 from e2e.waiting import eventually
+from scheduler.conf import DEFAULT_CONF
 
 pytestmark = pytest.mark.e2e
 
@@ -176,21 +177,8 @@ async def test_capacity_tree_lends_and_reclaims_deserved_shares(dexp: Experiment
     ) == (16000)
 
 
-SLA_CONF = """\
-actions: "enqueue, allocate, backfill"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-  - name: conformance
-  - name: sla
-- plugins:
-  - name: overcommit
-  - name: drf
-  - name: predicates
-  - name: proportion
-  - name: nodeorder
-"""
+# Volcano's default configuration with sla in the first tier.
+SLA_CONF = DEFAULT_CONF.replace("  - name: conformance\n", "  - name: conformance\n  - name: sla\n")
 WAIT = 15  # seconds: the sla job's waiting time
 
 

@@ -29,24 +29,14 @@ from e2e.test_scheduler_experiments import (
     exp,  # noqa: F401  (fixture)
 )
 from e2e.waiting import eventually
+from scheduler.conf import DEFAULT_CONF
 
 pytestmark = pytest.mark.e2e
 
-QUOTA_CONF = """\
-actions: "enqueue, allocate, backfill"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-  - name: conformance
-- plugins:
-  - name: overcommit
-  - name: drf
-  - name: predicates
-  - name: proportion
-  - name: resourcequota
-  - name: nodeorder
-"""
+# Volcano's default configuration with resourcequota before nodeorder.
+QUOTA_CONF = DEFAULT_CONF.replace(
+    "  - name: nodeorder\n", "  - name: resourcequota\n  - name: nodeorder\n"
+)
 
 
 async def _podgroup_of(experiment: Experiment, job_name: str) -> PodGroup | None:

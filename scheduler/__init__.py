@@ -2,7 +2,8 @@
 kept up to date from the informer cache. docs/architecture.md draws the whole; the pure core is
 ``framework``, ``actions``, ``plugins``, ``api``, ``snapshot``, ``live_snapshot``, ``quiet``,
 ``why`` and ``conf`` (an import-linter contract keeps them free of I/O), and the I/O is
-``process`` and ``main``.
+``process`` and ``main``. Each layer imports only those below it (an import-linter contract:
+api < why < framework < plugins < actions < the process; docs/architecture.md's import rules).
 
 The process:
 
@@ -18,6 +19,8 @@ The snapshot and what the scheduler writes:
 
 - `scheduler.api.types`: `TaskInfo`, `JobInfo`, `NodeInfo`, `QueueInfo`, `ClusterInfo`, the
   session's view of pods, PodGroups, nodes and queues;
+- `scheduler.api.fit`: whether a request fits a node, with Kubernetes' reasons;
+- `scheduler.api.task_topology`: a job's task topology, from its PodGroup's annotations;
 - `scheduler.snapshot`: `build_cluster`, a `ClusterInfo` from the cached objects;
 - `scheduler.live_snapshot`: `LiveSnapshot`, the same `ClusterInfo` kept across sessions and
   derived again only where the cache changed;
@@ -26,7 +29,8 @@ The snapshot and what the scheduler writes:
 
 The framework (Volcano's ``pkg/scheduler/framework``):
 
-- `scheduler.framework.plugin`: the `Plugin` and `Action` protocols and their `Arguments`;
+- `scheduler.framework.plugin`: the `Plugin` and `Action` protocols, their `Arguments`, and
+  `SchedulerConf`, what a session runs;
 - `scheduler.framework.session`: `Session`, the callbacks plugins register, how tiers combine
   them, and the `SessionResult`;
 - `scheduler.framework.statement`: `Statement`, a gang's placements committed whole or undone;

@@ -20,12 +20,14 @@ error naming the line and the key, so a typo never silently changes scheduling.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
+# SchedulerConf lives with the framework that runs it (the framework does not import this
+# parser); it is re-exported here for the process, the simulator and the benches.
 from scheduler.framework.plugin import PluginOption
+from scheduler.framework.plugin import SchedulerConf as SchedulerConf
 
 DEFAULT_CONF = """\
 actions: "enqueue, allocate, backfill"
@@ -45,13 +47,6 @@ tiers:
 
 class ConfError(ValueError):
     """A configuration the scheduler refuses; the message names the line and key."""
-
-
-@dataclass(frozen=True)
-class SchedulerConf:
-    actions: tuple[str, ...]
-    tiers: tuple[tuple[PluginOption, ...], ...]
-    action_arguments: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 def _where(node: yaml.Node) -> str:

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from caldera.api.core import ContainerStatus, Pod, PodStatus
 from caldera.api.meta import ObjectMeta
+from caldera.api.names import pod_index, pod_name, pod_name_prefix
 from caldera.api.volcano import (
     TASK_SPEC_KEY,
     Action,
@@ -27,7 +28,6 @@ from caldera.api.volcano import (
     LifecyclePolicy,
     TaskSpec,
 )
-from controllers.job import sync
 from controllers.job.bounds import hold_status, limits_problem, svc_problem
 from controllers.job.plugins import build_plugins
 from controllers.job.plugins.ssh import generate_key_pair
@@ -127,8 +127,8 @@ def test_lazy_plan_equals_the_eager_one(replicas: list[int], names: list[str]) -
 )
 def test_parsed_slots_equal_the_listed_ones(replicas: int, name: str) -> None:
     """Tasks over the slot cache's size parse pod names: the same answer as the listed slots."""
-    listed = {f"j-w-{i}": i for i in range(replicas)}
-    assert sync._slot_index(name, "j-w-", replicas) == listed.get(name)
+    listed = {pod_name("j", "w", i): i for i in range(replicas)}
+    assert pod_index(name, pod_name_prefix("j", "w"), replicas) == listed.get(name)
 
 
 # --- held Jobs --------------------------------------------------------------------------------

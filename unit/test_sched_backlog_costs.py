@@ -27,6 +27,7 @@ from caldera.api.meta import Condition, ObjectMeta
 from caldera.api.resources import Resources
 from scheduler.actions.placer import Placer
 from scheduler.actions.retry import Retries
+from scheduler.api.task_topology import AFFINITY_KEY
 from scheduler.api.types import (
     READY_STATUSES,
     ClusterInfo,
@@ -41,7 +42,7 @@ from scheduler.framework.session import Session
 from scheduler.plugins.capacity import CapacityPlugin
 from scheduler.plugins.proportion import ProportionPlugin
 from scheduler.plugins.sla import WAITING_TIME_ANNOTATION
-from scheduler.plugins.task_topology import AFFINITY_KEY, TaskTopologyPlugin
+from scheduler.plugins.task_topology import TaskTopologyPlugin
 from scheduler.registry import REGISTRY
 from unit.sched_fixtures import (
     add_job,

@@ -15,10 +15,11 @@ from caldera.api.core import (
     Toleration,
 )
 from caldera.api.resources import Resources
+from scheduler.api.fit import insufficient_resources, shortfall
 from scheduler.api.types import NodeInfo, TaskInfo, TaskStatus
 from scheduler.framework.plugin import Arguments
 from scheduler.framework.session import Session
-from scheduler.plugins.predicates import PredicatesPlugin, insufficient_resources, shortfall
+from scheduler.plugins.predicates import PredicatesPlugin
 from unit.sched_fixtures import (
     binds,
     expr,

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.api.types import JobInfo, TaskStatus
-from scheduler.framework.plugin import Arguments
-from scheduler.framework.session import Session
-from scheduler.plugins.task_topology import (
+from scheduler.api.task_topology import (
     AFFINITY_KEY,
     ANTI_AFFINITY_KEY,
     TASK_ORDER_KEY,
-    TaskTopologyPlugin,
     parse_groups,
 )
+from scheduler.api.types import JobInfo, TaskStatus
+from scheduler.framework.plugin import Arguments
+from scheduler.framework.session import Session
+from scheduler.plugins.task_topology import TaskTopologyPlugin
 from unit.sched_fixtures import add_job, cpu_cluster, open_session
 
 NODES = {"n0": "8", "n1": "8", "n2": "8"}

@@ -22,7 +22,7 @@ from caldera.api.volcano import (
     QueueSpec,
     TaskSpec,
 )
-from controllers.job.controller import policy_problems
+from controllers.job.policy import policy_problems
 from controllers.job.state import INVALID_TEMPLATE, note_problems
 
 ACTIONS = (

@@ -11,7 +11,6 @@ from caldera.api.jobspec import (
     default_task_min_available,
     job_min_available,
     parse_plugin_args,
-    pvc_name,
     required_plugins,
 )
 from caldera.api.volcano import PartitionPolicy, TaskSpec
@@ -128,8 +127,3 @@ def test_min_available_defaults() -> None:
     assert default_task_min_available(plain) == 4
     assert default_task_min_available(parted) == 4
     assert job_min_available([plain, parted, TaskSpec(name="c", replicas=9, min_available=1)]) == 9
-
-
-def test_pvc_name() -> None:
-    """Caldera's per-pod PVC name is `<template>-<job>-<task>-<index>`."""
-    assert pvc_name("data", "train", "worker", 3) == "data-train-worker-3"

@@ -1,10 +1,20 @@
-"""Kubernetes name rules with the API server's messages (caldera.api.names)."""
+"""Kubernetes name rules with the API server's messages, and the names of a Job's pods and
+their PVCs (caldera.api.names)."""
 
 from __future__ import annotations
 
 import pytest
 
-from caldera.api.names import dns1123_label, dns1123_subdomain, go_list, qualified_name
+from caldera.api.names import (
+    dns1123_label,
+    dns1123_subdomain,
+    go_list,
+    pod_index,
+    pod_name,
+    pod_name_prefix,
+    pvc_name,
+    qualified_name,
+)
 
 
 @pytest.mark.parametrize("value", ["a", "my-name", "123-abc", "a" * 63])
@@ -64,3 +74,43 @@ def test_go_list() -> None:
     """A []string as Go's %v prints it."""
     assert go_list(["a b", "c"]) == "[a b c]"
     assert go_list([]) == "[]"
+
+
+def test_pod_and_pvc_names() -> None:
+    """A Job's pod is `<job>-<task>-<index>`, a template's PVC `<template>-<pod>`."""
+    assert pod_name("train", "worker", 3) == "train-worker-3"
+    assert pod_name("train", "worker", 3).startswith(pod_name_prefix("train", "worker"))
+    assert pvc_name("data", pod_name("train", "worker", 3)) == "data-train-worker-3"
+
+
+@pytest.mark.parametrize(
+    ("name", "replicas", "index"),
+    [
+        ("train-worker-0", 4, 0),
+        ("train-worker-3", 4, 3),
+        ("train-worker-4", 4, None),
+        ("train-worker-03", 4, None),
+        ("train-worker-", 4, None),
+        ("train-worker-+1", 4, None),
+        ("train-worker-\uff11", 4, None),
+        ("train-ps-1", 4, None),
+        ("other-worker-1", 4, None),
+    ],
+    ids=[
+        "first",
+        "last",
+        "past-replicas",
+        "leading-zero",
+        "no-index",
+        "sign",
+        "non-ascii",
+        "other-task",
+        "other-job",
+    ],
+)
+def test_pod_index_reads_back_pod_name(name: str, replicas: int, index: int | None) -> None:
+    """`pod_index` is `pod_name`'s inverse for the task's slots, None for any other name."""
+    prefix = pod_name_prefix("train", "worker")
+    assert pod_index(name, prefix, replicas) == index
+    if index is not None:
+        assert pod_name("train", "worker", index) == name

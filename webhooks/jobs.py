@@ -48,14 +48,19 @@ from caldera.api.jobspec import (
     default_task_min_available,
     default_task_name,
     job_min_available,
-    pod_name,
-    pvc_name,
     required_plugins,
     service_name_error,
     uses_svc,
 )
 from caldera.api.limits import job_limit_errors
-from caldera.api.names import dns1123_label, dns1123_subdomain, go_list, qualified_name
+from caldera.api.names import (
+    dns1123_label,
+    dns1123_subdomain,
+    go_list,
+    pod_name,
+    pvc_name,
+    qualified_name,
+)
 from caldera.api.plugins import (
     SSH_PRIVATE_KEY_REFUSED,
     MPIOptions,
@@ -343,7 +348,7 @@ def _claim_templates_fragment(job: Job, p: str, task: TaskSpec) -> str:
         seen.add(name)
         if name in overridden:
             continue  # the template's own volume wins; no PVC is made
-        claim = pvc_name(name, job.metadata.name, task.name, last)
+        claim = pvc_name(name, pod_name(job.metadata.name, task.name, last))
         errs = dns1123_subdomain(claim)
         if errs and job.metadata.name and task.name:
             msg += (

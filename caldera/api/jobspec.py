@@ -38,8 +38,6 @@ __all__ = [
     "default_task_name",
     "job_min_available",
     "parse_plugin_args",
-    "pod_name",
-    "pvc_name",
     "required_plugins",
     "service_name_error",
     "uses_svc",
@@ -297,16 +295,6 @@ def job_min_available(tasks: Sequence[TaskSpec]) -> int:
 def default_max_retry(value: int) -> int:
     """maxRetry as the webhook leaves it: 0 becomes 3."""
     return DEFAULT_MAX_RETRY if value == 0 else value
-
-
-def pod_name(job: str, task: str, index: int) -> str:
-    """The name of pod `index` of a task: `<job>-<task>-<index>`."""
-    return f"{job}-{task}-{index}"
-
-
-def pvc_name(template: str, job: str, task: str, index: int) -> str:
-    """Caldera extension: the PVC of a volumeClaimTemplate for one pod, `<template>-<pod>`."""
-    return f"{template}-{pod_name(job, task, index)}"
 
 
 _DNS1035_LABEL: Final = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")

@@ -1,8 +1,13 @@
-"""Kubernetes name rules with the API server's own messages (k8s.io/apimachinery validation).
+"""Kubernetes name rules with the API server's own messages (k8s.io/apimachinery validation),
+and the names Caldera gives a Job's pods and their PVCs.
 
-Each function returns the list of problems, empty when the value is valid, worded exactly as
+Each rule returns the list of problems, empty when the value is valid, worded exactly as
 Kubernetes words them, so a user sees the message `kubectl` users know. `go_list` renders such a
 list as Go's `%v` does (`[a b]`), which is how Volcano embeds them in its messages.
+
+A Job's pod is ``<job>-<task>-<index>`` (`pod_name`; `pod_index` reads the index back) and the
+PVC of a volumeClaimTemplate ``<template>-<pod>`` (`pvc_name`): the job controller, the job
+plugins, the webhook's length checks and the CLI all name them here, so the names agree.
 
 An import-linter contract keeps this module free of I/O (docs/architecture.md).
 """
@@ -19,6 +24,10 @@ __all__ = [
     "dns1123_label",
     "dns1123_subdomain",
     "go_list",
+    "pod_index",
+    "pod_name",
+    "pod_name_prefix",
+    "pvc_name",
     "qualified_name",
 ]
 
@@ -121,3 +130,33 @@ def qualified_name(value: str) -> list[str]:
 def go_list(items: Sequence[str]) -> str:
     """A list of strings as Go's `%v` prints a []string: `[a b c]`."""
     return "[" + " ".join(items) + "]"
+
+
+def pod_name_prefix(job: str, task: str) -> str:
+    """What the name of every pod of a task starts with: ``<job>-<task>-``."""
+    return f"{job}-{task}-"
+
+
+def pod_name(job: str, task: str, index: int) -> str:
+    """The name of pod `index` of a task: ``<job>-<task>-<index>``, `pod_name_prefix` and the
+    index (written out, not called: a sync of a big task names up to 500 pods)."""
+    return f"{job}-{task}-{index}"
+
+
+def pod_index(name: str, prefix: str, replicas: int) -> int | None:
+    """The index i of pod `name` if it is `pod_name`'s ``<prefix><i>`` (`prefix` from
+    `pod_name_prefix`; i decimal, no leading zero) with i < replicas, else None. O(1): no list
+    of the task's names."""
+    if not name.startswith(prefix):
+        return None
+    digits = name[len(prefix) :]
+    if not (digits.isascii() and digits.isdigit()) or (digits[0] == "0" and len(digits) > 1):
+        return None
+    index = int(digits)
+    return index if index < replicas else None
+
+
+def pvc_name(template: str, pod: str) -> str:
+    """Caldera extension: the PVC of volumeClaimTemplate `template` for pod `pod`,
+    ``<template>-<pod>``."""
+    return f"{template}-{pod}"

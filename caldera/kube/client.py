@@ -225,11 +225,9 @@ class KubeClient:
 
         `async with KubeClient.from_kubeconfig(p) as client: ...`, or `await` it and `close()`.
         """
-
-        async def load() -> ConnectionSettings:
-            return await load_kubeconfig(path, context=context)
-
-        return _Opening(load, lambda s: cls(s, options, registry=registry, logger=logger))
+        return cls._opening(
+            lambda: load_kubeconfig(path, context=context), options, registry, logger
+        )
 
     @classmethod
     def from_config(
@@ -242,10 +240,19 @@ class KubeClient:
         logger: Any = None,
     ) -> _Opening:
         """A client from a kubeconfig when one is given or present, else the in-cluster account."""
+        return cls._opening(
+            lambda: load_config(kubeconfig, context=context), options, registry, logger
+        )
 
-        async def load() -> ConnectionSettings:
-            return await load_config(kubeconfig, context=context)
-
+    @classmethod
+    def _opening(
+        cls,
+        load: Callable[[], Awaitable[ConnectionSettings]],
+        options: ClientOptions,
+        registry: CollectorRegistry | None,
+        logger: Any,
+    ) -> _Opening:
+        """The one way both constructors open a client: ``load`` the settings, then build."""
         return _Opening(load, lambda s: cls(s, options, registry=registry, logger=logger))
 
     async def __aenter__(self) -> KubeClient:

@@ -14,7 +14,6 @@ can reach this process's cache a moment after it.
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 from typing import Final
 
 from caldera.api.kinds import COMMAND, JOB
@@ -70,7 +69,7 @@ class CommandController(Controller):
         if self.jobs.store.get(f"{command.metadata.namespace}/{target.name}") is not None:
             return None, 0.0
         created = command.metadata.creation_timestamp
-        now = dt.datetime.now(dt.UTC)
+        now = self.ctx.clock()
         age = (now - parse_time(created)).total_seconds() if created else TARGET_GRACE
         why = command_target_error(target.name, exists=False, age=age, grace=TARGET_GRACE)
         return why, max(TARGET_GRACE - age, 0.0)

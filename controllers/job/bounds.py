@@ -9,6 +9,10 @@
 - A Job that runs the svc plugin under a name a Service cannot take (`1train`, `a.b`) can never
   run: `svc_problem` names it, and the controller terminates the Job once, as it does a Job
   whose pod template the API server refuses.
+- `sync_blocker`: which of these, if any, stops a sync, in the order the controller checks them
+  (over the bounds, then the svc name, then the pod templates).
+- `note_holds`: a Job whose pods a reconcile held back (an object of a name it needs is not its
+  own) says so in its status, and gets Warning Events once per change of what holds it.
 
 An import-linter contract keeps this module free of I/O (docs/architecture.md).
 """
@@ -16,20 +20,30 @@ An import-linter contract keeps this module free of I/O (docs/architecture.md).
 from __future__ import annotations
 
 import datetime as dt
-from typing import Final
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 from msgspec.structs import replace
 
 from caldera.api.jobspec import service_name_error, uses_svc
 from caldera.api.limits import job_limit_errors
 from caldera.api.meta import format_time
+from caldera.api.ownership import HELD_SHOWN, held_summary, with_held
+from caldera.api.podtemplate import job_template_errors
 from caldera.api.volcano import Job, JobPhase, JobState, JobStatus
-from controllers.job.state import OVER_LIMITS
+from controllers.job.state import INVALID_NAME, INVALID_TEMPLATE, MAX_MESSAGE, OVER_LIMITS
 from controllers.job.status import append_condition
 
-__all__ = ["MAX_MESSAGE", "OVER_LIMITS", "hold_status", "limits_problem", "svc_problem"]
-
-MAX_MESSAGE: Final = 1024  # status.state.message stays readable
+__all__ = [
+    "MAX_MESSAGE",
+    "OVER_LIMITS",
+    "Blocker",
+    "hold_status",
+    "limits_problem",
+    "note_holds",
+    "svc_problem",
+    "sync_blocker",
+]
 
 
 def limits_problem(job: Job) -> str:
@@ -63,3 +77,50 @@ def svc_problem(job: Job) -> str:
     if not uses_svc(job.spec.plugins):
         return ""
     return service_name_error(job.metadata.name)
+
+
+@dataclass(frozen=True, slots=True)
+class Blocker:
+    """What stops a Job's sync: ``reason`` `OVER_LIMITS` (the Job is held), `INVALID_NAME` or
+    `INVALID_TEMPLATE` (the Job is terminated), and the ``message`` naming the fields."""
+
+    reason: str
+    message: str
+
+
+def sync_blocker(job: Job) -> Blocker | None:
+    """What stops a sync of `job`, first found: its bounds, its svc name, its pod templates (the
+    field errors the API server would give each pod); None when the sync may run."""
+    over = limits_problem(job)
+    if over:
+        return Blocker(OVER_LIMITS, over)
+    svc = svc_problem(job)
+    if svc:
+        return Blocker(INVALID_NAME, svc)
+    problems = job_template_errors(job)
+    if problems:
+        return Blocker(INVALID_TEMPLATE, "; ".join(problems))
+    return None
+
+
+def note_holds(
+    job: Job, status: JobStatus, holds: Iterable[tuple[str, str]]
+) -> tuple[JobStatus, tuple[tuple[str, str], ...]]:
+    """`status` with what held the Job's pods back in this reconcile (`holds`: Event reason and
+    problem) in its state message (bounded, replacing the last such note; removed once nothing
+    holds the Job), and the Warning Events (reason, message) to record: the first few problems
+    when that note differs from the one the stored Job carries, so once per change, across
+    restarts too, never once per sync."""
+    held = sorted(set(holds), key=lambda h: h[1])
+    summary = held_summary(m for _, m in held) if held else ""
+    message = with_held(status.state.message, summary)
+    if message != status.state.message:
+        status = replace(status, state=replace(status.state, message=message))
+    if not held or summary in job.status.state.message:
+        return status, ()
+    warnings = held[:HELD_SHOWN]
+    if len(held) > HELD_SHOWN:
+        rest = len(held) - HELD_SHOWN
+        more = f"and {rest} more objects the Job needs are not its own; pods held back"
+        warnings.append((held[HELD_SHOWN][0], more))
+    return status, tuple(warnings)

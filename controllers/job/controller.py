@@ -20,9 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
-import datetime as dt
-import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -41,9 +38,7 @@ from caldera.api.kinds import (
     PVC,
 )
 from caldera.api.meta import controller_of
-from caldera.api.ownership import HELD_SHOWN, clash_message, held_summary, may_touch, with_held
-from caldera.api.podtemplate import job_template_errors
-from caldera.api.stored import policy_errors
+from caldera.api.ownership import clash_message, may_touch
 from caldera.api.volcano import (
     CONTROLLER_OUT_OF_SYNC_KEY,
     JOB_NAME_KEY,
@@ -58,7 +53,7 @@ from caldera.api.volcano import (
 )
 from caldera.kube.errors import AlreadyExists, ApiError, Conflict, Invalid, NotFound
 from controllers.job import events
-from controllers.job.bounds import hold_status, limits_problem, svc_problem
+from controllers.job.bounds import hold_status, note_holds, sync_blocker
 from controllers.job.created import CreatedPods
 from controllers.job.events import Request, events_first, plain_sync
 from controllers.job.pending import pending_event
@@ -66,15 +61,22 @@ from controllers.job.plugin_objects import delete_objects, ensure_objects, job_l
 from controllers.job.plugins import PluginSet, build_plugins
 from controllers.job.plugins.ssh import generate_key_pair
 from controllers.job.pods import (
+    build_job_volume_claim,
     build_pod,
     build_podgroup,
     invalid_pvc_name,
-    owner_dict,
+    job_volume_claim_name,
     podgroup_drift,
     podgroup_name,
     priority_lookup,
 )
-from controllers.job.policy import Decision, DelayedActions, waits_for_events
+from controllers.job.policy import (
+    Decision,
+    DelayedActions,
+    on_failure,
+    policy_problems,
+    waits_for_events,
+)
 from controllers.job.pvc_throttle import ClaimUnusableError, PvcCreator, claim_problem
 from controllers.job.state import (
     INVALID_NAME,
@@ -86,6 +88,7 @@ from controllers.job.state import (
     kill_victims,
     note_problems,
     plan,
+    refusal_plan,
 )
 from controllers.job.status import (
     PodCounts,
@@ -93,13 +96,14 @@ from controllers.job.status import (
     count_pods,
     pod_task,
     status_changed,
+    volume_claim_resources,
+    with_controlled,
 )
 from controllers.job.sync import plan_sync
 from controllers.runtime import Controller, ControllerContext, Result
 from informers.store import HandlerFuncs
 
 _USER_ACTIONS = frozenset(str(a) for a in POLICY_ACTIONS)
-_MAX_STATE_MESSAGE = 1024  # the field errors of a big template say no more past this
 POD_INDEX = "job"  # pods by "<namespace>/<job name>", for pods a Job controls
 CLAIM_INDEX = "claim"  # Jobs by "<namespace>/<PVC name>" of the claims spec.volumes names
 CREATE_CONCURRENCY = 20  # pod creations in flight per reconcile
@@ -129,15 +133,6 @@ class _CommandItem:
 
 
 _Item = Request | _Timer | _CommandItem
-
-
-def policy_problems(job: Job) -> str:
-    """The Job's policies that no controller runs (stored without the webhook), as one message;
-    such a policy acts as SyncJob, as in Volcano. "" when there is none. Pure."""
-    errors = policy_errors(job.spec)
-    if not errors:
-        return ""
-    return ("; ".join(errors) + "; the policy is ignored")[:_MAX_STATE_MESSAGE]
 
 
 def job_pod_key(pod: Pod) -> list[str]:
@@ -372,9 +367,9 @@ class JobController(Controller):
                 job = await self._execute(job, decision)
             except Exception as exc:
                 limit = self.ctx.settings.max_requeue_num
-                if limit >= 0 and self.queue.num_requeues(key) >= limit:
-                    # Volcano's handleJobError: a Job that keeps failing is terminated. Volcano
-                    # records it as Normal; a Job ended by errors is a Warning here.
+                last = on_failure(self.queue.num_requeues(key), limit)
+                if last is not None:
+                    # Volcano records it as Normal; a Job ended by errors is a Warning here.
                     self._event(
                         job,
                         "Warning",
@@ -382,7 +377,7 @@ class JobController(Controller):
                         f"Job failed on action {decision.action} for retry limit reached: {exc}",
                     )
                     self.queue.forget(key)
-                    job = await self._execute(job, Decision(Action.TERMINATE_JOB))
+                    job = await self._execute(job, last)
                     continue
                 # Keep the unprocessed requests for the retry (after backoff).
                 rest = items[index:]
@@ -447,16 +442,13 @@ class JobController(Controller):
         p = plan(job, decision.action, decision.target)
         if p.step is Step.NONE:
             return job
-        if p.step is Step.SYNC:
-            over = limits_problem(job)
-            if over:
-                return await self._hold_over_limits(job, over)
-            svc = svc_problem(job)
-            if svc:
-                return await self._refuse_name(job, svc)
-            problems = job_template_errors(job)
-            if problems:
-                return await self._refuse_templates(job, "; ".join(problems))
+        blocker = sync_blocker(job) if p.step is Step.SYNC else None
+        if blocker is not None and blocker.reason == OVER_LIMITS:
+            return await self._hold_over_limits(job, blocker.message)
+        if blocker is not None and blocker.reason == INVALID_NAME:
+            return await self._refuse_name(job, blocker.message)
+        if blocker is not None:
+            return await self._refuse_templates(job, blocker.message)
         try:
             return await self._run(job, decision, p)
         except PodRejectedError as exc:
@@ -466,7 +458,7 @@ class JobController(Controller):
         """A Job over the bounds of caldera.api.limits (stored without the webhook) is held:
         no pod, PodGroup or plugin object; its status says why, with one Warning Event when it
         first does (controllers.job.bounds). Later syncs cost the bound check only."""
-        status = hold_status(job.status, problem, dt.datetime.now(dt.UTC))
+        status = hold_status(job.status, problem, self.ctx.clock())
         if status is job.status:
             return job
         try:
@@ -489,9 +481,7 @@ class JobController(Controller):
         self._event(
             job, "Warning", JobEventReason.PLUGIN_ERROR, f"{problem}; the job is terminated"
         )
-        p = dataclasses.replace(
-            plan(job, Action.TERMINATE_JOB), reason=INVALID_NAME, message=problem
-        )
+        p = refusal_plan(job, INVALID_NAME, problem)
         return await self._run(job, Decision(Action.TERMINATE_JOB), p)
 
     async def _refuse_templates(self, job: Job, problems: str) -> Job:
@@ -505,11 +495,7 @@ class JobController(Controller):
             JobEventReason.FAILED_CREATE,
             f"Error creating pods: the pod template is invalid: {problems}; the job is terminated",
         )
-        p = dataclasses.replace(
-            plan(job, Action.TERMINATE_JOB),
-            reason=INVALID_TEMPLATE,
-            message=problems[:_MAX_STATE_MESSAGE],
-        )
+        p = refusal_plan(job, INVALID_TEMPLATE, problems)
         return await self._run(job, Decision(Action.TERMINATE_JOB), p)
 
     async def _run(self, job: Job, decision: Decision, p: Plan) -> Job:
@@ -527,12 +513,8 @@ class JobController(Controller):
             counts, released = await self._kill(job, p, pods)
         else:
             counts, controlled = await self._sync(job, pods)
-        new_status = apply_plan(job, p, counts, dt.datetime.now(dt.UTC))
-        if controlled or released:
-            merged = {**new_status.controlled_resources, **controlled}
-            for entry in released:  # deleted once: later kills find no record, delete nothing
-                merged.pop(entry, None)
-            new_status = msgspec.structs.replace(new_status, controlled_resources=merged)
+        new_status = apply_plan(job, p, counts, self.ctx.clock())
+        new_status = with_controlled(new_status, controlled, released)
         problems = policy_problems(job)
         new_status = note_problems(new_status, problems)
         new_status = self._note_holds(job, new_status)
@@ -554,31 +536,17 @@ class JobController(Controller):
         self._holds.setdefault(key, []).append((reason, message))
 
     def _note_holds(self, job: Job, status: JobStatus) -> JobStatus:
-        """``status`` with what held the Job's pods back in this reconcile in its state message
-        (bounded, replacing the last such note; removed once nothing holds the Job), and a
-        Warning Event for the first few problems when that note changed: once per change,
-        across restarts too (the stored message carries it), never once per sync."""
+        """``status`` with what held the Job's pods back in this reconcile, and its Warning
+        Events recorded (``controllers.job.bounds.note_holds``); a held Job is looked at again
+        (HOLD_RECHECK)."""
         key = f"{job.metadata.namespace}/{job.metadata.name}"
-        holds = sorted(set(self._holds.pop(key, [])), key=lambda h: h[1])
-        summary = held_summary(m for _, m in holds) if holds else ""
-        message = with_held(status.state.message, summary)
-        if not holds:
-            if message == status.state.message:
-                return status
-            return msgspec.structs.replace(
-                status, state=msgspec.structs.replace(status.state, message=message)
-            )
-        self._held.add(key)
-        if summary not in job.status.state.message:
-            for reason, problem in holds[:HELD_SHOWN]:
-                self._event(job, "Warning", reason, problem)
-            if len(holds) > HELD_SHOWN:
-                rest = len(holds) - HELD_SHOWN
-                more = f"and {rest} more objects the Job needs are not its own; pods held back"
-                self._event(job, "Warning", holds[HELD_SHOWN][0], more)
-        return msgspec.structs.replace(
-            status, state=msgspec.structs.replace(status.state, message=message)
-        )
+        holds = self._holds.pop(key, [])
+        if holds:
+            self._held.add(key)
+        status, warnings = note_holds(job, status, holds)
+        for reason, message in warnings:
+            self._event(job, "Warning", reason, message)
+        return status
 
     # ---- kill -------------------------------------------------------------------------------
 
@@ -657,10 +625,7 @@ class JobController(Controller):
             self.queue.add(f"{job.metadata.namespace}/{job.metadata.name}")
         deleted = await self._delete_pods(job, sync.delete)
         created = await self._create_pods(job, plugins, sync.create)
-        controlled = plugins.controlled_resources(job)
-        for volume in job.spec.volumes:
-            if volume.volume_claim_name:
-                controlled[f"volume-pvc-{volume.volume_claim_name}"] = volume.volume_claim_name
+        controlled = {**plugins.controlled_resources(job), **volume_claim_resources(job)}
         return count_pods(pods, deleted=deleted, created=created), controlled
 
     async def _with_ssh_keys(self, job: Job, plugins: PluginSet) -> PluginSet:
@@ -684,18 +649,8 @@ class JobController(Controller):
             entry = msgspec.to_builtins(volume)
             name = volume.volume_claim_name
             if not name and volume.volume_claim is not None:
-                digest = hashlib.sha256(volume.mount_path.encode()).hexdigest()[:12]
-                name = f"{job.metadata.name}-pvc-{digest}"
-                pvc = {
-                    "apiVersion": "v1",
-                    "kind": "PersistentVolumeClaim",
-                    "metadata": {
-                        "name": name,
-                        "namespace": ns,
-                        "ownerReferences": [owner_dict(job)],
-                    },
-                    "spec": volume.volume_claim,
-                }
+                name = job_volume_claim_name(job.metadata.name, volume.mount_path)
+                pvc = build_job_volume_claim(job, name, volume.volume_claim)
                 try:
                     await self.pvcs.ensure(f"{ns}/{job.metadata.name}", pvc)
                 except ClaimUnusableError as exc:

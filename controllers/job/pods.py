@@ -21,9 +21,9 @@ import msgspec
 
 from caldera.api import volcano as v
 from caldera.api.codec import copy_json
-from caldera.api.jobspec import pod_name
 from caldera.api.kinds import JOB, controller_reference
 from caldera.api.meta import ObjectMeta, OwnerReference, ResourceList
+from caldera.api.names import pod_name, pvc_name
 from caldera.api.resources import Resources, pod_requests
 from caldera.api.volcano import Job, PodGroup, PodGroupSpec, TaskSpec
 from controllers.job.sync import task_min_available
@@ -53,13 +53,33 @@ def owner_dict(job: Job) -> dict[str, Any]:
     return owner
 
 
+def _mount_digest(mount_path: str) -> str:
+    return hashlib.sha256(mount_path.encode()).hexdigest()[:12]
+
+
 def job_volume_name(job_name: str, mount_path: str) -> str:
-    digest = hashlib.sha256(mount_path.encode()).hexdigest()[:12]
-    return f"{job_name}-{digest}"
+    """The pod volume of a job-level volume: ``<job>-<digest of its mount path>``."""
+    return f"{job_name}-{_mount_digest(mount_path)}"
 
 
-def pvc_name(template_name: str, pod: str) -> str:
-    return f"{template_name}-{pod}"
+def job_volume_claim_name(job_name: str, mount_path: str) -> str:
+    """The PVC made from a job-level ``volumeClaim``: ``<job>-pvc-<digest of its mount path>``
+    (written back into the spec as its volumeClaimName)."""
+    return f"{job_name}-pvc-{_mount_digest(mount_path)}"
+
+
+def build_job_volume_claim(job: Job, name: str, spec: Any) -> dict[str, Any]:
+    """The PVC ``name`` of a job-level volume's claim template ``spec``, owned by the Job."""
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {
+            "name": name,
+            "namespace": job.metadata.namespace,
+            "ownerReferences": [owner_dict(job)],
+        },
+        "spec": spec,
+    }
 
 
 def invalid_pvc_name(name: str) -> str | None:

@@ -28,17 +28,21 @@ from dataclasses import dataclass
 from typing import Final
 
 from caldera.api.duration import DurationError, parse_duration
+from caldera.api.stored import policy_errors
 from caldera.api.volcano import Action, Event, Job, LifecyclePolicy, policy_events
 from controllers.job.events import Request, plain_sync
-from controllers.job.state import JOB_TARGET, Target, TargetKind
+from controllers.job.state import JOB_TARGET, MAX_MESSAGE, Target, TargetKind
 
 __all__ = [
     "INTERNAL_ACTIONS",
     "INTERNAL_EVENTS",
+    "TERMINATE",
     "Decision",
     "DelayedAction",
     "DelayedActions",
     "apply_policies",
+    "on_failure",
+    "policy_problems",
     "policy_timeout",
     "target_of",
 ]
@@ -147,6 +151,25 @@ def apply_policies(job: Job, request: Request) -> Decision:
                     return found
                 break
     return _match(job.spec.policies, request) or SYNC
+
+
+def policy_problems(job: Job) -> str:
+    """The Job's policies that no controller runs (stored without the webhook), as one message;
+    such a policy acts as SyncJob, as in Volcano. "" when there is none."""
+    errors = policy_errors(job.spec)
+    if not errors:
+        return ""
+    return ("; ".join(errors) + "; the policy is ignored")[:MAX_MESSAGE]
+
+
+TERMINATE: Final = Decision(Action.TERMINATE_JOB)
+
+
+def on_failure(requeues: int, limit: int) -> Decision | None:
+    """Volcano's ``handleJobError``: the action for a Job whose action failed again after its
+    key was requeued ``requeues`` times: TerminateJob once that reaches ``limit``
+    (``--max-requeue-num``; negative: never), else None (the key is retried after backoff)."""
+    return TERMINATE if 0 <= limit <= requeues else None
 
 
 # --- delayed actions ----------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from a Command or from a Job-level event) restarts the whole Job.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import enum
 from collections.abc import Iterable
@@ -56,6 +57,7 @@ __all__ = [
     "INVALID_TEMPLATE",
     "JOB_TARGET",
     "KEPT_REASONS",
+    "MAX_MESSAGE",
     "OVER_LIMITS",
     "RETAIN_NONE",
     "RETAIN_SOFT",
@@ -71,6 +73,7 @@ __all__ = [
     "next_phase",
     "note_problems",
     "plan",
+    "refusal_plan",
 ]
 
 RETAIN_NONE: Final[frozenset[str]] = frozenset()
@@ -87,6 +90,7 @@ KEPT_REASONS: Final = frozenset({INVALID_TEMPLATE, INVALID_NAME})
 # The reason of a Job held over the bounds of caldera.api.limits (controllers.job.bounds); a
 # sync of the Job back within them clears it.
 OVER_LIMITS: Final = "SpecOverLimits"
+MAX_MESSAGE: Final = 1024  # status.state.message stays readable (a big template's field errors)
 
 
 class TargetKind(enum.StrEnum):
@@ -269,6 +273,13 @@ def plan(job: Job, action: Action, target: Target = JOB_TARGET) -> Plan:
     if phase in (JobPhase.COMPLETING, JobPhase.TERMINATING):
         return _kill_job(job, RETAIN_SOFT, run_update=True)
     return _kill_job(job, RETAIN_SOFT)  # Completed, Failed, Terminated: terminal
+
+
+def refusal_plan(job: Job, reason: str, message: str) -> Plan:
+    """TerminateJob's plan with `reason` and `message` (bounded) as the state's: a Job that can
+    never run (`INVALID_TEMPLATE`, `INVALID_NAME`) ends saying why, not "TerminateJob"."""
+    terminate = plan(job, Action.TERMINATE_JOB)
+    return dataclasses.replace(terminate, reason=reason, message=message[:MAX_MESSAGE])
 
 
 def kill_victims(p: Plan, pods: Iterable[Pod]) -> tuple[Pod, ...]:

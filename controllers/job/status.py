@@ -10,6 +10,9 @@ Its functions:
 - `append_condition` keeps at most one condition per phase, the latest last.
 - `running_duration` is lastTransitionTime - creationTimestamp as a Go duration.
 - `status_changed` tells the I/O layer whether a status write is needed at all.
+- `volume_claim_resources` and `with_controlled`: the controlledResources entries a sync adds
+  (a job-level volume's claim as ``volume-pvc-<claim>``, as Volcano names it) and drops (the
+  plugins' objects a kill deleted).
 
 Which pods a sync creates and deletes is `controllers.job.sync`.
 """
@@ -21,11 +24,14 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+from msgspec.structs import replace
+
 from caldera.api.core import Pod, PodPhase
 from caldera.api.duration import format_duration
 from caldera.api.meta import parse_time
 from caldera.api.volcano import (
     TASK_SPEC_KEY,
+    Job,
     JobCondition,
     JobStatus,
     TaskState,
@@ -40,6 +46,8 @@ __all__ = [
     "pod_task",
     "running_duration",
     "status_changed",
+    "volume_claim_resources",
+    "with_controlled",
     "with_counts",
 ]
 
@@ -177,6 +185,31 @@ def status_changed(old: JobStatus, new: JobStatus) -> bool:
     """Whether `new` differs from `old`, so that the I/O layer writes the status subresource only
     when something changed (a write re-triggers the Job's watch)."""
     return old != new
+
+
+def volume_claim_resources(job: Job) -> dict[str, str]:
+    """The controlledResources entries of the Job's job-level volumes that name their claim:
+    ``volume-pvc-<claim>`` -> claim, Volcano's key."""
+    return {
+        f"volume-pvc-{volume.volume_claim_name}": volume.volume_claim_name
+        for volume in job.spec.volumes
+        if volume.volume_claim_name
+    }
+
+
+def with_controlled(
+    status: JobStatus, controlled: Mapping[str, str], released: Iterable[str]
+) -> JobStatus:
+    """`status` with the `controlled` entries added (a sync's) and the `released` ones removed
+    (objects a kill deleted: later kills find no record and delete nothing). `status` itself
+    when there is neither."""
+    released = tuple(released)
+    if not controlled and not released:
+        return status
+    merged = {**status.controlled_resources, **controlled}
+    for entry in released:
+        merged.pop(entry, None)
+    return replace(status, controlled_resources=merged)
 
 
 # --- sync planning ------------------------------------------------------------------------------

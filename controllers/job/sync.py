@@ -23,7 +23,8 @@ from types import MappingProxyType
 from typing import Final
 
 from caldera.api.core import Pod, PodPhase
-from caldera.api.jobspec import default_task_min_available, pod_name
+from caldera.api.jobspec import default_task_min_available
+from caldera.api.names import pod_index, pod_name, pod_name_prefix
 from caldera.api.volcano import Iteration, Job, PodGroupPhase, TaskSpec
 from controllers.job.events import is_out_of_sync
 from controllers.job.status import PodSlot, is_terminating, pod_task
@@ -54,22 +55,6 @@ def _pod_is_ready(pod: Pod) -> bool:
     )
 
 
-def _slot_index(name: str, prefix: str, replicas: int) -> int | None:
-    """The index i of pod `name` if it is `<prefix><i>` with i < replicas (i written as
-    `pod_name` writes it: decimal, no leading zero), else None. O(1): no list of the slots."""
-    if not name.startswith(prefix):
-        return None
-    digits = name[len(prefix) :]
-    if not (digits.isascii() and digits.isdigit()) or (digits[0] == "0" and len(digits) > 1):
-        return None
-    index = int(digits)
-    return index if index < replicas else None
-
-
-def _task_prefix(job_name: str, task_name: str) -> str:
-    return pod_name(job_name, task_name, 0)[:-1]
-
-
 # Tasks of at most this many replicas keep their slots in a small cache: a Job is synced on
 # each of its pods' events, and a dict lookup is ten times quicker than parsing the name.
 # Bigger tasks parse (O(1) each) and compute their missing slots as they are taken; the cache
@@ -78,15 +63,18 @@ _CACHED_SLOTS: Final = 1000
 
 
 @functools.lru_cache(maxsize=256)
-def _cached_slots(prefix: str, task: str, replicas: int) -> Mapping[str, PodSlot]:
+def _cached_slots(job: str, task: str, replicas: int) -> Mapping[str, PodSlot]:
     return MappingProxyType(
-        {(name := f"{prefix}{index}"): PodSlot(task, index, name) for index in range(replicas)}
+        {
+            (name := pod_name(job, task, index)): PodSlot(task, index, name)
+            for index in range(replicas)
+        }
     )
 
 
-def _task_slots(prefix: str, task: str, replicas: int) -> Mapping[str, PodSlot] | None:
+def _task_slots(job: str, task: str, replicas: int) -> Mapping[str, PodSlot] | None:
     """The task's slots by pod name when the task is small enough to cache them, else None."""
-    return _cached_slots(prefix, task, replicas) if replicas <= _CACHED_SLOTS else None
+    return _cached_slots(job, task, replicas) if replicas <= _CACHED_SLOTS else None
 
 
 def _index_of(
@@ -94,7 +82,7 @@ def _index_of(
 ) -> int | None:
     """The slot index of pod `name` in its task, or None (from `_task_slots` when given)."""
     if slots is None:
-        return _slot_index(name, prefix, replicas)
+        return pod_index(name, prefix, replicas)
     slot = slots.get(name)
     return None if slot is None else slot.index
 
@@ -107,8 +95,8 @@ def dependency_ready(job: Job, task_name: str, pods_by_name: Mapping[str, Pod]) 
     The Job's pods are counted, not the task's slots: the cost follows the pods that exist."""
     for task in job.spec.tasks:
         if task.name == task_name:
-            prefix = _task_prefix(job.metadata.name, task.name)
-            slots = _task_slots(prefix, task.name, task.replicas)
+            prefix = pod_name_prefix(job.metadata.name, task.name)
+            slots = _task_slots(job.metadata.name, task.name, task.replicas)
             ready = sum(
                 1
                 for name, pod in pods_by_name.items()
@@ -179,11 +167,11 @@ class SyncPlan:
 MAX_CREATES_PER_SYNC: Final = 500
 
 
-def _missing_slots(prefix: str, task: str, replicas: int, have: set[int]) -> Iterator[PodSlot]:
+def _missing_slots(job: str, task: str, replicas: int, have: set[int]) -> Iterator[PodSlot]:
     """The task's missing slots, lowest index first, computed as they are taken."""
     for index in range(replicas):
         if index not in have:
-            yield PodSlot(task, index, f"{prefix}{index}")
+            yield PodSlot(task, index, pod_name(job, task, index))
 
 
 def plan_sync(
@@ -215,12 +203,12 @@ def plan_sync(
     ready: dict[str, bool] = {}
     for task in job.spec.tasks:
         replicas = max(task.replicas, 0)
-        prefix = _task_prefix(job.metadata.name, task.name)
-        slots = _task_slots(prefix, task.name, replicas)
+        prefix = pod_name_prefix(job.metadata.name, task.name)
+        slots = _task_slots(job.metadata.name, task.name, replicas)
         have: set[int] = set()
         for name, pod in pods_by_task.get(task.name, {}).items():
             if slots is None:
-                index = _slot_index(name, prefix, replicas)
+                index = pod_index(name, prefix, replicas)
             else:  # inline: this loop runs per pod on every pod event
                 slot = slots.get(name)
                 index = None if slot is None else slot.index
@@ -241,7 +229,7 @@ def plan_sync(
         if slots is not None:
             absent: Iterator[PodSlot] = (s for s in slots.values() if s.index not in have)
         else:
-            absent = _missing_slots(prefix, task.name, replicas, have)
+            absent = _missing_slots(job.metadata.name, task.name, replicas, have)
         create.extend(itertools.islice(absent, room))
         more = more or task_missing > room
     return SyncPlan(

@@ -33,7 +33,6 @@ The root and default queues are created when missing (at start and whenever one 
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 from typing import Any, Final
 
@@ -252,7 +251,7 @@ class QueueController(Controller):
         condition and a Warning Event, once; the queue keeps working (the scheduler clamps the
         weight to 1..65535 and gives the guarantee even above the capability)."""
         errors = queue_spec_errors(queue.spec)
-        conditions = queue_conditions(queue, errors, format_time(dt.datetime.now(dt.UTC)))
+        conditions = queue_conditions(queue, errors, format_time(self.ctx.clock()))
         if conditions is None:
             return queue
         body = {
@@ -269,7 +268,7 @@ class QueueController(Controller):
         """PodGroups naming a missing queue get an Unschedulable condition and a Warning Event
         naming spec.queue, once; the condition goes when the queue exists. A PodGroup younger
         than ``QUEUE_GRACE`` is looked at again later: its queue may be on its way."""
-        now = dt.datetime.now(dt.UTC)
+        now = self.ctx.clock()
         wait: float | None = None
         for group in groups:
             if not queue_exists and group.metadata.creation_timestamp:

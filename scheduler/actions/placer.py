@@ -27,10 +27,10 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from caldera.api.resources import Resources
+from scheduler.api.fit import shortfall
+from scheduler.api.task_topology import Topology
 from scheduler.api.types import NodeInfo, TaskInfo
 from scheduler.api.verdicts import Candidates, NodeSetHeap, VerdictMemory
-from scheduler.plugins.predicates import shortfall
-from scheduler.plugins.task_topology import Topology
 
 if TYPE_CHECKING:
     from scheduler.framework.session import Session

@@ -23,6 +23,16 @@ class PluginOption:
         return self.switches.get(switch, True)
 
 
+@dataclass(frozen=True)
+class SchedulerConf:
+    """What a session runs: the actions in order, the plugin tiers and the actions' arguments
+    (scheduler.conf parses it from the configuration file)."""
+
+    actions: tuple[str, ...]
+    tiers: tuple[tuple[PluginOption, ...], ...]
+    action_arguments: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+
 class Plugin(Protocol):
     """A plugin registers callbacks on the session when it opens, and may write state (status,
     events) when it closes. It must not do I/O: the session's results carry every decision."""

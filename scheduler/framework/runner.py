@@ -19,8 +19,7 @@ from typing import Any
 
 from caldera.api.volcano import PodGroupCondition, PodGroupPhase, PodGroupStatus
 from scheduler.api.types import PENDING_PHASES, JobInfo
-from scheduler.conf import SchedulerConf
-from scheduler.framework.plugin import Action, Arguments, Plugin
+from scheduler.framework.plugin import Action, Arguments, Plugin, SchedulerConf
 from scheduler.framework.session import PlacedJob, Session, SessionResult
 from scheduler.framework.status import (
     condition_key,

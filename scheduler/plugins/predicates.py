@@ -7,9 +7,8 @@ error reads like kube-scheduler's ("2 node(s) had untolerated taint {gpu: true}"
 
 Resources are not checked here: as in Volcano, the actions check them (allocate against the
 node's idle and future idle resources, preempt after taking victims away), so that preempt can
-ask this plugin about a node that is full. ``insufficient_resources`` (against any vector) and
-``shortfall`` (against a node's future idle resources) are the shared checks, with Kubernetes'
-"Insufficient <resource>" reasons, extended resources included.
+ask this plugin about a node that is full. Those resource checks, with Kubernetes'
+"Insufficient <resource>" reasons, are in scheduler.api.fit.
 
 Arguments (Volcano's): ``predicate.NodeAffinityEnable``, ``predicate.NodePortsEnable`` and
 ``predicate.TaintTolerationEnable`` (true) switch those filters off when false.
@@ -31,7 +30,6 @@ from caldera.api.core import (
     Taint,
     Toleration,
 )
-from caldera.api.resources import Resources
 from scheduler.api.types import NodeInfo, TaskInfo
 from scheduler.framework.plugin import Arguments
 
@@ -46,36 +44,6 @@ TOO_MANY_PODS = "Too many pods"
 UNSCHEDULABLE_TAINT_KEY = "node.kubernetes.io/unschedulable"
 
 _Port = tuple[str, str, int]  # (host IP, protocol, host port)
-
-
-def insufficient_resources(request: Resources, available: Resources) -> list[str]:
-    """Kubernetes' "Insufficient <name>" for every resource ``request`` needs beyond
-    ``available`` (a resource the node does not list counts as zero); empty when it fits."""
-    return [
-        f"Insufficient {name}"
-        for name, amount in request.items()
-        if amount > 0 and amount > available.get(name)
-    ]
-
-
-def shortfall(request: Resources, node: NodeInfo) -> list[str]:
-    """Kubernetes' "Insufficient <name>" for each resource ``request`` needs beyond the node's
-    future idle resources (idle + releasing - pipelined); empty when it fits."""
-    alloc, used = dict(node.allocatable.items()), dict(node.used.items())
-    releasing, pipelined = node.releasing, node.pipelined
-    if releasing.is_empty() and pipelined.is_empty():
-        return [
-            f"Insufficient {name}"
-            for name, amount in request.items()
-            if amount > 0 and amount > alloc.get(name, 0) - used.get(name, 0)
-        ]
-    rel, pipe = dict(releasing.items()), dict(pipelined.items())
-    return [
-        f"Insufficient {name}"
-        for name, amount in request.items()
-        if amount > 0
-        and amount > alloc.get(name, 0) - used.get(name, 0) + rel.get(name, 0) - pipe.get(name, 0)
-    ]
 
 
 def tolerates(toleration: Toleration, taint: Taint) -> bool:

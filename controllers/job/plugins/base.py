@@ -27,7 +27,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final
 
-from caldera.api.jobspec import pod_name
+from caldera.api.names import pod_name
 from caldera.api.volcano import JOB_NAME_KEY, JOB_NAMESPACE_KEY, Job, TaskSpec
 from controllers.job.pods import owner_dict
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
 
-from caldera.api.jobspec import pod_name
+from caldera.api.names import pod_name
 from caldera.api.plugins import SvcOptions
 from caldera.api.volcano import JOB_NAME_KEY, JOB_NAMESPACE_KEY, Job
 from controllers.job.plugins.base import (
