@@ -88,8 +88,9 @@ test: install binaries check  ## all checks, all tests and every benchmark once,
 	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile
 	$(MAKE) --no-print-directory bench-smoke
 
+# bench/_*.py (and __init__.py) are the benchmarks' helpers, not benchmarks
 bench-smoke: install  ## every benchmark once, small
-	@for b in bench/*.py; do [ "$$b" = bench/__init__.py ] || $(PY) $$b --smoke || exit 1; done
+	@for b in bench/[!_]*.py; do $(PY) $$b --smoke || exit 1; done
 
 experiments: install  ## run the seed experiments; write docs/experiments.md and docs/experiments.html
 	$(PY) -m simulator.experiments --out docs

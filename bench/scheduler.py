@@ -60,7 +60,7 @@ CRD_DIR: Final = REPO / "charts" / "caldera" / "crds"
 if sys.path[:1] != [str(REPO)]:  # first, before bench/ itself (bench/scheduler.py is no package)
     sys.path.insert(0, str(REPO))
 
-from bench.clusters import NODE_ALLOCATABLE, POD_REQUESTS, T0, empty_cluster, gang_job  # noqa: E402
+from bench._clusters import NODE_ALLOCATABLE, POD_REQUESTS, T0, empty_cluster, gang_job  # noqa: E402
 from caldera.api.core import Container, Pod, PodSpec, ResourceRequirements  # noqa: E402
 from caldera.api.kinds import NAMESPACE, NODE, POD, PODGROUP, KindInfo  # noqa: E402
 from caldera.api.meta import ObjectMeta  # noqa: E402

@@ -51,7 +51,7 @@ REPO: Final = Path(__file__).resolve().parent.parent
 if sys.path[:1] != [str(REPO)]:  # first, before bench/ itself (bench/scheduler.py is no package)
     sys.path.insert(0, str(REPO))
 
-from bench.clusters import POD_REQUESTS, T0, conf_of, node_object  # noqa: E402
+from bench._clusters import POD_REQUESTS, T0, conf_of, node_object  # noqa: E402
 from caldera.api.core import (  # noqa: E402
     Container,
     Node,

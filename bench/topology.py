@@ -48,7 +48,7 @@ REPO: Final = Path(__file__).resolve().parent.parent
 if sys.path[:1] != [str(REPO)]:  # first, before bench/ itself (bench/scheduler.py is no package)
     sys.path.insert(0, str(REPO))
 
-from bench.clusters import T0, conf_of, empty_cluster, gang_job  # noqa: E402
+from bench._clusters import T0, conf_of, empty_cluster, gang_job  # noqa: E402
 from caldera.api.meta import ObjectMeta  # noqa: E402
 from caldera.api.resources import Resources  # noqa: E402
 from caldera.api.topology import (  # noqa: E402

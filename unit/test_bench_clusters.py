@@ -1,10 +1,10 @@
-"""bench/clusters.py: the scheduler benches' one way to build nodes and gangs."""
+"""bench/_clusters.py: the scheduler benches' one way to build nodes and gangs."""
 
 from __future__ import annotations
 
 import datetime as dt
 
-from bench.clusters import NODE_ALLOCATABLE, T0, empty_cluster, gang_job, node_object
+from bench._clusters import NODE_ALLOCATABLE, T0, empty_cluster, gang_job, node_object
 from caldera.api.core import Pod
 from caldera.api.meta import ObjectMeta
 from caldera.api.resources import Resources
