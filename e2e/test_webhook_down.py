@@ -22,7 +22,7 @@ from caldera.kube.client import KubeClient
 from caldera.kube.errors import NotFound
 from e2e.caldera_process import CalderaProcess
 from e2e.cluster.caldera_processes import webhook_configurations
-from e2e.cluster.control_plane import free_port, kubectl
+from e2e.cluster.control_plane import free_port, kubectl_result
 from e2e.cluster.pki import write_serving_pair
 from e2e.conftest import Cluster
 from e2e.waiting import until
@@ -37,14 +37,7 @@ QUEUE = f"whdown-{TOKEN}"
 def _kubectl(
     cluster: Cluster, *args: str, stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [kubectl(), f"--kubeconfig={cluster.kubeconfig}", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
+    return kubectl_result(cluster.kubeconfig, *args, input=stdin)
 
 
 class Hook:

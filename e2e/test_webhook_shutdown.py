@@ -14,7 +14,7 @@ import pytest
 
 from e2e.caldera_process import CalderaProcess
 from e2e.cluster.caldera_processes import webhook_configurations
-from e2e.cluster.control_plane import free_port, kubectl
+from e2e.cluster.control_plane import free_port, kubectl_result
 from e2e.cluster.pki import write_serving_pair
 from e2e.conftest import Cluster
 from e2e.job_fixtures import job, task
@@ -23,15 +23,10 @@ from e2e.waiting import until
 pytestmark = pytest.mark.e2e
 
 
-def _kubectl(cluster: Cluster, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [kubectl(), f"--kubeconfig={cluster.kubeconfig}", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
+def _kubectl(
+    cluster: Cluster, *args: str, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    return kubectl_result(cluster.kubeconfig, *args, input=stdin)
 
 
 def test_sigterm_turns_not_ready_and_keeps_answering(

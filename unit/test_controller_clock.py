@@ -4,36 +4,19 @@ missing Job waits out its grace by that clock (controllers.command), so a test d
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, cast
 
 import pytest
-from prometheus_client import CollectorRegistry
 
 from caldera.api.meta import ObjectMeta, OwnerReference, format_time
 from caldera.api.volcano import BATCH_API_VERSION, Command
-from caldera.obs.metrics import ControllerMetrics
-from caldera.settings import ControllersSettings
 from controllers.command.controller import TARGET_GRACE, CommandController
-from controllers.runtime import ControllerContext
-from informers.factory import SharedInformerFactory
-from informers.metrics import WorkQueueMetrics
+from unit.offline_controllers import offline_context
 
 CREATED = dt.datetime(2026, 11, 28, 12, 0, tzinfo=dt.UTC)
 
 
 def command_controller(now: dt.datetime) -> CommandController:
-    registry = CollectorRegistry()
-    ctx = ControllerContext(
-        # Informers are only asked for (never started) and the client is never called here.
-        client=cast(Any, None),
-        informers=SharedInformerFactory(cast(Any, None), registry=registry),
-        settings=ControllersSettings(),
-        registry=registry,
-        metrics=ControllerMetrics(registry),
-        queue_metrics=WorkQueueMetrics(registry),
-        recorder=cast(Any, None),
-        clock=lambda: now,
-    )
+    ctx = offline_context(clock=lambda: now)
     controller = CommandController(ctx)
     controller.setup()
     return controller

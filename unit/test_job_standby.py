@@ -3,18 +3,10 @@ leader, whose workers run, acts (a standby recording too would double every PodG
 
 from __future__ import annotations
 
-from typing import Any, cast
-
-from prometheus_client import CollectorRegistry
-
 from caldera.api.meta import ObjectMeta, ObjectReference, OwnerReference
 from caldera.api.volcano import BATCH_API_VERSION, PodGroup, PodGroupCondition, PodGroupStatus
-from caldera.obs.metrics import ControllerMetrics
-from caldera.settings import ControllersSettings
 from controllers.job.controller import JobController
-from controllers.runtime import ControllerContext
-from informers.factory import SharedInformerFactory
-from informers.metrics import WorkQueueMetrics
+from unit.offline_controllers import offline_context
 
 
 class Recorded:
@@ -48,18 +40,8 @@ UNSCHEDULABLE = PodGroupCondition(
 
 async def test_only_the_leader_records_the_pending_event() -> None:
     """The same PodGroup change reaches a standby and the leader; only the leader records."""
-    registry = CollectorRegistry()
     recorder = Recorded()
-    ctx = ControllerContext(
-        # Informers are only asked for (never started) and the client is never called here.
-        client=cast(Any, None),
-        informers=SharedInformerFactory(cast(Any, None), registry=registry),
-        settings=ControllersSettings(),
-        registry=registry,
-        metrics=ControllerMetrics(registry),
-        queue_metrics=WorkQueueMetrics(registry),
-        recorder=cast(Any, recorder),
-    )
+    ctx = offline_context(recorder=recorder)
     controller = JobController(ctx)
     controller.setup()
     before, after = podgroup(), podgroup(UNSCHEDULABLE)

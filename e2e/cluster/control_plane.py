@@ -96,6 +96,21 @@ def kubectl() -> str:
     return found
 
 
+def kubectl_result(
+    kubeconfig: Path, *args: str, input: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """kubectl ``args`` with ``kubeconfig``, its exit code and output as they are (for tests
+    that expect a refusal); at most 60 s."""
+    return subprocess.run(
+        [kubectl(), f"--kubeconfig={kubeconfig}", *args],
+        input=input,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+
+
 def run_kubectl(kubeconfig: Path, *args: str, input: str | None = None) -> str:
     """kubectl ``args`` with ``kubeconfig``: its standard output; ClusterError on failure."""
     result = subprocess.run(
