@@ -5,6 +5,11 @@ The pure core (Volcano's pkg/controllers/job/), kept free of I/O by an import-li
 
 - `controllers.job.events`: informer notifications → `Request` (job_controller_handler.go), and
   `events_first`, the order in which one reconcile handles its batch;
+- `controllers.job.inbox`: a Job's inbox (requests, Commands, timers) and one reconcile's
+  drain of it, `Batch.decide`: what each item calls for (a timer to arm, a decision to run now,
+  a sync to post), the decision path the simulator's job controller runs too;
+- `controllers.job.execution`: which way a decision goes (nothing, hold, refuse, run its plan)
+  and `status_after`, the status it leaves;
 - `controllers.job.policy`: `Request` → `Decision` (action, delay, target), and the
   `DelayedActions` bookkeeping of policy timeouts (`applyPolicies` in job_controller_util.go);
   `policy_problems`, the policies no controller runs; `on_failure`, TerminateJob at the retry
@@ -29,7 +34,7 @@ The pure core (Volcano's pkg/controllers/job/), kept free of I/O by an import-li
 
 Around it:
 
-- `controllers.job.controller`: `JobController`, the informer handlers, the per-Job inbox and
-  the reconcile that reads the cache, calls the pure core and writes (all the I/O but PVCs');
+- `controllers.job.controller`: `JobController`, the informer handlers and the reconcile that
+  reads the cache, calls the pure core and writes (all the I/O but PVCs');
 - `controllers.job.pvc_throttle`: `PvcCreator`, process-wide, fair, rate-limited PVC creation.
 """

@@ -4,16 +4,20 @@ Events, not only state, drive a Volcano Job (a pod failing with exit code 3 may 
 while the same pod seen Failed in a later resync must not restart it again). So the informer
 handlers turn each change into a ``Request`` (pure: ``controllers.job.events``) and append it to
 the Job's inbox; the Job's key goes on the work queue, which never hands one key to two workers,
-so a Job's requests run one after another. ``reconcile(key)`` drains the inbox:
+so a Job's requests run one after another. ``reconcile(key)`` drains the inbox, deciding
+with the pure modules the simulator's job controller (``simulator/controller.py``) runs too:
 
-    request -> apply_policies -> Decision (maybe delayed: a timer puts it back in the inbox)
-            -> plan(job, action) -> kill pods / sync pods, plugins, PVCs, PodGroup
-            -> apply_plan -> the new status, written only when it changed
+    Batch(inbox).decide(item) -> Turn: a timer to arm, a Decision to run now, or a sync to post
+    execution(job, decision) -> nothing / hold / refuse / run plan(job, action):
+                                kill pods / sync pods, plugins, PVCs, PodGroup
+    status_after(...) -> the new status, written only when it changed
 
 A key with an empty inbox (a resync, a retry) is a plain SyncJob, so the loop stays level-based:
-whatever was missed, the next sync converges. All decisions are the pure modules' (events,
-policy, state, sync, status, pending, pods, plugins; ``created`` remembers the pods a reconcile
-created until the cache shows them); this module only reads the cache and writes.
+whatever was missed, the next sync converges. All decisions are the pure modules' (inbox,
+execution, events, policy, state, sync, status, bounds, pending, pods, plugins; ``created``
+remembers the pods a reconcile created until the cache shows them); this module only reads the
+cache and writes: Commands deleted, timers armed, pods, PodGroups, plugin objects and PVCs
+made and removed, statuses and Events written, keys requeued.
 """
 
 from __future__ import annotations
@@ -21,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -47,15 +50,24 @@ from caldera.api.volcano import (
     Command,
     Job,
     JobEventReason,
-    JobStatus,
     PodGroup,
     job_reference,
 )
 from caldera.kube.errors import AlreadyExists, ApiError, Conflict, Invalid, NotFound
 from controllers.job import events
-from controllers.job.bounds import hold_status, note_holds, sync_blocker
+from controllers.job.bounds import Blocker, hold_status
 from controllers.job.created import CreatedPods
-from controllers.job.events import Request, events_first, plain_sync
+from controllers.job.events import Request
+from controllers.job.execution import Course, execution, refusal_plan, status_after
+from controllers.job.inbox import (
+    Batch,
+    CommandItem,
+    FinishedBeforeJob,
+    Item,
+    Timer,
+    command_item,
+    waits_for_job,
+)
 from controllers.job.pending import pending_event
 from controllers.job.plugin_objects import delete_objects, ensure_objects, job_label, own_key_pair
 from controllers.job.plugins import PluginSet, build_plugins
@@ -71,25 +83,14 @@ from controllers.job.pods import (
     priority_lookup,
 )
 from controllers.job.policy import (
+    TERMINATE,
     Decision,
     DelayedActions,
     on_failure,
     policy_problems,
-    waits_for_events,
 )
 from controllers.job.pvc_throttle import ClaimUnusableError, PvcCreator, claim_problem
-from controllers.job.state import (
-    INVALID_NAME,
-    INVALID_TEMPLATE,
-    OVER_LIMITS,
-    Plan,
-    Step,
-    apply_plan,
-    kill_victims,
-    note_problems,
-    plan,
-    refusal_plan,
-)
+from controllers.job.state import INVALID_NAME, INVALID_TEMPLATE, OVER_LIMITS, Plan, kill_victims
 from controllers.job.status import (
     PodCounts,
     PodSlot,
@@ -97,13 +98,11 @@ from controllers.job.status import (
     pod_task,
     status_changed,
     volume_claim_resources,
-    with_controlled,
 )
 from controllers.job.sync import plan_sync
 from controllers.runtime import Controller, ControllerContext, Result
 from informers.store import HandlerFuncs
 
-_USER_ACTIONS = frozenset(str(a) for a in POLICY_ACTIONS)
 POD_INDEX = "job"  # pods by "<namespace>/<job name>", for pods a Job controls
 CLAIM_INDEX = "claim"  # Jobs by "<namespace>/<PVC name>" of the claims spec.volumes names
 CREATE_CONCURRENCY = 20  # pod creations in flight per reconcile
@@ -113,26 +112,6 @@ HOLD_RECHECK = 30.0  # seconds between looks at a Job held by an object it does 
 class PodRejectedError(Exception):
     """The API server refused a pod of the Job as Invalid (422): its template is wrong, and
     creating it again can never succeed."""
-
-
-@dataclass(frozen=True)
-class _Timer:
-    """A delayed action whose timeout has expired."""
-
-    token: int
-
-
-@dataclass(frozen=True)
-class _CommandItem:
-    """A Command to consume: deleted first, then its action runs once."""
-
-    namespace: str
-    name: str
-    request: Request
-    unknown_action: str = ""  # an action no Job runs: the Command is only removed
-
-
-_Item = Request | _Timer | _CommandItem
 
 
 def job_pod_key(pod: Pod) -> list[str]:
@@ -149,9 +128,8 @@ class JobController(Controller):
 
     def __init__(self, ctx: ControllerContext) -> None:
         super().__init__(ctx)
-        self._inbox: dict[str, list[_Item]] = {}
-        # Finished pods seen before their Job was cached, by Job key (see `_pod_added`).
-        self._finished_before_job: dict[str, set[str]] = {}
+        self._inbox: dict[str, list[Item]] = {}
+        self._finished_before_job = FinishedBeforeJob()  # see `_pod_added`
         self._delayed = DelayedActions()
         self._timers: dict[int, asyncio.TimerHandle] = {}
         # key -> (resourceVersions our writes replaced, the Job our last write returned): until
@@ -206,7 +184,7 @@ class JobController(Controller):
         await self.pvcs.stop()
         return drained
 
-    def _post(self, item: _Item, key: str) -> None:
+    def _post(self, item: Item, key: str) -> None:
         self._inbox.setdefault(key, []).append(item)
         self.queue.add(key)
 
@@ -216,7 +194,7 @@ class JobController(Controller):
 
     def _job_added(self, job: Job) -> None:
         key = f"{job.metadata.namespace}/{job.metadata.name}"
-        for name in sorted(self._finished_before_job.pop(key, ())):
+        for name in self._finished_before_job.release(key):
             pod = self.pods.store.get(f"{job.metadata.namespace}/{name}")
             if pod is not None:
                 self._post_request(events.on_pod_add(pod, *self._task_context(pod)))
@@ -258,10 +236,10 @@ class JobController(Controller):
             return
         siblings, max_retry, replicas = self._task_context(pod)
         keys = job_pod_key(pod)
-        if replicas is None and keys:
+        if waits_for_job(pod, replicas, keys):
             # The Job is not cached yet (the informers list in parallel at start): judge the
             # pod when it is, or TaskCompleted could not be told.
-            self._finished_before_job.setdefault(keys[0], set()).add(pod.metadata.name)
+            self._finished_before_job.hold(keys[0], pod.metadata.name)
             return
         self._post_request(events.on_pod_add(pod, siblings, max_retry, replicas))
 
@@ -304,16 +282,14 @@ class JobController(Controller):
             self._post_request(Request(pvc.metadata.namespace, job_name))
 
     def _command_added(self, command: Command) -> None:
-        request = events.on_command(command)
-        if request is not None:
-            unknown = "" if command.action in _USER_ACTIONS else command.action or "(none)"
-            item = _CommandItem(command.metadata.namespace, command.metadata.name, request, unknown)
-            self._post(item, request.job_key)
+        item = command_item(command)
+        if item is not None:
+            self._post(item, item.request.job_key)
 
     # ---- reconcile --------------------------------------------------------------------------
 
     async def reconcile(self, key: str) -> Result | None:
-        items = events_first(self._inbox.pop(key, []))
+        items = self._inbox.pop(key, [])
         job = self.jobs.store.get(key)
         if job is None:
             self._written.pop(key, None)
@@ -323,44 +299,27 @@ class JobController(Controller):
             job = latest
         else:
             superseded = set()
-        if not items:
-            items = [Request(job.metadata.namespace, job.metadata.name)]  # a plain sync
-        index = 0
-        while index < len(items):
-            item = items[index]
-            index += 1
-            decision: Decision | None
-            if isinstance(item, _Timer):
-                entry = self._delayed.take(item.token)
+        batch = Batch(items, job)
+        for item in batch:
+            if isinstance(item, Timer):
                 self._timers.pop(item.token, None)
-                if entry is None:
-                    continue  # cancelled meanwhile
-                request, decision = entry.request, entry.decision
-            else:
-                request = item.request if isinstance(item, _CommandItem) else item
-                if isinstance(item, _CommandItem) and not await self._consume(item, job):
-                    continue
-                if isinstance(item, _CommandItem) and item.unknown_action:
-                    continue  # removed with a Warning Event; nothing else is touched
-                decision, entry = self._delayed.resolve(job, request)
-                if entry is not None and entry.decision.delay:
-                    self._arm(key, entry.token, entry.decision.delay)
-                    self._event(
-                        job,
-                        "Normal",
-                        JobEventReason.EXECUTE_ACTION,
-                        f"Execute action {entry.decision.action} after "
-                        f"{format_duration(entry.decision.delay)}",
-                    )
-                if decision is None:
-                    continue
-            if waits_for_events(decision, items[index:]):
-                if not plain_sync(items[-1]):
-                    items.append(Request(job.metadata.namespace, job.metadata.name))
-                continue  # the batch's last item syncs, after the events before it
-            if waits_for_events(decision, self._inbox.get(key, ())):
+            elif isinstance(item, CommandItem) and not await self._consume(item, job):
+                continue
+            turn = batch.decide(item, job, self._delayed, self._inbox.get(key, ()))
+            if turn.armed is not None:
+                self._arm(key, turn.armed.token, turn.armed.decision.delay or 0.0)
+                self._event(
+                    job,
+                    "Normal",
+                    JobEventReason.EXECUTE_ACTION,
+                    f"Execute action {turn.armed.decision.action} after "
+                    f"{format_duration(turn.armed.decision.delay or 0.0)}",
+                )
+            if turn.post_sync:
                 # The waiting requests queued the key again; the sync follows them.
                 self._inbox[key].append(Request(job.metadata.namespace, job.metadata.name))
+            decision = turn.decision
+            if decision is None:
                 continue
             before = job.metadata.resource_version
             try:
@@ -380,12 +339,11 @@ class JobController(Controller):
                     job = await self._execute(job, last)
                     continue
                 # Keep the unprocessed requests for the retry (after backoff).
-                rest = items[index:]
+                rest = batch.rest()
                 if rest:
                     self._inbox.setdefault(key, [])[:0] = rest
                 raise
-            if decision.action != Action.SYNC_JOB:
-                self._delayed.on_action_ran(key, decision)
+            batch.ran(self._delayed, key, decision)
             if job.metadata.resource_version != before:
                 superseded.add(before)
                 self._written[key] = (superseded, job)
@@ -397,9 +355,9 @@ class JobController(Controller):
 
     def _arm(self, key: str, token: int, delay: float) -> None:
         loop = asyncio.get_running_loop()
-        self._timers[token] = loop.call_later(delay, self._post, _Timer(token), key)
+        self._timers[token] = loop.call_later(delay, self._post, Timer(token), key)
 
-    async def _consume(self, item: _CommandItem, job: Job) -> bool:
+    async def _consume(self, item: CommandItem, job: Job) -> bool:
         """Delete the Command first: whoever deletes it owns it, so it runs at most once."""
         try:
             await self.ctx.client.delete(COMMAND, item.name, namespace=item.namespace)
@@ -437,22 +395,18 @@ class JobController(Controller):
         return self._created.merged(key, own)
 
     async def _execute(self, job: Job, decision: Decision) -> Job:
-        if job.metadata.deletion_timestamp:
-            return job  # the garbage collector removes everything the Job owns
-        p = plan(job, decision.action, decision.target)
-        if p.step is Step.NONE:
+        course = execution(job, decision)
+        if course.course is Course.NOTHING:
             return job
-        blocker = sync_blocker(job) if p.step is Step.SYNC else None
-        if blocker is not None and blocker.reason == OVER_LIMITS:
-            return await self._hold_over_limits(job, blocker.message)
-        if blocker is not None and blocker.reason == INVALID_NAME:
-            return await self._refuse_name(job, blocker.message)
-        if blocker is not None:
-            return await self._refuse_templates(job, blocker.message)
+        if course.course is Course.HOLD and course.blocker is not None:
+            return await self._hold_over_limits(job, course.blocker.message)
+        if course.course is Course.REFUSE and course.blocker is not None:
+            return await self._refuse(job, course.blocker)
+        assert course.plan is not None
         try:
-            return await self._run(job, decision, p)
+            return await self._run(job, decision, course.plan)
         except PodRejectedError as exc:
-            return await self._refuse_templates(job, str(exc))
+            return await self._refuse(job, Blocker(INVALID_TEMPLATE, str(exc)))
 
     async def _hold_over_limits(self, job: Job, problem: str) -> Job:
         """A Job over the bounds of caldera.api.limits (stored without the webhook) is held:
@@ -475,28 +429,23 @@ class JobController(Controller):
         self._event(job, "Warning", OVER_LIMITS, problem)
         return written
 
-    async def _refuse_name(self, job: Job, problem: str) -> Job:
-        """A Job the svc plugin can name no Service after can never run: terminated once, the
-        field named in an Event and in status.state, instead of failing every sync."""
-        self._event(
-            job, "Warning", JobEventReason.PLUGIN_ERROR, f"{problem}; the job is terminated"
-        )
-        p = refusal_plan(job, INVALID_NAME, problem)
-        return await self._run(job, Decision(Action.TERMINATE_JOB), p)
-
-    async def _refuse_templates(self, job: Job, problems: str) -> Job:
-        """A Job whose pods the API server refuses (stored before the webhook checked it) is
-        terminated at once, with the fields named in an Event and in status.state, instead of
-        failing every pod create until the retry limit (docs/webhook.md). It runs once: the Job
-        then leaves Pending/Running, and later reconciles only kill."""
-        self._event(
-            job,
-            "Warning",
-            JobEventReason.FAILED_CREATE,
-            f"Error creating pods: the pod template is invalid: {problems}; the job is terminated",
-        )
-        p = refusal_plan(job, INVALID_TEMPLATE, problems)
-        return await self._run(job, Decision(Action.TERMINATE_JOB), p)
+    async def _refuse(self, job: Job, blocker: Blocker) -> Job:
+        """A Job that can never run is terminated once, the fields named in an Event and in
+        status.state, instead of failing every sync: one the svc plugin can name no Service
+        after, or one whose pods the API server refuses (stored before the webhook checked it;
+        not failing every pod create until the retry limit, docs/webhook.md). It runs once:
+        the Job then leaves Pending/Running, and later reconciles only kill."""
+        if blocker.reason == INVALID_NAME:
+            reason = JobEventReason.PLUGIN_ERROR
+            message = f"{blocker.message}; the job is terminated"
+        else:
+            reason = JobEventReason.FAILED_CREATE
+            message = (
+                "Error creating pods: the pod template is invalid: "
+                f"{blocker.message}; the job is terminated"
+            )
+        self._event(job, "Warning", reason, message)
+        return await self._run(job, TERMINATE, refusal_plan(job, blocker))
 
     async def _run(self, job: Job, decision: Decision, p: Plan) -> Job:
         if decision.action != Action.SYNC_JOB:
@@ -513,11 +462,23 @@ class JobController(Controller):
             counts, released = await self._kill(job, p, pods)
         else:
             counts, controlled = await self._sync(job, pods)
-        new_status = apply_plan(job, p, counts, self.ctx.clock())
-        new_status = with_controlled(new_status, controlled, released)
+        key = f"{job.metadata.namespace}/{job.metadata.name}"
+        holds = self._holds.pop(key, [])
+        if holds:
+            self._held.add(key)  # looked at again (HOLD_RECHECK)
         problems = policy_problems(job)
-        new_status = note_problems(new_status, problems)
-        new_status = self._note_holds(job, new_status)
+        new_status, warnings = status_after(
+            job,
+            p,
+            counts,
+            self.ctx.clock(),
+            problems=problems,
+            controlled=controlled,
+            released=released,
+            holds=holds,
+        )
+        for reason, message in warnings:
+            self._event(job, "Warning", reason, message)
         if not status_changed(job.status, new_status):
             return job
         try:
@@ -534,19 +495,6 @@ class JobController(Controller):
     def _hold(self, job: Job, reason: str, message: str) -> None:
         key = f"{job.metadata.namespace}/{job.metadata.name}"
         self._holds.setdefault(key, []).append((reason, message))
-
-    def _note_holds(self, job: Job, status: JobStatus) -> JobStatus:
-        """``status`` with what held the Job's pods back in this reconcile, and its Warning
-        Events recorded (``controllers.job.bounds.note_holds``); a held Job is looked at again
-        (HOLD_RECHECK)."""
-        key = f"{job.metadata.namespace}/{job.metadata.name}"
-        holds = self._holds.pop(key, [])
-        if holds:
-            self._held.add(key)
-        status, warnings = note_holds(job, status, holds)
-        for reason, message in warnings:
-            self._event(job, "Warning", reason, message)
-        return status
 
     # ---- kill -------------------------------------------------------------------------------
 
