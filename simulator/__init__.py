@@ -12,7 +12,8 @@ The loop:
 - `simulator.engine`: `Simulation`, the discrete-event loop, and `simulate`, one run per mode;
 - `simulator.timeline`: the queue of actions due at virtual times;
 - `simulator.world`: the API server and informers it stands in for, telling watchers of changes;
-- `simulator.controller`: the job controller's reconcile on the world;
+- `simulator.controller`: the job controller's decision path (controllers.job.inbox and
+  execution) on the world, Commands included;
 - `simulator.kubelet`: pods start after the bind delay and end as their workload says;
 - `simulator.baselines`: the modes: the configured scheduler, pod by pod, FIFO without queues.
 

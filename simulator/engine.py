@@ -3,7 +3,8 @@ job controller's pure decisions.
 
 Each step takes whichever comes first, the next scheduling session or the next due event:
 
-- events (``simulator.timeline``): a Job arrives (the API server stores it), a bound pod starts
+- events (``simulator.timeline``): a Job arrives (the API server stores it), a Command on a Job
+  is created (the trace's ``commands``), a bound pod starts
   (``bind_delay`` after its bind), a pod ends (``simulator.kubelet``), a policy's delayed action
   or a TTL comes due (``simulator.controller``), a terminating pod is gone. After the events of
   an instant the job controller reconciles every Job they concern, at that instant;
@@ -40,7 +41,15 @@ from dataclasses import dataclass, replace
 
 import msgspec
 
-from caldera.api.volcano import DEFAULT_QUEUE, Job, PodGroupStatus
+from caldera.api.meta import ObjectMeta, OwnerReference
+from caldera.api.volcano import (
+    BATCH_API_VERSION,
+    DEFAULT_QUEUE,
+    Action,
+    Command,
+    Job,
+    PodGroupStatus,
+)
 from scheduler.api.types import TaskInfo
 from scheduler.conf import SchedulerConf
 from scheduler.framework.runner import run_session
@@ -116,6 +125,9 @@ class Simulation:
         self.world.watchers = [self.controller, self.kubelet, self.recorder]
         for submission in submissions:
             self.timeline.at(submission.at, functools.partial(self._arrive, submission))
+            for serial, order in enumerate(submission.commands):
+                issue = functools.partial(self._command, submission.key, order.action, serial)
+                self.timeline.at(submission.at + order.after, issue)
         self._last_session: int | None = None  # its index: it ran at index * period
         self._scheduler_seconds = 0.0
 
@@ -126,6 +138,24 @@ class Simulation:
         """A Job arrives: the API server stores it (its Job controller hears of it)."""
         self.kubelet.workloads[submission.key] = submission.workload
         self.world.create_job(submission.job)
+
+    def _command(self, job_key: str, action: Action, serial: int) -> None:
+        """A Command on the Job (a trace's ``commands``) is created; its job controller hears
+        of it. None is made for a Job gone meanwhile (deleted after its TTL)."""
+        job = self.world.jobs.get(job_key)
+        if job is None:
+            return
+        meta = job.metadata
+        target = OwnerReference(
+            api_version=BATCH_API_VERSION, kind="Job", name=meta.name, uid=meta.uid
+        )
+        name = f"{meta.name}-{action.lower()}-{serial}"
+        command = Command(
+            metadata=ObjectMeta(namespace=meta.namespace, name=name, uid=f"command-{name}"),
+            action=action,
+            target=target,
+        )
+        self.controller.command_added(command)
 
     # ---- the loop -------------------------------------------------------------------------------
 

@@ -87,6 +87,9 @@ class Kubelet:
     def podgroup_updated(self, old: PodGroup, new: PodGroup) -> None:
         pass
 
+    def podgroup_deleted(self, podgroup: PodGroup) -> None:
+        pass
+
     def pod_updated(self, old: Pod, new: Pod) -> None:
         if not old.spec.node_name and new.spec.node_name:
             key, uid = key_of(new), new.metadata.uid

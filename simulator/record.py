@@ -90,6 +90,9 @@ class Recorder:
     def podgroup_updated(self, old: PodGroup, new: PodGroup) -> None:
         pass
 
+    def podgroup_deleted(self, podgroup: PodGroup) -> None:
+        pass
+
     # ---- pods -----------------------------------------------------------------------------------
 
     def pod_added(self, pod: Pod) -> None:

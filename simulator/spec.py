@@ -30,7 +30,7 @@ from caldera.api.duration import DurationError, parse_duration
 from caldera.api.meta import Condition, ObjectMeta
 from caldera.api.quantity import QuantityError
 from caldera.api.resources import Resources
-from caldera.api.volcano import Job, Queue
+from caldera.api.volcano import POLICY_ACTIONS, Action, Job, Queue
 from simulator.admission import AdmissionError, admit_job, admit_queues, decode
 
 RUN_FOR_KEY: Final = "kwok.caldera.io/run-for"
@@ -91,6 +91,11 @@ class FailureSpec(Strict, frozen=True):
     exit_code: int = 1
 
 
+class CommandSpec(Strict, frozen=True):
+    action: str
+    after: Seconds
+
+
 class NetworkSpec(Strict, frozen=True):
     between: tuple[str, str]
     penalty: float
@@ -101,6 +106,7 @@ class TraceJobSpec(Strict, frozen=True):
     run_time: Seconds | dict[str, Seconds] | None = None
     progress: Progress = Progress.POD
     failures: tuple[FailureSpec, ...] = ()
+    commands: tuple[CommandSpec, ...] = ()
     network: NetworkSpec | None = None
     copies: int = 1
     every: Seconds = 0.0
@@ -145,6 +151,15 @@ class Failure:
 
 
 @dataclass(frozen=True)
+class JobCommand:
+    """A Command (bus.volcano.sh) with ``action`` on the Job, ``after`` seconds from its
+    arrival, as ``vcctl job suspend`` and the like create one."""
+
+    action: Action
+    after: float
+
+
+@dataclass(frozen=True)
 class Network:
     """Pods of ``between[0]`` and ``between[1]`` exchange data: a Job whose pairs of them all
     sit on different nodes progresses ``1 + penalty`` times slower; a share ``f`` of split
@@ -172,6 +187,7 @@ class Submission:
     at: float
     job: Job
     workload: Workload
+    commands: tuple[JobCommand, ...] = ()
 
     @property
     def key(self) -> str:
@@ -407,6 +423,19 @@ def _workload(entry: TraceJobSpec, job: Job, where: str) -> Workload:
     return Workload(run_times, exit_codes, entry.progress, tuple(failures), network)
 
 
+def _commands(entry: TraceJobSpec, where: str) -> tuple[JobCommand, ...]:
+    """The entry's Commands; an action no Job runs is refused (the controller would only
+    remove such a Command)."""
+    found = []
+    names = ", ".join(POLICY_ACTIONS)
+    for i, command in enumerate(entry.commands):
+        place = f"{where}.commands[{i}]"
+        if command.action not in POLICY_ACTIONS:
+            raise SpecError(f"{place}.action: must be one of {names}, got {command.action!r}")
+        found.append(JobCommand(Action(command.action), seconds(command.after, f"{place}.after")))
+    return tuple(found)
+
+
 ReadDocument = Callable[[str], Any]
 
 
@@ -458,6 +487,7 @@ def parse_trace(
         meta.setdefault("namespace", spec.namespace)
         arrival = seconds(entry.arrival, f"{where}.arrival")
         every = seconds(entry.every, f"{where}.every")
+        commands = _commands(entry, where)
         if entry.copies < 1:
             raise SpecError(f"{where}.copies: must be at least 1, got {entry.copies}")
         for copy in range(entry.copies):
@@ -473,7 +503,8 @@ def parse_trace(
             if key in names:
                 raise SpecError(f"{where}: job {key} is also {names[key]}; names must be unique")
             names[key] = where
-            submission = Submission(arrival + copy * every, job, _workload(entry, job, where))
+            at = arrival + copy * every
+            submission = Submission(at, job, _workload(entry, job, where), commands)
             found.append((submission.at, len(found), submission))
     found.sort(key=lambda item: (item[0], item[1]))
     return tuple(s for _, _, s in found)

@@ -52,6 +52,8 @@ class Watcher(Protocol):
 
     def podgroup_updated(self, old: PodGroup, new: PodGroup) -> None: ...
 
+    def podgroup_deleted(self, podgroup: PodGroup) -> None: ...
+
 
 def key_of(obj: Pod | PodGroup | Job) -> str:
     return f"{obj.metadata.namespace}/{obj.metadata.name}"
@@ -368,6 +370,8 @@ class World:
         if pg is not None:
             self.live.podgroup_changed(pg)
             self.pending_groups.discard(key)
+            for watcher in self.watchers:
+                watcher.podgroup_deleted(pg)
 
 
 def _owned_by(pg: PodGroup, job: Job) -> bool:
