@@ -56,7 +56,11 @@ from unit.offline_controllers import offline_context
 
 @dataclass(frozen=True)
 class Arrive:
+    """A Job is stored: admitted by the Job webhook, or (``webhook`` False) as it is, as one
+    stored before the webhook checked it."""
+
     manifest: Mapping[str, Any]
+    webhook: bool = True
 
 
 @dataclass(frozen=True)
@@ -110,8 +114,11 @@ NAMESPACE = "default"
 # ---- the world's side of the steps -----------------------------------------------------------
 
 
-def _job(manifest: Mapping[str, Any]) -> Job:
+def _job(step: Arrive) -> Job:
+    manifest = step.manifest
     document = {**manifest, "metadata": {"namespace": NAMESPACE, **manifest["metadata"]}}
+    if not step.webhook:
+        return msgspec.convert(document, Job)
     return admit_job(document, scheduler_queues(), "step")
 
 
@@ -223,7 +230,7 @@ class _Side:
     async def _step(self, step: Step) -> None:
         world = self.world
         if isinstance(step, Arrive):
-            world.create_job(_job(step.manifest))
+            world.create_job(_job(step))
         elif isinstance(step, Admit):
             _admit(world)
         elif isinstance(step, Run | Succeed | Fail):

@@ -148,6 +148,21 @@ def test_a_task_policy_restarts_its_task_and_eviction_restarts_a_pod() -> None:
     assert any(e[1] == "pod marked out of sync" for e in log)
 
 
+def test_a_job_over_the_bounds_is_held_and_one_whose_pods_can_never_exist_is_terminated() -> None:
+    """Jobs stored without the webhook: 129 tasks (over caldera.api.limits) hold the Job
+    Pending, a pod template the API server refuses terminates it."""
+    many = job("many", replicas=(1,) * 129)
+    bad = job("bad")
+    container = bad["spec"]["tasks"][0]["template"]["spec"]["containers"][0]
+    container["resources"] = {"requests": {"memory": "-1"}}
+    log = same([Arrive(many, webhook=False), Arrive(bad, webhook=False), Admit()])
+    states = {e[2]: e[3]["state"] for e in log if e[1] == "status"}
+    assert states["many"]["reason"] == "SpecOverLimits"
+    assert states["bad"]["phase"] == "Terminated"
+    assert states["bad"]["reason"] == "InvalidPodTemplate"
+    assert not any(e[1] == "pod created" for e in log)
+
+
 # ---- generated ---------------------------------------------------------------------------------
 
 _ACTIONS = (
