@@ -314,7 +314,7 @@ class LiveSnapshot:
         result = session.result
         kept = {b.task.job for b in result.binds} | {e.task.job for e in result.evictions}
         # A settled job was not touched, has no fit error and keeps its PodGroup's phase.
-        for job in session.unsettled_jobs():
+        for job in session.incremental.unsettled_jobs():
             key = job.key
             pg_phase = job.podgroup.status.phase if job.podgroup is not None else ""
             if key in touched and (key in kept or _holds_plans(job)):

@@ -17,7 +17,8 @@ from scheduler.actions.allocate import AllocateAction, waiting_in_order
 from scheduler.actions.placer import JOB_LOCAL_PLUGINS, NODE_LOCAL_PLUGINS
 from scheduler.api.types import ClusterInfo, QueueInfo, TaskStatus
 from scheduler.conf import SchedulerConf
-from scheduler.framework.plugin import Arguments, PluginOption
+from scheduler.framework.incremental import Incremental, Speedups
+from scheduler.framework.plugin import Arguments, CallbackKind, PluginOption
 from scheduler.framework.runner import Registry, run_session
 from scheduler.framework.session import Session
 from scheduler.plugins.task_topology import TaskTopologyPlugin
@@ -31,6 +32,9 @@ from unit.sched_fixtures import (
     make_task,
     run,
 )
+
+# Memos kept as the session's incremental layer keeps them (no cluster-wide state read).
+MEMOS = Incremental(ClusterInfo(), ())
 
 # ---- tests -------------------------------------------------------------------------------------
 
@@ -317,7 +321,7 @@ def test_plugins_without_node_functions_let_the_placer_reuse_verdicts() -> None:
     for name, factory in PLUGINS.items():
         ssn = Session(cluster, [[PluginOption(name)]])
         factory(Arguments(name, {})).on_session_open(ssn)
-        places = ssn._registered("predicate") or ssn._registered("node_order")
+        places = ssn._registered(CallbackKind.PREDICATE) or ssn._registered(CallbackKind.NODE_ORDER)
         if not places:
             assert name in NODE_LOCAL_PLUGINS | JOB_LOCAL_PLUGINS, name
 
@@ -331,19 +335,19 @@ def test_waiting_pods_in_order_are_kept_while_the_job_and_the_task_order_are_the
     pods[1].priority = 5
     by_priority = lambda t: (-t.priority, t.key)  # noqa: E731
     waiting = job.by_status[TaskStatus.PENDING]
-    first = waiting_in_order(job, waiting, ("priority",), by_priority)
+    first = waiting_in_order(MEMOS, job, waiting, ("priority",), by_priority)
     assert [t.key for t in first] == [pods[1].key, pods[0].key, pods[2].key]
-    assert waiting_in_order(job, waiting, ("priority",), by_priority) is first
+    assert waiting_in_order(MEMOS, job, waiting, ("priority",), by_priority) is first
     by_key = lambda t: t.key  # noqa: E731
-    other = waiting_in_order(job, waiting, ("other",), by_key)
+    other = waiting_in_order(MEMOS, job, waiting, ("other",), by_key)
     assert [t.key for t in other] == sorted(t.key for t in pods)
-    unsigned = waiting_in_order(job, waiting, None, by_priority)
+    unsigned = waiting_in_order(MEMOS, job, waiting, None, by_priority)
     assert unsigned is not first
     assert unsigned == first
-    assert waiting_in_order(job, waiting, None, by_priority) is not unsigned
+    assert waiting_in_order(MEMOS, job, waiting, None, by_priority) is not unsigned
     job.set_status(pods[1], TaskStatus.ALLOCATED)  # a new generation: sorted again
     waiting = job.by_status[TaskStatus.PENDING]
-    assert [t.key for t in waiting_in_order(job, waiting, ("priority",), by_priority)] == [
+    assert [t.key for t in waiting_in_order(MEMOS, job, waiting, ("priority",), by_priority)] == [
         pods[0].key,
         pods[2].key,
     ]
@@ -353,7 +357,8 @@ def test_task_order_signature_names_keyed_orders_only() -> None:
     """The signature names the plugins giving the task order when each has a key."""
     tiers = [[PluginOption("priority")]]
     keyed = Session(make_cluster([make_node("n0", "1")], []), tiers)
-    keyed.add_task_order_fn("priority", lambda a, b: 0, key=lambda t: 0)
+    keyed.add_task_order_fn("priority", lambda a, b: 0)
+    keyed.add_speedups("priority", Speedups(task_order_key=lambda t: 0))
     assert keyed.task_order_signature() == ("priority",)
     plain = Session(make_cluster([make_node("n0", "1")], []), tiers)
     plain.add_task_order_fn("priority", lambda a, b: 0)

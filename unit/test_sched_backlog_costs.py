@@ -37,6 +37,7 @@ from scheduler.api.types import (
     TaskStatus,
 )
 from scheduler.api.verdicts import Candidates, FailedTurn
+from scheduler.framework.incremental import job_key_tuple
 from scheduler.framework.plugin import Arguments, PluginOption
 from scheduler.framework.session import Session
 from scheduler.plugins.capacity import CapacityPlugin
@@ -306,7 +307,7 @@ def test_job_order_keys_sort_as_the_compared_order(
 def test_the_job_order_check_catches_swapped_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     """A tuple whose first two plugins' keys were swapped sorts a high-priority ready job
     behind a low-priority waiting one: ``job_orders`` tells the two orders apart."""
-    built = session_module._job_key
+    built = job_key_tuple
 
     def swapped(funcs: list[Callable[[JobInfo], Any]]) -> Callable[[JobInfo], tuple[Any, ...]]:
         return built([*funcs[1::-1], *funcs[2:]])
@@ -314,7 +315,7 @@ def test_the_job_order_check_catches_swapped_keys(monkeypatch: pytest.MonkeyPatc
     specs: list[JobSpec] = [(1, 1, 1, 1, 0, 0), (0, 1, 0, 1, 0, 0)]
     keyed, compared = job_orders(ordering_session(("priority", "gang"), specs))
     assert keyed == compared == ["ns/j0", "ns/j1"]
-    monkeypatch.setattr(session_module, "_job_key", swapped)
+    monkeypatch.setattr(session_module, "job_key_tuple", swapped)
     keyed, compared = job_orders(ordering_session(("priority", "gang"), specs))
     assert keyed != compared
 
@@ -477,8 +478,9 @@ def test_a_readiness_function_registered_after_a_check_counts_in_the_next() -> N
 
 
 def test_allocatable_state_is_none_when_a_function_does_not_say() -> None:
-    """Proportion says what its answers read; a function registered without ``state=``
-    (capacity's, or any other), before or after it, makes the queue's state unknown."""
+    """Proportion says what its answers read; a plugin whose allocatable function has no
+    ``Speedups.allocatable_state`` (capacity, or any other), before or after it, makes the
+    queue's state unknown."""
     cluster = cpu_cluster({"n0": "8"}, [QueueInfo("a", deserved=cpu("4"))])
     add_job(cluster, "ja", queue="a", pending=2)
     queue = cluster.queues["a"]

@@ -7,11 +7,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from caldera.api.volcano import PodGroup, PodGroupCondition, PodGroupStatus
-from scheduler.api.types import TaskStatus
+from scheduler.api.types import ClusterInfo, TaskStatus
+from scheduler.framework.incremental import Incremental
 from scheduler.framework.plugin import Arguments, PluginOption
 from scheduler.framework.session import Session
 from scheduler.plugins.gang import GangPlugin, derive_unready, job_valid, recall_unready
 from unit.sched_fixtures import binds, make_cluster, make_job, make_node, make_task, run
+
+# Memos kept as the session's incremental layer keeps them (no cluster-wide state read).
+MEMOS = Incremental(ClusterInfo(), ())
 
 
 def test_six_pod_gang_on_room_for_five_reports_volcano_messages() -> None:
@@ -95,12 +99,12 @@ def test_per_task_minimums() -> None:
     invalid; when minMember is below the sum the per-task check is skipped."""
     workers = [make_task("a", i, role="worker") for i in range(3)]
     job = make_job("a", workers, min_available=3, min_task_member={"ps": 1, "worker": 2})
-    invalid = job_valid(job)
+    invalid = job_valid(MEMOS, job)
     assert invalid is not None
     assert invalid.reason == "NotEnoughPodsOfTask"
     workers = [make_task("a", i, role="worker") for i in range(3)]
     job = make_job("a", workers, min_available=3, min_task_member={"ps": 1, "worker": 3})
-    assert job_valid(job) is None  # sum 4 > minMember 3
+    assert job_valid(MEMOS, job) is None  # sum 4 > minMember 3
 
 
 def test_ready_needs_every_task_minimum() -> None:
@@ -168,12 +172,12 @@ def test_waiting_gang_findings_are_reused_only_while_what_they_read_is_the_same(
     pods = list(job.tasks.values())
     job.fit_errors[pods[2].uid] = "0/2 nodes are available: 2 Insufficient cpu."
     pods[0].last_transaction = (TaskStatus.ALLOCATED, "n0")
-    first = recall_unready(job)
-    assert recall_unready(job) is first
+    first = recall_unready(MEMOS, job)
+    assert recall_unready(MEMOS, job) is first
     assert first.job_message.startswith("2/3 tasks in gang unschedulable: ")
 
     job.fit_errors[pods[2].uid] = "0/2 nodes are available: 2 Insufficient memory."
-    second = recall_unready(job)
+    second = recall_unready(MEMOS, job)
     assert second is not first
     assert second == derive_unready(job)
     assert second.prefix is first.prefix  # the same pods fail: only the texts put in anew
@@ -184,14 +188,14 @@ def test_waiting_gang_findings_are_reused_only_while_what_they_read_is_the_same(
     assert second.messages[pods[1].key] == second.job_message
 
     pods[1].last_transaction = (TaskStatus.ALLOCATED, "n1")
-    third = recall_unready(job)
+    third = recall_unready(MEMOS, job)
     assert third is not second
     assert third == derive_unready(job)
     assert third.schedulable == 2
 
     job.set_status(pods[0], TaskStatus.ALLOCATED)  # a new generation
-    assert recall_unready(job) == derive_unready(job)
-    assert "not ready, 1 Allocated, 2 Pending," in recall_unready(job).fit
+    assert recall_unready(MEMOS, job) == derive_unready(job)
+    assert "not ready, 1 Allocated, 2 Pending," in recall_unready(MEMOS, job).fit
 
 
 @given(
@@ -223,4 +227,4 @@ def test_kept_findings_equal_findings_derived_afresh(
             pod.last_transaction = (TaskStatus.ALLOCATED, f"n-{resource}")
         elif pod.status == TaskStatus.PENDING:
             job.set_status(pod, TaskStatus.PIPELINED)
-        assert recall_unready(job) == derive_unready(job)
+        assert recall_unready(MEMOS, job) == derive_unready(job)

@@ -17,12 +17,16 @@ from caldera.api.why import WaitStage
 from scheduler.api.job_sums import JobTrail
 from scheduler.api.types import ClusterInfo, JobInfo, TaskStatus
 from scheduler.conf import SchedulerConf
+from scheduler.framework.incremental import Incremental
 from scheduler.framework.plugin import Arguments, PluginOption
 from scheduler.framework.runner import _STATUS, Registry, _unchanged_phase, run_session
 from scheduler.framework.session import Session
 from scheduler.plugins.gang import GangPlugin, has_best_effort
 from scheduler.registry import REGISTRY
 from unit.sched_fixtures import make_cluster, make_job, make_node, make_task, run
+
+# Memos kept as the session's incremental layer keeps them (no cluster-wide state read).
+MEMOS = Incremental(ClusterInfo(), ())
 
 
 def _running_job() -> JobInfo:
@@ -45,15 +49,21 @@ def test_remembered_until_the_job_changes() -> None:
     def running() -> None:
         job.phase = "Running"
 
+    memos = Incremental(ClusterInfo(), ())
     for change in (first_allocated, another_task, one_task_less, running):
-        job.remember("plugin", 42)
-        assert job.remembered("plugin") == 42
+        memos.keep_for_job(job, "plugin", 42)
+        assert memos.kept_for_job(job, "plugin") == 42
+        assert memos.memo_for_job(job, "plugin", lambda job: 0) == 42
         change()
-        assert job.remembered("plugin") is None, change.__name__
-    job.remember("plugin", 7)
+        assert memos.kept_for_job(job, "plugin") is None, change.__name__
+    memos.keep_for_job(job, "plugin", 7)
     task = next(iter(job.tasks.values()))
     job.set_status(task, task.status)
-    assert job.remembered("plugin") == 7  # the same status: nothing changed
+    assert memos.kept_for_job(job, "plugin") == 7  # the same status: nothing changed
+    assert memos.memo_for_job(job, "plugin", lambda job: 0) == 7
+    withheld = Incremental(ClusterInfo(), (), speedups=False)
+    assert withheld.kept_for_job(job, "plugin") is None  # withheld: nothing is kept
+    assert withheld.memo_for_job(job, "plugin", lambda job: 0) == 0
 
 
 def _session(job: JobInfo) -> Session:
@@ -79,7 +89,7 @@ def test_settled_job_is_not_written_again_until_its_podgroup_changes() -> None:
     assert [e.reason for e in first.result.events] == ["Scheduled"]
     second = _session(job)
     assert _written(job, second) is None
-    assert job.remembered(_STATUS) is not None
+    assert MEMOS.kept_for_job(job, _STATUS) is not None
     third = _session(job)
     assert _written(job, third) is None
     assert third.result.events == []
@@ -97,16 +107,16 @@ def test_status_memo_holds_for_one_condition() -> None:
     """The phase kept for a job answers only for the same condition (its time aside)."""
     job = _running_job()
     scheduled = PodGroupCondition(type="Scheduled", status="True", reason="ready")
-    job.remember(_STATUS, (job.podgroup, ("Scheduled", "True", "ready", ""), "Running"))
+    MEMOS.keep_for_job(job, _STATUS, (job.podgroup, ("Scheduled", "True", "ready", ""), "Running"))
     timed = msgspec.structs.replace(scheduled, last_transition_time="2026-01-01T00:00:09Z")
-    assert _unchanged_phase(job, timed) == "Running"
-    assert _unchanged_phase(job, scheduled) == "Running"
-    assert _unchanged_phase(job, None) is None
+    assert _unchanged_phase(MEMOS, job, timed) == "Running"
+    assert _unchanged_phase(MEMOS, job, scheduled) == "Running"
+    assert _unchanged_phase(MEMOS, job, None) is None
     other = PodGroupCondition(type="Unschedulable", status="True", reason="NotEnoughResources")
-    assert _unchanged_phase(job, other) is None
+    assert _unchanged_phase(MEMOS, job, other) is None
     assert job.podgroup is not None
     job.podgroup = msgspec.structs.replace(job.podgroup, status=PodGroupStatus(phase="Running"))
-    assert _unchanged_phase(job, scheduled) is None  # another PodGroup
+    assert _unchanged_phase(MEMOS, job, scheduled) is None  # another PodGroup
 
 
 def _trailed_cluster(jobs: list[JobInfo]) -> ClusterInfo:
@@ -125,17 +135,17 @@ def test_unsettled_jobs_follow_the_trail_and_the_settled_jobs() -> None:
     jobs = [make_job(name, 2) for name in ("a", "b", "c")]
     cluster = _trailed_cluster(jobs)
     ssn = Session(cluster, [])
-    first = ssn.unsettled_jobs()
+    first = ssn.incremental.unsettled_jobs()
     assert [j.name for j in first] == ["a", "b", "c"]
-    assert ssn.unsettled_jobs() is first  # nothing moved: the same list
-    ssn.settle("ns/b", "Running")
-    assert [j.name for j in ssn.unsettled_jobs()] == ["a", "c"]
+    assert ssn.incremental.unsettled_jobs() is first  # nothing moved: the same list
+    ssn.incremental.settle("ns/b", "Running")
+    assert [j.name for j in ssn.incremental.unsettled_jobs()] == ["a", "c"]
     a_task = next(iter(jobs[0].tasks.values()))
     jobs[0].set_status(a_task, TaskStatus.ALLOCATED)  # the trail moves; b stays settled
-    assert [j.name for j in ssn.unsettled_jobs()] == ["a", "c"]
+    assert [j.name for j in ssn.incremental.unsettled_jobs()] == ["a", "c"]
     b_task = next(iter(jobs[1].tasks.values()))
     jobs[1].set_status(b_task, TaskStatus.ALLOCATED)  # b changes: no longer settled
-    assert [j.name for j in ssn.unsettled_jobs()] == ["a", "b", "c"]
+    assert [j.name for j in ssn.incremental.unsettled_jobs()] == ["a", "b", "c"]
 
 
 @given(st.lists(st.tuples(st.booleans(), st.integers(0, 4)), max_size=20))
@@ -148,15 +158,15 @@ def test_unsettled_jobs_are_every_job_not_settled_in_order(steps: list[tuple[boo
     for settles, index in steps:
         job = jobs[index]
         if settles:
-            ssn.settle(job.key, "Running")
+            ssn.incremental.settle(job.key, "Running")
         else:  # a change: the trail names the job, which is no longer settled
             task = next(iter(job.tasks.values()))
             status = (
                 TaskStatus.PENDING if task.status != TaskStatus.PENDING else TaskStatus.ALLOCATED
             )
             job.set_status(task, status)
-        settled = ssn.settled()
-        assert ssn.unsettled_jobs() == [j for j in jobs if j.key not in settled]
+        settled = ssn.incremental.settled()
+        assert ssn.incremental.unsettled_jobs() == [j for j in jobs if j.key not in settled]
 
 
 def test_settled_jobs_get_the_scheduled_condition_from_gangs_close() -> None:
@@ -165,7 +175,7 @@ def test_settled_jobs_get_the_scheduled_condition_from_gangs_close() -> None:
     jobs = [make_job(name, 2) for name in ("a", "b")]
     cluster = _trailed_cluster(jobs)
     ssn = Session(cluster, [])
-    ssn.settle("ns/b", "Running")
+    ssn.incremental.settle("ns/b", "Running")
     assert ssn.job_condition("ns/b") is None  # no plugin closed yet
     GangPlugin(Arguments("gang", {})).on_session_close(ssn)
     settled = ssn.job_condition("ns/b")
@@ -214,8 +224,8 @@ def test_a_settled_job_with_a_note_still_gets_its_wait_record() -> None:
     cluster = _trailed_cluster(jobs)
     tiers = ((PluginOption("gang"), PluginOption("noter")),)
     ssn = Session(cluster, tiers)
-    ssn.settle("ns/b", "Running")
+    ssn.incremental.settle("ns/b", "Running")
     registry = Registry(plugins={**REGISTRY.plugins, "noter": _NotesSettledJob}, actions={})
     result = run_session(ssn, SchedulerConf(actions=(), tiers=tiers), registry)
-    assert "ns/b" in ssn.settled()
+    assert "ns/b" in ssn.incremental.settled()
     assert result.podgroup_why["ns/b"].summary == "noted while settled"

@@ -371,10 +371,11 @@ class Cache:
         )
         return cluster
 
-    def session(self, cluster: ClusterInfo) -> SessionResult:
+    def session(self, cluster: ClusterInfo, *, speedups: bool = True) -> SessionResult:
         """A whole session on the live ClusterInfo; its binds become assumed, as in the
-        process (the cache sees them bound later, in ``change_pod``)."""
-        session = Session(cluster, CONF.tiers)
+        process (the cache sees them bound later, in ``change_pod``). ``speedups=False``
+        withholds the incremental layer (``Session``)."""
+        session = Session(cluster, CONF.tiers, speedups=speedups)
         try:
             result = run_session(session, CONF, REGISTRY)
         finally:

@@ -317,8 +317,8 @@ def test_allocate_handler_keeps_allocated_current() -> None:
 
 def test_kept_shares_follow_the_queues_and_their_requests() -> None:
     """The queues' limits and deserved shares kept with the snapshot between sessions
-    (``ClusterInfo.recall``) are derived again whenever a queue or a request changes, a queue
-    changed in place included, and reused while nothing did."""
+    (``Incremental.memo_for_cluster``) are derived again whenever a queue or a request
+    changes, a queue changed in place included, and reused while nothing did."""
     cluster = cpu_cluster({"n0": "8"}, [QueueInfo("a", weight=3), QueueInfo("b", weight=1)])
     add_job(cluster, "ja", queue="a", pending=20)
 

@@ -12,7 +12,7 @@ from scheduler.api.task_topology import (
     parse_groups,
 )
 from scheduler.api.types import JobInfo, TaskStatus
-from scheduler.framework.plugin import Arguments
+from scheduler.framework.plugin import Arguments, CallbackKind
 from scheduler.framework.session import Session
 from scheduler.plugins.task_topology import TaskTopologyPlugin
 from unit.sched_fixtures import add_job, cpu_cluster, open_session
@@ -146,4 +146,4 @@ def test_jobs_without_annotations_register_nothing() -> None:
     ssn = open_session(cluster, [task_topology()])
     task = next(iter(job.tasks.values()))
     assert ssn.node_score(task, ssn.nodes["n0"]) == 0
-    assert ssn._registered("node_order") == []
+    assert ssn._registered(CallbackKind.NODE_ORDER) == []

@@ -14,6 +14,7 @@ from caldera.api.resources import Resources
 from caldera.api.volcano import PodGroupCondition
 from scheduler.api.types import ClusterInfo, JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus
 from scheduler.conf import DEFAULT_CONF, ConfError, parse_conf
+from scheduler.framework.incremental import Speedups
 from scheduler.framework.plugin import Arguments, PluginOption
 from scheduler.framework.session import Session
 from scheduler.framework.status import podgroup_status, queue_allocation, status_changed
@@ -131,23 +132,23 @@ def test_discard_gives_the_job_its_generation_back() -> None:
     holds again); a later change gets a generation the job never had."""
     ssn = Session(_cluster(jobs={"a": 2}), [])
     job = ssn.jobs["ns/a"]
-    job.remember("test", "derived before the turn")
+    ssn.incremental.keep_for_job(job, "test", "derived before the turn")
     before, allocated = job.generation, job.allocated
     seen = set()
     stmt = ssn.statement()
     for task in list(job.tasks.values()):
         stmt.allocate(task, "n0")
         seen.add(job.generation)
-        job.remember("test", "derived during the turn")
+        ssn.incremental.keep_for_job(job, "test", "derived during the turn")
     stmt.discard()
     assert job.generation == before
     assert job.allocated is allocated
-    job.remember("test", "derived before the turn")
-    assert job.remembered("test") == "derived before the turn"
+    ssn.incremental.keep_for_job(job, "test", "derived before the turn")
+    assert ssn.incremental.kept_for_job(job, "test") == "derived before the turn"
     stmt = ssn.statement()
     stmt.allocate(next(iter(job.tasks.values())), "n0")
     assert job.generation not in seen | {before}
-    assert job.remembered("test") is None
+    assert ssn.incremental.kept_for_job(job, "test") is None
     stmt.commit()  # a commit keeps the new state
     assert job.generation not in seen | {before}
 
@@ -209,12 +210,15 @@ def test_task_order_keys_sort_as_the_order_functions(specs: list[tuple[int, int]
     plain, keyed = Session(_cluster(jobs={}), tiers), Session(_cluster(jobs={}), tiers)
     plain.add_task_order_fn("p", by_priority)
     plain.add_task_order_fn("r", by_role)
-    keyed.add_task_order_fn("p", by_priority, key=lambda t: -t.priority)
-    keyed.add_task_order_fn("r", by_role, key=lambda t: t.role)
+    keyed.add_task_order_fn("p", by_priority)
+    keyed.add_task_order_fn("r", by_role)
+    keyed.add_speedups("p", Speedups(task_order_key=lambda t: -t.priority))
+    keyed.add_speedups("r", Speedups(task_order_key=lambda t: t.role))
     expected = [t.key for t in sorted(tasks, key=plain.task_order_key())]
     assert [t.key for t in sorted(tasks, key=keyed.task_order_key())] == expected
     one = Session(_cluster(jobs={}), tiers)
-    one.add_task_order_fn("p", by_priority, key=lambda t: -t.priority)
+    one.add_task_order_fn("p", by_priority)
+    one.add_speedups("p", Speedups(task_order_key=lambda t: -t.priority))
     alone = Session(_cluster(jobs={}), tiers)
     alone.add_task_order_fn("p", by_priority)
     assert [t.key for t in sorted(tasks, key=one.task_order_key())] == [

@@ -117,9 +117,9 @@ def test_the_unsettled_list_follows_a_job_unsettled_in_the_session() -> None:
     cluster.settled.settle("ns/a", "Running")
     cluster.settled.settle("ns/b", "Running")
     session = Session(cluster, CONF.tiers)
-    assert session.unsettled_jobs() == []
+    assert session.incremental.unsettled_jobs() == []
     trail.keys.append("ns/b")
-    assert [job.key for job in session.unsettled_jobs()] == ["ns/b"]
+    assert [job.key for job in session.incremental.unsettled_jobs()] == ["ns/b"]
 
 
 _STEPS = st.lists(
@@ -166,8 +166,8 @@ def test_the_unsettled_jobs_kept_across_sessions_are_those_of_a_full_pass(
             trail.keys.append(key)
             trail.trim(trail.end)
         session = Session(cluster, CONF.tiers)
-        settled = session.settled()
-        assert session.unsettled_jobs() == [
+        settled = session.incremental.settled()
+        assert session.incremental.unsettled_jobs() == [
             job for job in cluster.jobs.values() if job.key not in settled
         ]
 

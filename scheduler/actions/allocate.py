@@ -49,9 +49,11 @@ from scheduler.api.verdicts import FailedTurn
 from scheduler.framework.statement import Statement
 
 if TYPE_CHECKING:
+    from scheduler.framework.incremental import Incremental
     from scheduler.framework.session import Session
 
-# Kept with a job between sessions (``JobInfo.remember``): its waiting pods in task order.
+# Kept with a job between sessions (``Incremental.keep_for_job``): its waiting pods in task
+# order.
 _WAITING_IN_ORDER = "allocate.waiting"
 
 
@@ -80,6 +82,7 @@ def skip_invalid(ssn: Session, job: JobInfo) -> bool:
 
 
 def waiting_in_order(
+    incremental: Incremental,
     job: JobInfo,
     waiting: Mapping[str, TaskInfo],
     signature: tuple[str, ...] | None,
@@ -88,13 +91,13 @@ def waiting_in_order(
     """The job's ``waiting`` (pending) pods that request resources, in task order; kept with
     the job while it and the task order (``Session.task_order_signature``) stay the same:
     a waiting gang asks for the same list session after session."""
-    kept = job.remembered(_WAITING_IN_ORDER)
+    kept = incremental.kept_for_job(job, _WAITING_IN_ORDER)
     if signature is not None and isinstance(kept, tuple) and kept[0] == signature:
         tasks: list[TaskInfo] = kept[1]
         return tasks
     tasks = sorted((t for t in waiting.values() if not t.best_effort), key=task_key)
     if signature is not None:
-        job.remember(_WAITING_IN_ORDER, (signature, tasks))
+        incremental.keep_for_job(job, _WAITING_IN_ORDER, (signature, tasks))
     return tasks
 
 
@@ -112,7 +115,7 @@ class AllocateAction:
         pending: dict[str, list[TaskInfo]] = {}
         task_key, signature = ssn.task_order_key(), ssn.task_order_signature()
         # Settled jobs are not Pending and have no pod waiting (scheduler.api.settled).
-        for job in ssn.unsettled_jobs():
+        for job in ssn.incremental.unsettled_jobs():
             if job.phase in PENDING_PHASES:
                 if not enqueue_here:
                     continue
@@ -123,7 +126,7 @@ class AllocateAction:
             waiting = job.by_status.get(TaskStatus.PENDING)
             if not waiting or job.queue not in ssn.queues:
                 continue
-            tasks = waiting_in_order(job, waiting, signature, task_key)
+            tasks = waiting_in_order(ssn.incremental, job, waiting, signature, task_key)
             if tasks and not skip_invalid(ssn, job):
                 by_queue.setdefault(job.queue, []).append(job)
                 pending[job.key] = tasks

@@ -30,7 +30,7 @@ class BackfillAction:
     def execute(self, ssn: Session) -> None:
         by_queue: dict[str, list[JobInfo]] = {}
         # Settled jobs are not Pending and have no pod waiting (scheduler.api.settled).
-        for job in ssn.unsettled_jobs():
+        for job in ssn.incremental.unsettled_jobs():
             if job.phase in PENDING_PHASES or job.queue not in ssn.queues:
                 continue
             waiting = job.by_status.get(TaskStatus.PENDING)

@@ -57,7 +57,7 @@ class EnqueueAction:
 
     def execute(self, ssn: Session) -> None:
         pending: dict[str, list[JobInfo]] = {}
-        for job in ssn.unsettled_jobs():  # settled jobs are never Pending
+        for job in ssn.incremental.unsettled_jobs():  # settled jobs are never Pending
             if job.queue in ssn.queues and job.phase in PENDING_PHASES:
                 pending.setdefault(job.queue, []).append(job)
         queue_heap, job_heaps, counter = queue_rounds(ssn, pending)

@@ -56,6 +56,7 @@ from scheduler.actions.room import (
 )
 from scheduler.actions.topology import in_one_hypernode
 from scheduler.api.types import JobInfo, QueueInfo, TaskInfo, TaskStatus
+from scheduler.framework.plugin import CallbackKind
 from scheduler.framework.session import Session
 from scheduler.why import DETAIL
 
@@ -77,7 +78,7 @@ class PreemptAction:
                 starving.setdefault(job.queue, []).append(job)
         if not starving:
             return
-        finder = RoomFinder(ssn, "preemptable", "preempt", PREEMPTABLE_STATUSES)
+        finder = RoomFinder(ssn, CallbackKind.PREEMPTABLE, "preempt", PREEMPTABLE_STATUSES)
         for queue in sorted((ssn.queues[name] for name in starving), key=ssn.queue_order_key()):
             jobs = list(starving[queue.name])
             waiting = JobLine(ssn, jobs)

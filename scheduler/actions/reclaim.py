@@ -42,6 +42,7 @@ from scheduler.actions.room import (
 )
 from scheduler.actions.topology import in_one_hypernode
 from scheduler.api.types import JobInfo, QueueInfo, TaskInfo, TaskStatus
+from scheduler.framework.plugin import CallbackKind
 from scheduler.framework.session import Session
 from scheduler.why import DETAIL
 
@@ -71,7 +72,9 @@ class ReclaimAction:
             queue = next((q for q in queues if not ssn.overused(q)), None)
             if queue is None:
                 return
-            finder = finder or RoomFinder(ssn, "reclaimable", "reclaim", RECLAIMABLE_STATUSES)
+            finder = finder or RoomFinder(
+                ssn, CallbackKind.RECLAIMABLE, "reclaim", RECLAIMABLE_STATUSES
+            )
             self._reclaim_for(ssn, finder, queue, waiting[queue.name].pop())
 
     @staticmethod

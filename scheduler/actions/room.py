@@ -20,11 +20,12 @@ while looking only where something can happen:
 - free room comes from a ``Placer``, which re-evaluates only the nodes that changed since a pod
   of the same class last looked (the first node of the walk that takes the task without
   eviction is the placer's best node);
-- victims are looked for only on the nodes of jobs that can give one: each deciding victim
-  function may screen a whole job out (``Session.victim_jobs``: priority rules out jobs of
-  equal or higher priority, gang jobs at minAvailable, proportion and capacity queues at or
-  below their share), and a node none of whose candidates belongs to a screened-in job cannot
-  yield a victim, so it is not scored or asked about;
+- victims are looked for only on the nodes of jobs that can give one: the plugin of each
+  deciding victim function may screen a whole job out (its ``Speedups.victim_screen``, read
+  by ``Session.victim_jobs``: priority rules out jobs of equal or higher priority, gang jobs
+  at minAvailable, proportion and capacity queues at or below their share; without screens
+  every job's nodes are looked at), and a node none of whose candidates belongs to a
+  screened-in job cannot yield a victim, so it is not scored or asked about;
 - ``Shapes`` remembers the task shapes that found no room in a state nothing has changed
   since, so a gang's other tasks of the same shape are not tried again.
 """
@@ -32,16 +33,17 @@ while looking only where something can happen:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Literal
 
 from caldera.api.resources import Resources
 from scheduler.actions.placer import Placer
 from scheduler.api.types import JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus
+from scheduler.framework.plugin import CallbackKind
 from scheduler.framework.session import Session
 from scheduler.framework.statement import Statement
 
-VictimKind = Literal["preemptable", "reclaimable"]
-# Why a plugin's job screen rules a job out, for the wait record (scheduler.why).
+# The victim functions a finder asks: CallbackKind.PREEMPTABLE or CallbackKind.RECLAIMABLE.
+VictimKind = CallbackKind
+# Why a plugin's victim screen rules a job out, for the wait record (scheduler.why).
 SCREEN_PHRASES = {
     "priority": "equal or higher priority",
     "gang": "at minAvailable",
@@ -210,7 +212,7 @@ class RoomFinder:
         self.allowed: frozenset[str] | None = None
         self._placers: dict[frozenset[str], Placer] = {}
         self.victim_key = ssn.victim_order_key()
-        self.choose = ssn.preemptable if kind == "preemptable" else ssn.reclaimable
+        self.choose = ssn.preemptable if kind is CallbackKind.PREEMPTABLE else ssn.reclaimable
         self._by_queue: dict[str, list[JobInfo]] | None = None
         self._why: dict[tuple[object, ...], str] = {}
 
@@ -247,13 +249,13 @@ class RoomFinder:
         known = self._why.get(key)
         if known is not None:
             return known
-        action = "preemption" if self.kind == "preemptable" else "reclaim"
-        if self.kind == "reclaimable" and not self.ssn.preemptive(queue, [preemptor]):
+        action = "preemption" if self.kind is CallbackKind.PREEMPTABLE else "reclaim"
+        if self.kind is CallbackKind.RECLAIMABLE and not self.ssn.preemptive(queue, [preemptor]):
             text = (
                 f"{action} considered: queue {queue.name} may not reclaim this pod: with it, "
                 "the queue would exceed its deserved share"
             )
-        elif self.kind == "preemptable" and not queue_takes(self.ssn, queue, preemptor):
+        elif self.kind is CallbackKind.PREEMPTABLE and not queue_takes(self.ssn, queue, preemptor):
             text = (
                 f"{action} considered: queue {queue.name} may not take more now (overused, or "
                 "beyond its deserved share)"

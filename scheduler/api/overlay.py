@@ -1,9 +1,9 @@
 """A map kept with the snapshot, read through a session's own changes.
 
-A plugin that opens a session on per-job values kept across sessions (``ClusterInfo.job_map``)
-changes a few of them as the session allocates; copying every job's value on the first change
-would cost what the cluster holds, not what changed. An ``Overlay`` writes the session's
-values over the kept map instead and never changes the map underneath.
+A plugin that opens a session on per-job values kept across sessions
+(``Incremental.job_map``) changes a few of them as the session allocates; copying every job's
+value on the first change would cost what the cluster holds, not what changed. An ``Overlay``
+writes the session's values over the kept map instead and never changes the map underneath.
 """
 
 from __future__ import annotations

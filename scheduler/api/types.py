@@ -17,7 +17,7 @@ import enum
 import itertools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -189,9 +189,9 @@ class JobInfo:
     # Renewed on every change of the tasks or of their statuses. With the phase it names the
     # job's state (the other fields are fixed for a JobInfo's life: a changed PodGroup is
     # derived into a new one), so that what plugins derive from a job is kept in ``memo`` (by
-    # plugin) and reused while both stay the same: on the live snapshot a JobInfo outlives the
-    # session when nothing changed it (``Memo``). A discarded statement gives the job its
-    # generation back (``restore``).
+    # name, ``Incremental.memo_for_job``) and reused while both stay the same: on the live
+    # snapshot a JobInfo outlives the session when nothing changed it (``Memo``). A
+    # discarded statement gives the job its generation back (``restore``).
     generation: int = 0
     memo: dict[str, Memo] = field(default_factory=dict)
     best_effort_tasks: int = 0  # how many of the tasks request nothing (kept by add/remove)
@@ -203,25 +203,6 @@ class JobInfo:
     # one again (a changed PodGroup is derived into a new JobInfo), so its jobs are in this
     # order: a list of a few of them is put in the snapshot's order by it.
     serial: int = field(default_factory=lambda: next(_serials), init=False)
-
-    def remembered(self, plugin: str) -> object | None:
-        """What ``plugin`` kept from this job in this state, None when the job changed."""
-        kept = self.memo.get(plugin)
-        if kept is None or kept.generation != self.generation or kept.phase != self.phase:
-            return None
-        return kept.value
-
-    def remember(self, plugin: str, value: object) -> None:
-        self.memo[plugin] = Memo(self.generation, self.phase, value)
-
-    def recall(self, key: str, derive: Callable[[JobInfo], V]) -> V:
-        """``derive(self)``, kept under ``key`` and derived again only when the job changed."""
-        kept = self.memo.get(key)
-        if kept is not None and kept.generation == self.generation and kept.phase == self.phase:
-            return cast(V, kept.value)
-        value = derive(self)
-        self.remember(key, value)
-        return value
 
     def _moved(self) -> None:
         """The job's tasks changed: a new generation, told to the snapshot's trail."""
@@ -489,8 +470,8 @@ class ClusterInfo:
     # Values derived per job, kept the same way (``job_map``), by name: the context they were
     # derived in (compared by identity) and the map.
     job_maps: dict[str, tuple[object, JobMap[Any]]] = field(default_factory=dict)
-    # Values derived from the snapshot as a whole (``recall``), by name: what they were
-    # derived from and the value.
+    # Values derived from the snapshot as a whole (``Incremental.memo_for_cluster``), by
+    # name: what they were derived from and the value.
     derived: dict[str, tuple[object, Any]] = field(default_factory=dict)
     # Every change of a job's state, when the snapshot keeps the trail (the live snapshot:
     # every job attached, every job added, derived again or gone appended); None: sums compare
@@ -525,20 +506,6 @@ class ClusterInfo:
         values: JobMap[V] = kept[1]
         values.refresh(self.jobs, self.job_trail)
         return values
-
-    def recall(self, name: str, inputs: object, derive: Callable[[], V]) -> V:
-        """The value kept under ``name`` (one name, one derivation) when it was derived from
-        inputs equal to ``inputs``, else ``derive()``, kept with them: for what a plugin
-        derives from the cluster as a whole, such as the queues' deserved shares, and that
-        stays the same while its inputs do. Kept as long as the snapshot, so on the live
-        snapshot across sessions."""
-        kept = self.derived.get(name)
-        if kept is not None and kept[0] == inputs:
-            value: V = kept[1]
-            return value
-        value = derive()
-        self.derived[name] = (inputs, value)
-        return value
 
     def trim_job_trail(self) -> None:
         """Drop what every kept sum and map has read of the trail; one left too far behind

@@ -1,13 +1,48 @@
-"""What a scheduler plugin and an action are, and the arguments a configuration gives them."""
+"""What a scheduler plugin and an action are, the kinds of callback a plugin registers, and the
+arguments a configuration gives them."""
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
+
+
+class CallbackKind(enum.Enum):
+    """The kinds of callback a plugin registers on the session (``Session.add_*_fn``), each
+    with the configuration switch that turns it off for one plugin (Volcano's names)."""
+
+    JOB_ORDER = ("job_order", "enableJobOrder")
+    QUEUE_ORDER = ("queue_order", "enableQueueOrder")
+    TASK_ORDER = ("task_order", "enableTaskOrder")
+    VICTIM_ORDER = ("victim_order", "enabledVictim")
+    PREDICATE = ("predicate", "enablePredicate")
+    NODE_ORDER = ("node_order", "enableNodeOrder")
+    JOB_READY = ("job_ready", "enableJobReady")
+    JOB_PIPELINED = ("job_pipelined", "enableJobPipelined")
+    JOB_VALID = ("job_valid", "enableJobValid")
+    JOB_ENQUEUEABLE = ("job_enqueueable", "enableJobEnqueued")
+    JOB_ENQUEUED = ("job_enqueued", "enableJobEnqueued")
+    JOB_STARVING = ("job_starving", "enableJobStarving")
+    PREEMPTABLE = ("preemptable", "enablePreemptable")
+    RECLAIMABLE = ("reclaimable", "enableReclaimable")
+    PREEMPTIVE = ("preemptive", "enablePreemptive")
+    OVERUSED = ("overused", "enabledOverused")
+    ALLOCATABLE = ("allocatable", "enabledAllocatable")
+    # allocate/deallocate handlers (Volcano's event handlers): no switch, always registered.
+    ALLOCATE_HANDLER = ("allocate_handler", "")
+
+    def __init__(self, label: str, switch: str) -> None:
+        self.label = label
+        self.switch = switch
+
+    # Hashed by identity (in C), not by name as Enum does (in Python): the session looks its
+    # callbacks up by kind per pod and node.
+    __hash__ = object.__hash__
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from caldera.api.volcano import PodGroupCondition, PodGroupPhase, PodGroupStatus
-from scheduler.api.types import PENDING_PHASES, JobInfo
+from caldera.api.volcano import PodGroupCondition, PodGroupStatus
+from scheduler.api.types import JobInfo
+from scheduler.framework.incremental import UNREADY_PHASES, Incremental
 from scheduler.framework.plugin import Action, Arguments, Plugin, SchedulerConf
 from scheduler.framework.session import PlacedJob, Session, SessionResult
 from scheduler.framework.status import (
@@ -30,10 +31,6 @@ from scheduler.framework.status import (
 from scheduler.why import publish, wait_record
 
 PluginFactory = Callable[[Arguments], Plugin]
-# PodGroup phases of a gang that is not ready (Volcano's unschedulable jobs).
-UNREADY_PHASES = frozenset(
-    {PodGroupPhase.PENDING.value, PodGroupPhase.INQUEUE.value, PodGroupPhase.UNKNOWN.value}
-)
 ActionFactory = Callable[[Mapping[str, Any]], Action]
 
 
@@ -45,15 +42,17 @@ class Registry:
     actions: Mapping[str, ActionFactory]
 
 
-# Kept with a job between sessions (``JobInfo.remember``): the PodGroup and condition for which
-# the job's status was found unchanged, and its phase.
+# Kept with a job between sessions (``Incremental.keep_for_job``): the PodGroup and condition
+# for which the job's status was found unchanged, and its phase.
 _STATUS = "runner.status"
 
 
-def _unchanged_phase(job: JobInfo, condition: PodGroupCondition | None) -> str | None:
+def _unchanged_phase(
+    incremental: Incremental, job: JobInfo, condition: PodGroupCondition | None
+) -> str | None:
     """The job's PodGroup phase when its status was found unchanged in an earlier session,
     for the same job state, PodGroup and condition (so it is unchanged again); else None."""
-    kept = job.remembered(_STATUS)
+    kept = incremental.kept_for_job(job, _STATUS)
     if not isinstance(kept, tuple) or kept[0] is not job.podgroup:
         return None
     if kept[1] != condition_key(condition):
@@ -83,16 +82,17 @@ def run_session(session: Session, conf: SchedulerConf, registry: Registry) -> Se
         started = time.perf_counter()
         plugin.on_session_close(session)
         timings.plugin_seconds[(plugin.name, "OnSessionClose")] = time.perf_counter() - started
-    settled, notes = session.settled(), session.wait_notes
+    incremental = session.incremental
+    settled, notes = incremental.settled(), session.wait_notes
     # A settled job keeps its status and a ready phase, and has no wait record to write
     # (scheduler.api.settled), unless a note about it came in this session.
     noted = any(key in settled for key in notes)
-    for job in session.unsettled_jobs() if not noted else list(session.jobs.values()):
+    for job in incremental.unsettled_jobs() if not noted else list(session.jobs.values()):
         key = job.key
         if key in settled and key not in notes:
             continue
         condition = session.job_condition(key)
-        phase = _unchanged_phase(job, condition)
+        phase = _unchanged_phase(incremental, job, condition)
         unchanged = phase is not None
         if phase is None:
             status = podgroup_status(job, condition)
@@ -102,7 +102,9 @@ def run_session(session: Session, conf: SchedulerConf, registry: Registry) -> Se
                 session.result.podgroup_status[key] = status
             else:
                 unchanged = True
-                job.remember(_STATUS, (job.podgroup, condition_key(condition), phase))
+                incremental.keep_for_job(
+                    job, _STATUS, (job.podgroup, condition_key(condition), phase)
+                )
         if phase in UNREADY_PHASES:
             session.result.unready_jobs.append(key)
         found, record, held = None, None, 0
@@ -112,16 +114,12 @@ def run_session(session: Session, conf: SchedulerConf, registry: Registry) -> Se
             if record is not None:
                 session.result.podgroup_why[key] = record
             session.result.why_deferred += held
-        if (
-            unchanged
-            and key in session.settling
-            and found is None
-            and record is None
-            and not held
-            and phase not in UNREADY_PHASES
-            and job.phase not in PENDING_PHASES
-        ):
-            session.settle(key, phase)
+        incremental.settle_if_quiet(
+            job,
+            phase,
+            status_unchanged=unchanged,
+            wait_quiet=found is None and record is None and not held,
+        )
     session.result.queue_allocated = queue_allocation(session)
     for bind in session.result.binds:
         placed = session.jobs.get(bind.task.job)

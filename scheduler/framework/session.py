@@ -18,6 +18,11 @@ Plugins register callbacks in tier order; the session combines them the way Volc
   requiring every tier's consent is what makes reclaim settle (docs/compatibility.md);
 - preemptive (may a queue take from others for these tasks at all): every plugin must agree.
 
+Callbacks are registered by kind (``CallbackKind``, each with its Volcano switch) through the
+typed ``add_*_fn`` methods; what makes them fast across sessions (sort keys, victim screens,
+memos, settled jobs) is the incremental layer, ``self.incremental``
+(scheduler.framework.incremental), which a plugin opts into with ``add_speedups``.
+
 Everything a session decides lands in ``result`` (binds, evictions, PodGroup status, queue
 allocation, events); the process around the session performs the I/O.
 """
@@ -26,16 +31,13 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-import itertools
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from caldera.api.resources import Resources
 from caldera.api.volcano import PodGroupCondition, PodGroupStatus
 from caldera.api.why import WaitRecord
-from scheduler.api.settled import SettledJobs
 from scheduler.api.types import (
     ClusterInfo,
     JobInfo,
@@ -44,14 +46,30 @@ from scheduler.api.types import (
     TaskInfo,
     generations_from_now,
 )
-from scheduler.framework.plugin import PluginOption
+from scheduler.framework.incremental import Incremental, JobScreenFn, Speedups, job_key_tuple
+from scheduler.framework.plugin import CallbackKind, PluginOption
 from scheduler.framework.statement import Statement
 
 if TYPE_CHECKING:
     from scheduler.framework.hypernodes import HyperNodeState
 
 T = TypeVar("T")
-_NOTHING_SETTLED: Mapping[str, str] = {}
+# The kinds, bound once: an Enum member read off its class costs several dict lookups, and the
+# session looks its callbacks up by kind per pod and node.
+_JOB_ORDER = CallbackKind.JOB_ORDER
+_QUEUE_ORDER = CallbackKind.QUEUE_ORDER
+_TASK_ORDER = CallbackKind.TASK_ORDER
+_VICTIM_ORDER = CallbackKind.VICTIM_ORDER
+_PREDICATE = CallbackKind.PREDICATE
+_NODE_ORDER = CallbackKind.NODE_ORDER
+_JOB_READY = CallbackKind.JOB_READY
+_JOB_VALID = CallbackKind.JOB_VALID
+_PREEMPTABLE = CallbackKind.PREEMPTABLE
+_RECLAIMABLE = CallbackKind.RECLAIMABLE
+_PREEMPTIVE = CallbackKind.PREEMPTIVE
+_OVERUSED = CallbackKind.OVERUSED
+_ALLOCATABLE = CallbackKind.ALLOCATABLE
+_ALLOCATE_HANDLER = CallbackKind.ALLOCATE_HANDLER
 
 
 OrderFn = Callable[[T, T], int]  # <0: left first, >0: right first, 0: no opinion
@@ -60,10 +78,6 @@ NodeOrderFn = Callable[[TaskInfo, NodeInfo], float]
 JobPredicate = Callable[[JobInfo], bool]
 VoteFn = Callable[[JobInfo], int]  # +1 permit, 0 abstain, -1 reject
 VictimsFn = Callable[[TaskInfo, Sequence[TaskInfo]], list[TaskInfo]]
-# A victim function's promise about whole jobs: False means the function never returns a task
-# of that job for this preemptor, whatever the candidates (so preempt and reclaim may skip the
-# job's nodes without asking); True promises nothing.
-JobScreenFn = Callable[[TaskInfo, JobInfo], bool]
 QueuePredicate = Callable[[QueueInfo], bool]
 AllocatableFn = Callable[[QueueInfo, TaskInfo], bool]
 PreemptiveFn = Callable[[QueueInfo, Sequence[TaskInfo]], bool]
@@ -181,33 +195,20 @@ class _Registered:
     tier: int
     plugin: str
     fn: Any
-    screen: JobScreenFn | None = None  # victim functions only
-    key: Callable[[Any], Any] | None = None  # order functions: the same order as a sort key
-    # Allocatable functions: what the answers read of the session beyond the task
-    # (``Session.allocatable_state``).
-    state: Callable[[Any], object] | None = None
-
-
-def _job_key(funcs: list[Callable[[JobInfo], Any]]) -> Callable[[JobInfo], tuple[Any, ...]]:
-    """The plugins' keys of a job, then its creation and key, as one tuple (spelled out for up
-    to three plugins, Volcano's default configuration: taken for every waiting job each
-    session)."""
-    if len(funcs) == 1:
-        (a,) = funcs
-        return lambda job: (a(job), job.creation, job.key)
-    if len(funcs) == 2:
-        a, b = funcs
-        return lambda job: (a(job), b(job), job.creation, job.key)
-    if len(funcs) == 3:
-        a, b, c = funcs
-        return lambda job: (a(job), b(job), c(job), job.creation, job.key)
-    return lambda job: (*[key(job) for key in funcs], job.creation, job.key)
 
 
 class Session:
     """One scheduling cycle over a snapshot."""
 
-    def __init__(self, cluster: ClusterInfo, tiers: Sequence[Sequence[PluginOption]]) -> None:
+    def __init__(
+        self,
+        cluster: ClusterInfo,
+        tiers: Sequence[Sequence[PluginOption]],
+        *,
+        speedups: bool = True,
+    ) -> None:
+        """``speedups=False`` withholds the incremental layer (``Incremental``): the plugins'
+        speed hooks are ignored and nothing is kept across sessions; decisions are the same."""
         self.cluster = cluster
         self.jobs = cluster.jobs
         self.nodes = cluster.nodes
@@ -215,16 +216,14 @@ class Session:
         self.now = cluster.now
         self.tiers = tiers
         self._options = {opt.name: (i, opt) for i, tier in enumerate(tiers) for opt in tier}
-        self._fns: dict[str, list[_Registered]] = {}
+        self._fns: dict[CallbackKind, list[_Registered]] = {}
         # Each kind's functions grouped by tier, in tier order (``_vote``), kept until the next
         # registration.
-        self._tiers: dict[str, list[list[_Registered]]] = {}
+        self._tiers: dict[CallbackKind, list[list[_Registered]]] = {}
         self.result = SessionResult()
         self.total_resource = cluster.total_allocatable()
-        # The PodGroup condition a plugin (gang) set for a job in this session; and the one
-        # every settled job has (gang's Scheduled), set once rather than per settled job.
+        # The PodGroup condition a plugin (gang) set for a job in this session.
         self.job_conditions: dict[str, PodGroupCondition] = {}
-        self.settled_condition: PodGroupCondition | None = None
         # What plugins and actions found about why a job waits: (stage, text) by job key,
         # stage a caldera.api.why.WaitStage or DETAIL (scheduler.why composes the record).
         self.wait_notes: dict[str, list[tuple[str, str]]] = {}
@@ -253,15 +252,8 @@ class Session:
         cluster.job_log.note = self.job_changes.add
         if cluster.verdicts is not None:  # verdicts carried over from earlier sessions
             cluster.verdicts.begin(tiers, len(cluster.nodes))
-        # Settled jobs carried over (scheduler.api.settled): only with the live snapshot's
-        # trail, and only under the configuration that settled them.
-        trail = cluster.job_trail
-        if trail is not None and (cluster.settled is None or cluster.settled.tiers != tiers):
-            cluster.settled = SettledJobs(tiers, trail.end)
-        # Jobs gang's close found ready, nothing waiting, their PodGroup already saying so:
-        # the session's close settles those whose status and why record stay as they are.
-        self.settling: set[str] = set()
-        self._unsettled: tuple[tuple[int, int], list[JobInfo]] | None = None
+        # What makes plugins fast across sessions: their speed hooks, memos, settled jobs.
+        self.incremental = Incremental(cluster, tiers, speedups=speedups)
         # Set by the network-topology-aware plugin when it opens: how HyperNodes are scored
         # (scheduler.framework.hypernodes); None leaves every job topology-blind.
         self.topology: HyperNodeState | None = None
@@ -269,59 +261,12 @@ class Session:
     def job_condition(self, key: str) -> PodGroupCondition | None:
         """The PodGroup condition the session's plugins set for the job, None when none did."""
         condition = self.job_conditions.get(key)
-        if condition is None and self.settled_condition is not None and key in self.settled():
-            return self.settled_condition
+        if condition is None:
+            incremental = self.incremental
+            settled = incremental.settled_condition
+            if settled is not None and key in incremental.settled():
+                return settled
         return condition
-
-    def settled(self) -> Mapping[str, str]:
-        """The settled jobs as of now (``scheduler.api.settled``), by key, with the phase their
-        PodGroup keeps: none without the live snapshot's trail."""
-        kept, trail = self.cluster.settled, self.cluster.job_trail
-        if kept is None or trail is None:
-            return _NOTHING_SETTLED
-        return kept.refresh(trail)
-
-    def unsettled_jobs(self) -> list[JobInfo]:
-        """The jobs that are not settled (``settled``), in the snapshot's order: what each pass
-        over every job looks at. Kept while no job settles or is unsettled (the jobs a session
-        changes are unsettled already), so the passes of a session share one list; when jobs
-        only settled since, the kept list is filtered rather than every job looked at."""
-        settled = self.settled()
-        kept_settled = self.cluster.settled
-        version = (
-            -1 if settled is _NOTHING_SETTLED or kept_settled is None else kept_settled.version
-        )
-        mark = (version, len(self.jobs))
-        kept = self._unsettled
-        if kept is not None and kept[0] == mark:
-            return kept[1]
-        if (
-            kept is not None
-            and kept_settled is not None
-            and version != -1
-            and kept[0][0] >= kept_settled.unsettled_version
-            and kept[0][1] == mark[1]
-        ):
-            # Jobs only settled since, none came or went: the kept list less those, in its
-            # order.
-            jobs = [job for job in kept[1] if job.key not in settled]
-        elif (
-            kept_settled is not None
-            and version != -1
-            and (keys := kept_settled.unsettled_keys(self.jobs)) is not None
-        ):
-            # Kept across sessions: a handful, where the snapshot's jobs are mostly settled. In
-            # the snapshot's order, which is the order its JobInfos were made in
-            # (``JobInfo.serial``).
-            jobs = sorted(map(self.jobs.__getitem__, keys), key=attrgetter("serial"))
-        else:
-            # Filtered and looked up in C: the snapshot's jobs are mostly settled.
-            unsettled = itertools.filterfalse(settled.__contains__, self.jobs)
-            jobs = list(map(self.jobs.__getitem__, unsettled))
-            if kept_settled is not None and version != -1:
-                kept_settled.track({job.key for job in jobs})
-        self._unsettled = (mark, jobs)
-        return jobs
 
     def changed_nodes(self) -> set[str]:
         """The nodes the session left changed: those it touched, but for those that every
@@ -341,13 +286,7 @@ class Session:
         collector would free, with everything the plugins derived for the session."""
         self._fns.clear()
         self._tiers.clear()
-
-    def settle(self, key: str, phase: str) -> None:
-        """The session's close found the job settled (``settled``), its PodGroup in ``phase``."""
-        kept = self.cluster.settled
-        if kept is not None and self.cluster.job_trail is not None:
-            kept.refresh(self.cluster.job_trail)
-            kept.settle(key, phase)
+        self.incremental.close()
 
     def plugin_switch(self, plugin: str, switch: str, default: bool) -> bool:
         """A switch of ``plugin`` as the configuration sets it, ``default`` when it does not:
@@ -357,120 +296,88 @@ class Session:
 
     # ---- registration -----------------------------------------------------------------------
 
-    def _add(
-        self,
-        kind: str,
-        switch: str,
-        plugin: str,
-        fn: Any,
-        screen: JobScreenFn | None = None,
-        key: Callable[[Any], Any] | None = None,
-        state: Callable[[Any], object] | None = None,
-    ) -> None:
+    def _add(self, kind: CallbackKind, plugin: str, fn: Any) -> None:
         entry = self._options.get(plugin)  # (a default built only when needed: sessions
         # register some forty callbacks each)
         tier, option = entry if entry is not None else (len(self.tiers), PluginOption(plugin))
-        if option.enabled(switch):
-            self._fns.setdefault(kind, []).append(_Registered(tier, plugin, fn, screen, key, state))
+        if not kind.switch or option.enabled(kind.switch):
+            self._fns.setdefault(kind, []).append(_Registered(tier, plugin, fn))
             self._tiers.pop(kind, None)
 
-    def add_job_order_fn(
-        self, plugin: str, fn: OrderFn[JobInfo], *, key: Callable[[JobInfo], Any] | None = None
-    ) -> None:
-        """``key``, when given, must sort as ``fn`` orders and read only what changes with the
-        job itself (its tasks, its own share): ``job_order_key`` then takes each job's key once,
-        when the job enters a sort or a heap, instead of calling ``fn`` per comparison."""
-        self._add("job_order", "enableJobOrder", plugin, fn, key=key)
+    def add_speedups(self, plugin: str, speedups: Speedups) -> None:
+        """Opt ``plugin`` into the incremental layer: its speed hooks, each standing for its
+        callback of that kind (scheduler.framework.incremental). Optional: without them the
+        session calls the callbacks."""
+        self.incremental.add(plugin, speedups)
 
-    def add_queue_order_fn(
-        self,
-        plugin: str,
-        fn: OrderFn[QueueInfo],
-        *,
-        key: Callable[[QueueInfo], Any] | None = None,
-    ) -> None:
-        """``key``, when given, must sort as ``fn`` orders and read only what changes with the
-        queue itself (its jobs' allocations): ``queue_order_key`` then takes a queue's key
-        when it enters a sort or a heap (see ``job_order_key``)."""
-        self._add("queue_order", "enableQueueOrder", plugin, fn, key=key)
+    def add_job_order_fn(self, plugin: str, fn: OrderFn[JobInfo]) -> None:
+        self._add(_JOB_ORDER, plugin, fn)
 
-    def add_task_order_fn(
-        self, plugin: str, fn: OrderFn[TaskInfo], *, key: Callable[[TaskInfo], Any] | None = None
-    ) -> None:
-        """``key``, when given, must sort as ``fn`` orders (``fn(a, b)`` is the sign of
-        ``key(a)`` against ``key(b)``) and read only the task, what stays fixed for a
-        TaskInfo's life: with keys for every task order function, sorting tasks compares
-        tuples instead of calling each function per comparison, and a job's tasks sorted in
-        one session stay sorted in the next (``task_order_signature``)."""
-        self._add("task_order", "enableTaskOrder", plugin, fn, key=key)
+    def add_queue_order_fn(self, plugin: str, fn: OrderFn[QueueInfo]) -> None:
+        self._add(_QUEUE_ORDER, plugin, fn)
+
+    def add_task_order_fn(self, plugin: str, fn: OrderFn[TaskInfo]) -> None:
+        self._add(_TASK_ORDER, plugin, fn)
 
     def add_victim_order_fn(self, plugin: str, fn: OrderFn[TaskInfo]) -> None:
-        self._add("victim_order", "enabledVictim", plugin, fn)
+        self._add(_VICTIM_ORDER, plugin, fn)
 
     def add_predicate_fn(self, plugin: str, fn: PredicateFn) -> None:
-        self._add("predicate", "enablePredicate", plugin, fn)
+        self._add(_PREDICATE, plugin, fn)
 
     def add_node_order_fn(self, plugin: str, fn: NodeOrderFn) -> None:
-        self._add("node_order", "enableNodeOrder", plugin, fn)
+        self._add(_NODE_ORDER, plugin, fn)
 
     def add_job_ready_fn(self, plugin: str, fn: JobPredicate) -> None:
-        self._add("job_ready", "enableJobReady", plugin, fn)
+        self._add(_JOB_READY, plugin, fn)
 
     def add_job_pipelined_fn(self, plugin: str, fn: VoteFn) -> None:
-        self._add("job_pipelined", "enableJobPipelined", plugin, fn)
+        self._add(CallbackKind.JOB_PIPELINED, plugin, fn)
 
     def add_job_valid_fn(self, plugin: str, fn: JobValidFn) -> None:
-        self._add("job_valid", "enableJobValid", plugin, fn)
+        self._add(_JOB_VALID, plugin, fn)
 
     def add_job_enqueueable_fn(self, plugin: str, fn: VoteFn) -> None:
-        self._add("job_enqueueable", "enableJobEnqueued", plugin, fn)
+        self._add(CallbackKind.JOB_ENQUEUEABLE, plugin, fn)
 
     def add_job_enqueued_fn(self, plugin: str, fn: Callable[[JobInfo], None]) -> None:
-        self._add("job_enqueued", "enableJobEnqueued", plugin, fn)
+        self._add(CallbackKind.JOB_ENQUEUED, plugin, fn)
 
     def add_job_starving_fn(self, plugin: str, fn: VoteFn) -> None:
-        self._add("job_starving", "enableJobStarving", plugin, fn)
+        self._add(CallbackKind.JOB_STARVING, plugin, fn)
 
-    def add_preemptable_fn(
-        self, plugin: str, fn: VictimsFn, screen: JobScreenFn | None = None
-    ) -> None:
-        """``screen``, when given, must keep its promise (see ``JobScreenFn``)."""
-        self._add("preemptable", "enablePreemptable", plugin, fn, screen)
+    def add_preemptable_fn(self, plugin: str, fn: VictimsFn) -> None:
+        self._add(_PREEMPTABLE, plugin, fn)
 
-    def add_reclaimable_fn(
-        self, plugin: str, fn: VictimsFn, screen: JobScreenFn | None = None
-    ) -> None:
-        self._add("reclaimable", "enableReclaimable", plugin, fn, screen)
+    def add_reclaimable_fn(self, plugin: str, fn: VictimsFn) -> None:
+        self._add(_RECLAIMABLE, plugin, fn)
 
     def add_preemptive_fn(self, plugin: str, fn: PreemptiveFn) -> None:
-        self._add("preemptive", "enablePreemptive", plugin, fn)
+        self._add(_PREEMPTIVE, plugin, fn)
 
     def add_overused_fn(self, plugin: str, fn: QueuePredicate) -> None:
-        self._add("overused", "enabledOverused", plugin, fn)
+        self._add(_OVERUSED, plugin, fn)
 
-    def add_allocatable_fn(
-        self, plugin: str, fn: AllocatableFn, *, state: Callable[[QueueInfo], object] | None = None
-    ) -> None:
-        """``state``, when given, names what ``fn`` reads of the session for a queue beyond the
-        task, its allocate handler keeping it: equal states (``==``) give equal answers to
-        equal pods, and after equal allocations (``allocatable_state``)."""
-        self._add("allocatable", "enabledAllocatable", plugin, fn, state=state)
+    def add_allocatable_fn(self, plugin: str, fn: AllocatableFn) -> None:
+        self._add(_ALLOCATABLE, plugin, fn)
 
     def add_allocate_handler(
         self, plugin: str, on_allocate: EventFn, on_deallocate: EventFn
     ) -> None:
         """Called as tasks are allocated or released in the session (drf and proportion keep
         their shares current this way)."""
-        self._fns.setdefault("allocate_handlers", []).append(
-            _Registered(0, plugin, (on_allocate, on_deallocate))
-        )
+        self._add(_ALLOCATE_HANDLER, plugin, (on_allocate, on_deallocate))
 
-    def _registered(self, kind: str) -> list[_Registered]:
+    def _registered(self, kind: CallbackKind) -> list[_Registered]:
         return self._fns.get(kind, [])
+
+    def _plugins(self, kind: CallbackKind) -> list[str]:
+        """The plugins whose ``kind`` callbacks are registered, in order."""
+        return [reg.plugin for reg in self._registered(kind)]
 
     # ---- combination ------------------------------------------------------------------------
 
-    def _order(self, kind: str, left: T, right: T) -> int:
+    def _order(self, kind: CallbackKind, left: T, right: T) -> int:
         for reg in self._registered(kind):
             answer = int(reg.fn(left, right))
             if answer:
@@ -486,16 +393,16 @@ class Session:
         and the actions change only the job whose turn it is, out of the heap (allocate,
         enqueue). Otherwise, the functions compared at comparison time, as Volcano's
         priority queues do."""
-        keys = [reg.key for reg in self._registered("job_order")]
-        if all(key is not None for key in keys):
-            return _job_key([key for key in keys if key is not None])
+        keys = self.incremental.order_keys(_JOB_ORDER, self._plugins(_JOB_ORDER))
+        if keys is not None:
+            return job_key_tuple(keys)
         return self.job_order_compare_key()
 
     def job_order_compare_key(self) -> Callable[[JobInfo], Any]:
         """``job_order_key`` comparing with the job order functions at each comparison."""
 
         def compare(a: JobInfo, b: JobInfo) -> int:
-            answer = self._order("job_order", a, b)
+            answer = self._order(_JOB_ORDER, a, b)
             if answer:
                 return answer
             if a.creation != b.creation:
@@ -509,37 +416,35 @@ class Session:
         every queue order function, a tuple taken once per queue (an action changes only the
         queue whose turn it is, out of its heap); otherwise the functions compared at each
         comparison."""
-        keys = [reg.key for reg in self._registered("queue_order")]
-        if all(key is not None for key in keys):
-            funcs = [key for key in keys if key is not None]
+        funcs = self.incremental.order_keys(_QUEUE_ORDER, self._plugins(_QUEUE_ORDER))
+        if funcs is not None:
             return lambda queue: (*[key(queue) for key in funcs], queue.name)
 
         def compare(a: QueueInfo, b: QueueInfo) -> int:
-            return self._order("queue_order", a, b) or ((a.name > b.name) - (a.name < b.name))
+            return self._order(_QUEUE_ORDER, a, b) or ((a.name > b.name) - (a.name < b.name))
 
         return functools.cmp_to_key(compare)
 
     def task_order_signature(self) -> tuple[str, ...] | None:
         """What names the task order across sessions: the plugins whose task order functions
         give it, when each has a key (a function of the task alone); None otherwise."""
-        registered = self._registered("task_order")
-        if any(reg.key is None for reg in registered):
+        plugins = self._plugins(_TASK_ORDER)
+        if self.incremental.order_keys(_TASK_ORDER, plugins) is None:
             return None
-        return tuple(reg.plugin for reg in registered)
+        return tuple(plugins)
 
     def task_order_key(self) -> Callable[[TaskInfo], Any]:
-        keys = [reg.key for reg in self._registered("task_order")]
-        if all(key is not None for key in keys):
+        funcs = self.incremental.order_keys(_TASK_ORDER, self._plugins(_TASK_ORDER))
+        if funcs is not None:
             # The first function that tells two tasks apart decides, then the task's key:
             # exactly the order of tuples.
-            funcs = [key for key in keys if key is not None]
             if len(funcs) == 1:
                 only = funcs[0]
                 return lambda task: (only(task), task.key)
             return lambda task: (*[key(task) for key in funcs], task.key)
 
         def compare(a: TaskInfo, b: TaskInfo) -> int:
-            return self._order("task_order", a, b) or ((a.key > b.key) - (a.key < b.key))
+            return self._order(_TASK_ORDER, a, b) or ((a.key > b.key) - (a.key < b.key))
 
         return functools.cmp_to_key(compare)
 
@@ -547,16 +452,16 @@ class Session:
         """Victims in the order they should be evicted (the reverse of task order by default)."""
 
         def compare(a: TaskInfo, b: TaskInfo) -> int:
-            answer = self._order("victim_order", a, b)
+            answer = self._order(_VICTIM_ORDER, a, b)
             if answer:
                 return answer
-            return -self._order("task_order", a, b) or ((a.key > b.key) - (a.key < b.key))
+            return -self._order(_TASK_ORDER, a, b) or ((a.key > b.key) - (a.key < b.key))
 
         return functools.cmp_to_key(compare)
 
     def predicate(self, task: TaskInfo, node: NodeInfo) -> str | None:
         """None if ``task`` may run on ``node``, else the first reason it may not."""
-        for reg in self._registered("predicate"):
+        for reg in self._registered(_PREDICATE):
             reason: str | None = reg.fn(task, node)
             if reason:
                 return reason
@@ -566,26 +471,26 @@ class Session:
         """The plugins' scores summed in registration order (a loop, not sum() over a
         generator: asked per pod and node looked at)."""
         score = 0.0
-        for reg in self._registered("node_order"):
+        for reg in self._registered(_NODE_ORDER):
             score += float(reg.fn(task, node))
         return score
 
     def job_ready(self, job: JobInfo) -> bool:
         # Loops, not all()/any(), here and below: asked per pod placed, and a loop without a
         # generator takes a fifth of the time.
-        for reg in self._registered("job_ready"):  # noqa: SIM110
+        for reg in self._registered(_JOB_READY):  # noqa: SIM110
             if not reg.fn(job):
                 return False
         return True
 
     def job_valid(self, job: JobInfo) -> ValidateResult | None:
-        for reg in self._registered("job_valid"):
+        for reg in self._registered(_JOB_VALID):
             result: ValidateResult | None = reg.fn(job)
             if result is not None and not result.ok:
                 return result
         return None
 
-    def _by_tier(self, kind: str) -> list[list[_Registered]]:
+    def _by_tier(self, kind: CallbackKind) -> list[list[_Registered]]:
         grouped = self._tiers.get(kind)
         if grouped is None:
             by_tier: dict[int, list[_Registered]] = {}
@@ -594,7 +499,7 @@ class Session:
             grouped = self._tiers[kind] = [by_tier[tier] for tier in sorted(by_tier)]
         return grouped
 
-    def _vote(self, kind: str, job: JobInfo, default: bool) -> bool:
+    def _vote(self, kind: CallbackKind, job: JobInfo, default: bool) -> bool:
         for tier in self._by_tier(kind):
             permitted = False
             for reg in tier:
@@ -607,16 +512,16 @@ class Session:
         return default
 
     def job_pipelined(self, job: JobInfo) -> bool:
-        return self._vote("job_pipelined", job, default=True)
+        return self._vote(CallbackKind.JOB_PIPELINED, job, default=True)
 
     def job_enqueueable(self, job: JobInfo) -> bool:
-        return self._vote("job_enqueueable", job, default=True)
+        return self._vote(CallbackKind.JOB_ENQUEUEABLE, job, default=True)
 
     def job_starving(self, job: JobInfo) -> bool:
-        return self._vote("job_starving", job, default=False)
+        return self._vote(CallbackKind.JOB_STARVING, job, default=False)
 
     def job_enqueued(self, job: JobInfo) -> None:
-        for reg in self._registered("job_enqueued"):
+        for reg in self._registered(CallbackKind.JOB_ENQUEUED):
             reg.fn(job)
 
     @staticmethod
@@ -640,31 +545,32 @@ class Session:
             chosen = [t for t in chosen if t.uid in keep]
         return chosen
 
-    def _deciding(self, kind: str) -> list[_Registered]:
+    def _deciding(self, kind: CallbackKind) -> list[_Registered]:
         """The victim functions whose answers are intersected: for preemptable the first tier
         that registered any (Volcano's), for reclaimable every tier."""
         registered = self._registered(kind)
-        if kind != "preemptable" or not registered:
+        if kind is not _PREEMPTABLE or not registered:
             return registered
         first = min(reg.tier for reg in registered)
         return [reg for reg in registered if reg.tier == first]
 
     def preemptable(self, preemptor: TaskInfo, candidates: Sequence[TaskInfo]) -> list[TaskInfo]:
         """The victims the first tier with a preemptable function allows (Volcano's)."""
-        deciding = self._deciding("preemptable")
+        deciding = self._deciding(_PREEMPTABLE)
         if not deciding:
             return []
         return self._intersect(deciding, preemptor, candidates, narrowing=False)
 
-    def victim_jobs(self, kind: str, preemptor: TaskInfo) -> Callable[[JobInfo], bool]:
-        """For ``kind`` "preemptable" or "reclaimable": a test that is False for a job none
-        of whose tasks can be a victim of ``preemptor``, because a deciding function's screen
-        rules the job out (the intersection then cannot hold its tasks). With no deciding
-        function there are no victims at all."""
+    def victim_jobs(self, kind: CallbackKind, preemptor: TaskInfo) -> Callable[[JobInfo], bool]:
+        """For ``kind`` PREEMPTABLE or RECLAIMABLE: a test that is False for a job none of
+        whose tasks can be a victim of ``preemptor``, because a deciding plugin's victim
+        screen rules the job out (the intersection then cannot hold its tasks); True for
+        every job when no deciding plugin has a screen. With no deciding function there are
+        no victims at all."""
         deciding = self._deciding(kind)
         if not deciding:
             return lambda job: False
-        screens = [reg.screen for reg in deciding if reg.screen is not None]
+        screens = [screen for _, screen in self.victim_screens(kind)]
 
         def may_give(job: JobInfo) -> bool:
             return all(screen(preemptor, job) for screen in screens)
@@ -673,23 +579,23 @@ class Session:
 
     def reclaimable(self, preemptor: TaskInfo, candidates: Sequence[TaskInfo]) -> list[TaskInfo]:
         """The victims every tier's reclaimable functions allow (see the module docstring)."""
-        deciding = self._deciding("reclaimable")
+        deciding = self._deciding(_RECLAIMABLE)
         if not deciding:
             return []
         return self._intersect(deciding, preemptor, candidates, narrowing=True)
 
     def preemptive(self, queue: QueueInfo, tasks: Sequence[TaskInfo]) -> bool:
         """Whether ``queue`` may take resources from other queues for ``tasks``."""
-        return all(reg.fn(queue, tasks) for reg in self._registered("preemptive"))
+        return all(reg.fn(queue, tasks) for reg in self._registered(_PREEMPTIVE))
 
     def overused(self, queue: QueueInfo) -> bool:
-        for reg in self._registered("overused"):  # noqa: SIM110
+        for reg in self._registered(_OVERUSED):  # noqa: SIM110
             if reg.fn(queue):
                 return True
         return False
 
     def allocatable(self, queue: QueueInfo, task: TaskInfo) -> bool:
-        for reg in self._registered("allocatable"):  # noqa: SIM110
+        for reg in self._registered(_ALLOCATABLE):  # noqa: SIM110
             if not reg.fn(queue, task):
                 return False
         return True
@@ -700,29 +606,24 @@ class Session:
         return Statement(self)
 
     def notify_allocate(self, task: TaskInfo) -> None:
-        for reg in self._registered("allocate_handlers"):
+        for reg in self._registered(_ALLOCATE_HANDLER):
             reg.fn[0](task)
 
     def notify_deallocate(self, task: TaskInfo) -> None:
-        for reg in self._registered("allocate_handlers"):
+        for reg in self._registered(_ALLOCATE_HANDLER):
             reg.fn[1](task)
 
     def allocatable_state(self, queue: QueueInfo) -> tuple[object, ...] | None:
-        """What every allocatable function reads of the session for ``queue`` (see
-        ``add_allocatable_fn``); None when one does not say."""
-        states = []
-        for reg in self._registered("allocatable"):
-            if reg.state is None:
-                return None
-            states.append(reg.state(queue))
-        return tuple(states)
+        """What every allocatable function reads of the session for ``queue`` (their plugins'
+        ``Speedups.allocatable_state``); None when one does not say."""
+        return self.incremental.allocatable_state(self._plugins(_ALLOCATABLE), queue)
 
     def answering_handlers(self) -> list[tuple[Callable[[TaskInfo], None], ...]]:
         """The allocate handlers (allocate, deallocate) of the plugins that answer
         ``allocatable``: what to tell to ask them again as if pods were allocated, where each
         plugin's answers read only its own state."""
-        answering = {reg.plugin for reg in self._registered("allocatable")}
-        return [reg.fn for reg in self._registered("allocate_handlers") if reg.plugin in answering]
+        answering = {reg.plugin for reg in self._registered(_ALLOCATABLE)}
+        return [reg.fn for reg in self._registered(_ALLOCATE_HANDLER) if reg.plugin in answering]
 
     def note_wait(self, job: str, stage: str, text: str) -> None:
         """Note why ``job`` waits (see ``scheduler.why``); repeated notes are kept once."""
@@ -732,10 +633,10 @@ class Session:
         if (stage, text) not in notes:
             notes.append((stage, text))
 
-    def victim_screens(self, kind: str) -> list[tuple[str, JobScreenFn]]:
-        """The job screens of ``kind``'s deciding victim functions, by plugin (to tell a
-        user which plugin rules a job out)."""
-        return [(reg.plugin, reg.screen) for reg in self._deciding(kind) if reg.screen is not None]
+    def victim_screens(self, kind: CallbackKind) -> list[tuple[str, JobScreenFn]]:
+        """The victim screens of the plugins of ``kind``'s deciding victim functions, by plugin
+        (to tell a user which plugin rules a job out)."""
+        return self.incremental.victim_screens(reg.plugin for reg in self._deciding(kind))
 
     def record_event(
         self, kind: str, namespace: str, name: str, type_: str, reason: str, message: str

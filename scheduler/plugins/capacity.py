@@ -56,6 +56,7 @@ from dataclasses import dataclass, field
 from caldera.api.resources import Resources
 from caldera.api.why import WaitStage
 from scheduler.api.types import JobInfo, QueueInfo, TaskInfo
+from scheduler.framework.incremental import Speedups
 from scheduler.framework.plugin import Arguments
 from scheduler.framework.session import Session
 from scheduler.plugins.proportion import UNTRACKED, job_inqueue, tracked_capability
@@ -174,8 +175,9 @@ class CapacityPlugin:
         ssn.add_job_enqueueable_fn(self.name, self.job_enqueueable)
         ssn.add_job_enqueued_fn(self.name, self.job_enqueued)
         ssn.add_preemptive_fn(self.name, self.preemptive)
-        ssn.add_reclaimable_fn(self.name, self.reclaimable, self.may_give)
+        ssn.add_reclaimable_fn(self.name, self.reclaimable)
         ssn.add_allocate_handler(self.name, self._on_allocate, self._on_deallocate)
+        ssn.add_speedups(self.name, Speedups(victim_screen=self.may_give))
 
     def _chain(self, attr: CapacityAttr) -> list[CapacityAttr]:
         """The queue and its ancestors, the queue first."""

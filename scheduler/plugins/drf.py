@@ -38,6 +38,7 @@ from caldera.api.resources import Resources
 from scheduler.api.job_sums import by_namespace, held
 from scheduler.api.overlay import Overlay
 from scheduler.api.types import JobInfo, TaskInfo
+from scheduler.framework.incremental import Speedups
 from scheduler.framework.plugin import Arguments
 from scheduler.framework.session import Session
 
@@ -46,7 +47,7 @@ SHARE_DELTA = 1e-6  # Volcano's shareDelta: shares this close are equal
 # ephemeral storage is not a scalar resource.
 UNTRACKED = ("pods", "ephemeral-storage", "storage")
 NAMESPACE_SUMS = "drf.namespaces"  # the snapshot's sums of what each namespace's jobs hold
-ALLOCATED_MAP = "drf.allocated"  # the snapshot's per-job allocation (``ClusterInfo.job_map``)
+ALLOCATED_MAP = "drf.allocated"  # the per-job allocation (``Incremental.job_map``)
 SHARE_MAP = "drf.shares"  # and per-job dominant share, derived afresh when the total changes
 _NOTHING = Resources()
 
@@ -127,22 +128,23 @@ class DrfPlugin:
         # total changed (the live snapshot keeps the total's object while it is the same).
         # The session's changes are written over the two maps, which stay as they are.
         total = self.total
-        held_by_job = ssn.cluster.job_map(ALLOCATED_MAP, lambda job: job.allocated, None)
-        shares = ssn.cluster.job_map(
+        held_by_job = ssn.incremental.job_map(ALLOCATED_MAP, lambda job: job.allocated, None)
+        shares = ssn.incremental.job_map(
             SHARE_MAP, lambda job: dominant_share(job.allocated, total), ssn.total_resource
         )
         self.job_allocated = Overlay(held_by_job.values)
         self.job_shares = Overlay(shares.values)
-        # The namespaces' sums are kept with the snapshot (``ClusterInfo.sums``).
-        sums = ssn.cluster.sums(NAMESPACE_SUMS, by_namespace, held, 1)
+        # The namespaces' sums are kept with the snapshot (``Incremental.job_sums``).
+        sums = ssn.incremental.job_sums(NAMESPACE_SUMS, by_namespace, held, 1)
         for namespace in sums.groups():
             allocated = sums.total(namespace)
             self.namespace_allocated[namespace] = allocated
             self.namespace_shares[namespace] = self.share(allocated)
+        ssn.add_job_order_fn(self.name, self.job_order)
         # With namespace fairness, allocating to one job moves its namespace's other jobs
-        # too: no key (``Session.add_job_order_fn``), the order is compared each time.
-        share_key = None if self.namespace_fairness else self.job_share
-        ssn.add_job_order_fn(self.name, self.job_order, key=share_key)
+        # too: no sort key (``Speedups.job_order_key``), the order is compared each time.
+        if not self.namespace_fairness:
+            ssn.add_speedups(self.name, Speedups(job_order_key=self.job_share))
         ssn.add_preemptable_fn(self.name, self.preemptable)
         ssn.add_allocate_handler(self.name, self._on_allocate, self._on_deallocate)
 

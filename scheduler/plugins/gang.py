@@ -32,6 +32,7 @@ from scheduler.api.types import (
     TaskInfo,
     TaskStatus,
 )
+from scheduler.framework.incremental import Incremental, Speedups
 from scheduler.framework.plugin import Arguments
 from scheduler.framework.session import ValidateResult
 from scheduler.framework.status import podgroup_phase, podgroup_status, status_changed
@@ -50,7 +51,8 @@ _UNSCHEDULABLE_PHASES = frozenset({"Pending", "Inqueue", "Unknown"})
 _VALID_STATUSES = (*ALLOCATED_STATUSES, TaskStatus.SUCCEEDED, TaskStatus.PIPELINED)
 _WAITING = (TaskStatus.PENDING, TaskStatus.ALLOCATED, TaskStatus.PIPELINED)
 _NO_TASKS: dict[str, TaskInfo] = {}
-# What the plugin keeps with a job between sessions (``JobInfo.recall``): its validity.
+# What the plugin keeps with a job between sessions (``Incremental.memo_for_job``): its
+# validity.
 _VALIDITY = "gang.valid"
 # What close derived for a gang that waits for resources (``Unready``), kept with the job.
 _UNREADY = "gang.unready"
@@ -79,10 +81,10 @@ def has_best_effort(job: JobInfo) -> bool:
     return job.best_effort_tasks > 0
 
 
-def job_valid(job: JobInfo) -> ValidateResult | None:
+def job_valid(incremental: Incremental, job: JobInfo) -> ValidateResult | None:
     """Why the job cannot be scheduled as a gang (too few valid pods), None when it can;
     kept with the job while it does not change (allocate asks for every job, every session)."""
-    return job.recall(_VALIDITY, _job_validity)
+    return incremental.memo_for_job(job, _VALIDITY, _job_validity)
 
 
 def _job_validity(job: JobInfo) -> ValidateResult | None:
@@ -243,13 +245,20 @@ class GangPlugin:
         def starving(job: JobInfo) -> int:
             return 1 if job.is_starving() else -1
 
-        ssn.add_job_valid_fn(self.name, job_valid)
+        incremental = ssn.incremental
+
+        def valid(job: JobInfo) -> ValidateResult | None:
+            return job_valid(incremental, job)
+
+        ssn.add_job_valid_fn(self.name, valid)
         ssn.add_job_ready_fn(self.name, ready_fn)
         ssn.add_job_pipelined_fn(self.name, job_pipelined)
-        ssn.add_job_order_fn(self.name, job_order, key=ready)  # not ready (False) first
+        ssn.add_job_order_fn(self.name, job_order)
         ssn.add_job_starving_fn(self.name, starving)
-        ssn.add_preemptable_fn(self.name, victims, has_spare)
-        ssn.add_reclaimable_fn(self.name, victims, has_spare)
+        ssn.add_preemptable_fn(self.name, victims)
+        ssn.add_reclaimable_fn(self.name, victims)
+        # Not ready (False) first; a job at or below minAvailable gives no victim.
+        ssn.add_speedups(self.name, Speedups(job_order_key=ready, victim_screen=has_spare))
 
     def on_session_close(self, ssn: Session) -> None:
         now = format_time(ssn.now)
@@ -262,13 +271,14 @@ class GangPlugin:
         )
         # A settled job is ready, no pod waits, and its PodGroup already said so in an earlier
         # session, unchanged since: no event, no message, the same condition (given once).
-        ssn.settled_condition = scheduled
-        for job in ssn.unsettled_jobs():
+        incremental = ssn.incremental
+        incremental.settled_condition = scheduled
+        for job in incremental.unsettled_jobs():
             job_message = ""
             fit: str | None = None  # fit_error(job), once asked for
             messages: dict[str, str] | None = None  # the waiting pods', once derived
             job_is_ready = ready(job)
-            invalid = None if job_is_ready else job_valid(job)
+            invalid = None if job_is_ready else job_valid(incremental, job)
             gate = ssn.job_conditions.get(job.key) if job.phase in ("", "Pending") else None
             if gate is not None and not job_is_ready:
                 # An enqueue gate (resourcequota) said why the job stays Pending: keep it.
@@ -284,7 +294,7 @@ class GangPlugin:
                     message=invalid.message,
                 )
             else:
-                found = recall_unready(job)
+                found = recall_unready(incremental, job)
                 fit, job_message, messages = found.fit, found.job_message, found.messages
                 ssn.note_wait(
                     job.key,
@@ -307,7 +317,7 @@ class GangPlugin:
                 and job.podgroup is not None
                 and not any(job.by_status.get(status) for status in _WAITING)
             ):
-                ssn.settling.add(job.key)
+                incremental.settling.add(job.key)
 
     @staticmethod
     def _record(
@@ -389,23 +399,24 @@ def _failing(job: JobInfo) -> frozenset[str]:
     return frozenset(uid for uid, text in job.fit_errors.items() if text)
 
 
-def recall_unready(job: JobInfo) -> Unready:
-    """``derive_unready(job)``, kept with the job (``JobInfo.remember``) and reused while the
+def recall_unready(incremental: Incremental, job: JobInfo) -> Unready:
+    """``derive_unready(job)``, kept with the job (``Incremental.keep_for_job``) and reused
+    while the
     job's state, fit errors and last placements are as they were: a waiting gang whose turn is
     replayed (scheduler.actions.retry) asks for the same, session after session. When only
     the fit errors' text changed (the same pods failing: the nodes' reasons moved), the texts
     are put in anew (``_retold``) rather than everything derived again."""
-    kept = job.remembered(_UNREADY)
+    kept = incremental.kept_for_job(job, _UNREADY)
     if isinstance(kept, Unready):
         if kept.fit_errors == job.fit_errors:
             if kept.placements == _placements(job):
                 return kept
         elif kept.failing == _failing(job) and kept.placements == _placements(job):
             found = _retold(job, kept)
-            job.remember(_UNREADY, found)
+            incremental.keep_for_job(job, _UNREADY, found)
             return found
     found = derive_unready(job)
-    job.remember(_UNREADY, found)
+    incremental.keep_for_job(job, _UNREADY, found)
     return found
 
 

@@ -57,7 +57,8 @@ def _reservation(job: JobInfo) -> tuple[Resources]:
     return (_reserved(job),)
 
 
-# Kept with the snapshot (``ClusterInfo.recall``): the cluster's total times the factor.
+# Kept with the snapshot (``Incremental.memo_for_cluster``): the cluster's total times the
+# factor.
 _PROMISED = "overcommit.promised"
 
 
@@ -80,13 +81,15 @@ class OvercommitPlugin:
         total, factor = ssn.total_resource, self.factor
         # Kept with the snapshot while the cluster's total is the same (the scaling is exact
         # arithmetic, not cheap).
-        self.promised = ssn.cluster.recall(
+        self.promised = ssn.incremental.memo_for_cluster(
             _PROMISED, (total.items(), factor), lambda: total.scale(factor)
         )
         self.idle = self.promised - used
         # The reservations' sum is kept with the snapshot: only jobs that changed since the
-        # last session are looked at again (``ClusterInfo.sums``).
-        self.inqueue = ssn.cluster.sums(self.name, _whole_cluster, _reservation, 1).total("")
+        # last session are looked at again (``Incremental.job_sums``).
+        self.inqueue = ssn.incremental.job_sums(self.name, _whole_cluster, _reservation, 1).total(
+            ""
+        )
 
         def enqueueable(job: JobInfo) -> int:
             need = job.min_resources

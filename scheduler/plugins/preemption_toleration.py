@@ -42,6 +42,7 @@ from dataclasses import dataclass
 
 from caldera.api.core import PriorityClass
 from scheduler.api.types import JobInfo, TaskInfo
+from scheduler.framework.incremental import Speedups
 from scheduler.framework.plugin import Arguments
 from scheduler.framework.session import Session
 
@@ -135,8 +136,9 @@ class PreemptionTolerationPlugin:
         def may_give(preemptor: TaskInfo, job: JobInfo) -> bool:
             return not self._never_preempts(ssn, preemptor)
 
-        ssn.add_preemptable_fn(self.name, victims, may_give)
-        ssn.add_reclaimable_fn(self.name, victims, may_give)
+        ssn.add_preemptable_fn(self.name, victims)
+        ssn.add_reclaimable_fn(self.name, victims)
+        ssn.add_speedups(self.name, Speedups(victim_screen=may_give))
 
     def on_session_close(self, ssn: Session) -> None:
         """Nothing to write."""

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from scheduler.api.types import JobInfo, TaskInfo
+from scheduler.framework.incremental import Speedups
 from scheduler.framework.plugin import Arguments
 
 if TYPE_CHECKING:
@@ -66,10 +67,18 @@ class PriorityPlugin:
         def starving(job: JobInfo) -> int:
             return 1 if job.is_starving() else -1
 
-        ssn.add_job_order_fn(self.name, job_order, key=lambda job: -job.priority)
-        ssn.add_task_order_fn(self.name, task_order, key=lambda task: -task.priority)
-        ssn.add_preemptable_fn(self.name, preemptable, may_give)
+        ssn.add_job_order_fn(self.name, job_order)
+        ssn.add_task_order_fn(self.name, task_order)
+        ssn.add_preemptable_fn(self.name, preemptable)
         ssn.add_job_starving_fn(self.name, starving)
+        ssn.add_speedups(
+            self.name,
+            Speedups(
+                job_order_key=lambda job: -job.priority,
+                task_order_key=lambda task: -task.priority,
+                victim_screen=may_give,
+            ),
+        )
 
     def on_session_close(self, ssn: Session) -> None:
         return None

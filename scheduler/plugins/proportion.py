@@ -70,6 +70,7 @@ from caldera.api.resources import Resources
 from caldera.api.why import WaitStage
 from scheduler.api.job_sums import by_queue
 from scheduler.api.types import ALLOCATED_STATUSES, JobInfo, QueueInfo, TaskInfo, TaskStatus
+from scheduler.framework.incremental import Speedups
 from scheduler.framework.plugin import Arguments
 from scheduler.framework.session import QueueFigures, Session
 from scheduler.why import gate_text
@@ -221,7 +222,8 @@ def tracked_capability(queue: QueueInfo) -> Resources | None:
     return Resources(kept)
 
 
-# Kept with the snapshot (``ClusterInfo.recall``): the queues' limits, their deserved shares.
+# Kept with the snapshot (``Incremental.memo_for_cluster``): the queues' limits, their
+# deserved shares.
 _LIMITS = "proportion.limits"
 _DESERVED = "proportion.deserved"
 
@@ -313,16 +315,16 @@ class ProportionPlugin:
     def on_session_open(self, ssn: Session) -> None:
         self._ssn = ssn
         self.total = total = tracked(ssn.total_resource)
-        cluster = ssn.cluster
         # What the queues' limits and deserved shares are derived from changes far less often
         # than sessions run: both are kept with the snapshot while their inputs stay the same
-        # (``ClusterInfo.recall``).
+        # (``Incremental.memo_for_cluster``).
         queues = tuple(ssn.queues.values())
         inputs: tuple[object, ...] = (total.items(), *map(_limits_read, queues))
-        limits = cluster.recall(_LIMITS, inputs, lambda: queue_limits(total, queues))
+        incremental = ssn.incremental
+        limits = incremental.memo_for_cluster(_LIMITS, inputs, lambda: queue_limits(total, queues))
         # The queues' sums are kept with the snapshot: only jobs that changed since the last
-        # session are looked at again (``ClusterInfo.sums``).
-        sums = cluster.sums(self.name, by_queue, job_figures, 4)
+        # session are looked at again (``Incremental.job_sums``).
+        sums = incremental.job_sums(self.name, by_queue, job_figures, 4)
         self.queue_attrs = {}
         for limit in limits:
             allocated = sums.total(limit.name, ALLOCATED)
@@ -340,18 +342,28 @@ class ProportionPlugin:
         requests = tuple(attr.request for attr in self.queue_attrs.values())
         # Compared name by name, listed zeros included: they are listed in what is derived.
         inputs = (total.items(), limits, tuple(r.items() for r in requests))
-        shares = cluster.recall(_DESERVED, inputs, lambda: deserved(total, limits, requests))
+        shares = incremental.memo_for_cluster(
+            _DESERVED, inputs, lambda: deserved(total, limits, requests)
+        )
         for attr, share in zip(self.queue_attrs.values(), shares, strict=True):
             attr.deserved = share
 
-        ssn.add_queue_order_fn(self.name, self.queue_order, key=self.queue_key)
+        ssn.add_queue_order_fn(self.name, self.queue_order)
         ssn.add_overused_fn(self.name, self.overused)
-        ssn.add_allocatable_fn(self.name, self.allocatable, state=self.allocatable_state)
+        ssn.add_allocatable_fn(self.name, self.allocatable)
         ssn.add_job_enqueueable_fn(self.name, self.job_enqueueable)
         ssn.add_job_enqueued_fn(self.name, self.job_enqueued)
-        ssn.add_reclaimable_fn(self.name, self.reclaimable, self.may_give)
+        ssn.add_reclaimable_fn(self.name, self.reclaimable)
         ssn.add_preemptive_fn(self.name, self.preemptive)
         ssn.add_allocate_handler(self.name, self._on_allocate, self._on_deallocate)
+        ssn.add_speedups(
+            self.name,
+            Speedups(
+                queue_order_key=self.queue_key,
+                victim_screen=self.may_give,
+                allocatable_state=self.allocatable_state,
+            ),
+        )
 
     def on_session_close(self, ssn: Session) -> None:
         """Report each queue's deserved share and how much of it is used, for the metrics."""

@@ -27,6 +27,7 @@ import datetime as dt
 
 from caldera.api.duration import DurationError, parse_duration_ns
 from scheduler.api.types import JobInfo
+from scheduler.framework.incremental import Speedups
 from scheduler.framework.plugin import Arguments
 from scheduler.framework.session import Session
 
@@ -105,9 +106,10 @@ class SlaPlugin:
             due = self.deadline(job)
             return (due is None, due)  # a job with a deadline first, the earliest first
 
-        ssn.add_job_order_fn(self.name, job_order, key=due_key)
+        ssn.add_job_order_fn(self.name, job_order)
         ssn.add_job_enqueueable_fn(self.name, overdue)
         ssn.add_job_pipelined_fn(self.name, overdue)
+        ssn.add_speedups(self.name, Speedups(job_order_key=due_key))
 
     def on_session_close(self, ssn: Session) -> None:
         self._deadlines = {}
