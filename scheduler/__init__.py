@@ -29,10 +29,14 @@ The snapshot and what the scheduler writes:
 
 The framework (Volcano's ``pkg/scheduler/framework``):
 
-- `scheduler.framework.plugin`: the `Plugin` and `Action` protocols, their `Arguments`, and
-  `SchedulerConf`, what a session runs;
+- `scheduler.framework.plugin`: the `Plugin` and `Action` protocols, their `Arguments`, the
+  `CallbackKind`s a plugin registers (with Volcano's switches), and `SchedulerConf`, what a
+  session runs;
 - `scheduler.framework.session`: `Session`, the callbacks plugins register, how tiers combine
   them, and the `SessionResult`;
+- `scheduler.framework.incremental`: the incremental layer, what makes plugins fast across
+  sessions and that a plugin opts into in one place (`Speedups`: sort keys, a victim screen,
+  the allocatable state; memos per job and per cluster; the settled jobs);
 - `scheduler.framework.statement`: `Statement`, a gang's placements committed whole or undone;
 - `scheduler.framework.status`: each PodGroup's status and each queue's allocation after a
   session;
@@ -45,5 +49,6 @@ and `scheduler.actions.room` (the node walk preempt and reclaim share to make ro
 
 The plugins (``pkg/scheduler/plugins``), one module each: `gang`, `priority`, `drf`,
 `proportion`, `binpack`, `nodeorder`, `predicates`, `task_topology`, `conformance`,
-`overcommit`, `preemption_toleration`.
+`overcommit`, `preemption_toleration`; `example_rank` is the example of docs/architecture.md's
+"Writing a plugin" (not registered).
 """
