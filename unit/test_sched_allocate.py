@@ -14,10 +14,14 @@ from caldera.api.core import (
 from caldera.api.meta import ObjectMeta
 from caldera.api.volcano import PodGroup
 from scheduler.actions.allocate import AllocateAction, waiting_in_order
-from scheduler.actions.placer import JOB_LOCAL_PLUGINS, NODE_LOCAL_PLUGINS
 from scheduler.api.types import ClusterInfo, QueueInfo, TaskStatus
 from scheduler.conf import SchedulerConf
-from scheduler.framework.incremental import Incremental, Speedups
+from scheduler.framework.incremental import (
+    JOB_LOCAL_PLUGINS,
+    NODE_LOCAL_PLUGINS,
+    Incremental,
+    Speedups,
+)
 from scheduler.framework.plugin import Arguments, CallbackKind, PluginOption
 from scheduler.framework.runner import Registry, run_session
 from scheduler.framework.session import Session

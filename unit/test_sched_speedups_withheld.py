@@ -4,8 +4,9 @@ The built-in plugins that offer speed hooks (``Speedups``: drf, gang, priority, 
 sla, capacity, preemption-toleration) and use its memos (gang, overcommit, proportion, drf)
 run the differential scenarios of ``unit/test_sched_differential.py`` twice: with the layer,
 and with it withheld (``Session(..., speedups=False)``: hooks ignored, memos derived every
-time, nothing settled). Every decision must be the same. Over sessions on the live snapshot,
-where memos, sums and settled jobs outlive a session, the same holds step after step.
+time, no verdict carried across sessions, nothing settled). Every decision must be the same.
+Over sessions on the live snapshot, where memos, sums, node verdicts and settled jobs outlive
+a session, the same holds step after step.
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ def test_same_decisions_over_live_sessions_without_the_layer(chunk: int) -> None
     """Two caches from one seed go through the same random changes; one's sessions run with
     the incremental layer on the live snapshot (memos, sums and settled jobs carried from
     session to session), the other's without it. Each session decides and reports the same."""
-    sessions = settled = memos = 0
+    sessions = settled = memos = verdicts = 0
     for seed in range(chunk, LIVE_RUNS, 2):
         fast = Cache(random.Random(seed))  # noqa: S311 - seeded test data
         plain = Cache(random.Random(seed))  # noqa: S311 - seeded test data
@@ -104,6 +105,10 @@ def test_same_decisions_over_live_sessions_without_the_layer(chunk: int) -> None
             settled += len(with_layer.settled.phases) if with_layer.settled else 0
             memos += sum(len(job.memo) for job in with_layer.jobs.values())
             assert not any(job.memo for job in without.jobs.values())
+            assert with_layer.verdicts is not None
+            assert without.verdicts is not None
+            verdicts += len(with_layer.verdicts.classes)
+            assert not without.verdicts.classes  # no verdict carried across sessions
             plain.rng.random()  # as ``fast``'s draw below: the two sequences stay one
             if fast.rng.random() < 0.5:
                 fast_result = fast.session(with_layer)
@@ -118,3 +123,4 @@ def test_same_decisions_over_live_sessions_without_the_layer(chunk: int) -> None
     assert sessions > 0
     assert settled > 0  # jobs the layer's sessions skipped
     assert memos > 0
+    assert verdicts > 0

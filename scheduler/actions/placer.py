@@ -15,7 +15,8 @@ one session.
 
 This is exact as long as the configured plugins filter and score a node by the pod and that
 node alone, which holds for the plugins in ``NODE_LOCAL_PLUGINS``; with a plugin of
-``JOB_LOCAL_PLUGINS`` (task-topology) a class is further limited to one task of one job for
+``JOB_LOCAL_PLUGINS`` (task-topology; both named by the incremental layer,
+``scheduler.framework.incremental``) a class is further limited to one task of one job for
 jobs that describe a topology; any other configured plugin makes the placer evaluate every
 node for every pod.
 """
@@ -31,43 +32,11 @@ from scheduler.api.fit import shortfall
 from scheduler.api.task_topology import Topology
 from scheduler.api.types import NodeInfo, TaskInfo
 from scheduler.api.verdicts import Candidates, NodeSetHeap, VerdictMemory
+from scheduler.framework.incremental import JOB_LOCAL_PLUGINS, NODE_LOCAL_PLUGINS
 
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
 
-# Volcano's default configuration's plugins, and binpack.
-DEFAULT_PLUGINS = frozenset(
-    {
-        "priority",
-        "gang",
-        "conformance",
-        "overcommit",
-        "drf",
-        "predicates",
-        "proportion",
-        "nodeorder",
-        "binpack",
-    }
-)
-# Plugins whose predicates and node scores depend only on the pod and the node (or register
-# none): with only these configured, verdicts of unchanged nodes are reused.
-NODE_LOCAL_PLUGINS = DEFAULT_PLUGINS | frozenset(
-    {
-        "preemption-toleration",
-        # Register no predicate or node order at all:
-        "capacity",
-        "resourcequota",
-        "sla",
-        "pdb",
-        # registers no predicate or score: it steers jobs with networkTopology to a
-        # HyperNode's nodes, whose verdicts are the same (scheduler.actions.topology)
-        "network-topology-aware",
-    }
-)
-# Plugins whose node scores also depend on the pod's job and task (task-topology reads where
-# the job's other pods are on the node): with these, pods are equivalent only within one task
-# of one job.
-JOB_LOCAL_PLUGINS = frozenset({"task-topology"})
 NO_NODES = "no nodes available to schedule pods"
 
 
@@ -138,7 +107,9 @@ class Placer:
         self.classes: dict[tuple[object, ...], Candidates] = {}
         # Classes of pods that are not job-local live in the snapshot's verdict memory when
         # it has one (every node is a candidate): later sessions start from their verdicts.
-        self.memory: VerdictMemory | None = ssn.cluster.verdicts if nodes is None else None
+        self.memory: VerdictMemory | None = (
+            ssn.incremental.verdict_memory() if nodes is None else None
+        )
 
     def _is_job_local(self, key: str) -> bool:
         """Whether task-topology scores this job's pods (its PodGroup describes a topology)."""

@@ -34,11 +34,11 @@ placed would make it neither ready nor pipelined (gang's counts; its roles only 
 back further). A backlog of gangs of one class then runs one turn per session, not one each,
 when the nodes that fit change.
 
-Only configurations of ``REPLAY_PLUGINS`` are replayed: their readiness, allocatable and
-handler functions read nothing but the job, the queue and what the handlers kept; any other
-plugin makes every turn run. ``unit/test_sched_live_snapshot.py`` and
-``unit/test_sched_borrowed_replay.py`` compare sessions that replay with sessions that run
-every turn.
+Only configurations of ``REPLAY_PLUGINS`` (``scheduler.framework.incremental``) are
+replayed: their readiness, allocatable and handler functions read nothing but the job, the
+queue and what the handlers kept; any other plugin makes every turn run.
+``unit/test_sched_live_snapshot.py`` and ``unit/test_sched_borrowed_replay.py`` compare
+sessions that replay with sessions that run every turn.
 """
 
 from __future__ import annotations
@@ -48,16 +48,14 @@ from collections import deque
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from scheduler.actions.placer import DEFAULT_PLUGINS, Placer, fit_error_histogram
+from scheduler.actions.placer import Placer, fit_error_histogram
 from scheduler.api.types import JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus
 from scheduler.api.verdicts import Candidates, FailedTurn, TurnStep, VerdictMemory
+from scheduler.framework.incremental import REPLAY_PLUGINS
 
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
 
-# Plugins whose job readiness, queue allocatable and allocate handlers read only the job, the
-# queue and what the handlers kept (Volcano's default configuration and binpack).
-REPLAY_PLUGINS = DEFAULT_PLUGINS
 # A turn that started with more fitting nodes than this is not remembered (its check would
 # cost more than the turn saves).
 MAX_START_NODES = 64

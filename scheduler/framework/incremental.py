@@ -2,7 +2,7 @@
 
 A plugin decides through its callbacks alone (``Session.add_*_fn``). Everything here is
 optional and must not change a decision; a plugin that never touches it is correct, only
-slower. It has three parts, each kept by ``Incremental`` (one per session, ``ssn.incremental``):
+slower. It has four parts, each kept by ``Incremental`` (one per session, ``ssn.incremental``):
 
 - Speed hooks (``Speedups``), offered once per plugin with ``Session.add_speedups``: sort keys
   that give the same order as the plugin's order functions, a victim screen that rules whole
@@ -15,14 +15,20 @@ slower. It has three parts, each kept by ``Incremental`` (one per session, ``ssn
   compare equal; ``job_sums`` and ``job_map`` keep per-job figures summed or mapped, looking
   again only at jobs that changed (``scheduler.api.job_sums``). On the live snapshot they
   outlive the session.
+- Verdict reuse: the placer's node verdicts kept across sessions and allocate's replayed
+  turns (``scheduler.actions.placer``, ``scheduler.actions.retry``) hold for whole
+  configurations, proved for the plugins named here (``NODE_LOCAL_PLUGINS``,
+  ``JOB_LOCAL_PLUGINS``, ``REPLAY_PLUGINS``), not promised by one callback's hook: any other
+  plugin configured turns them off, which is correct, only slower.
 - The settled jobs (``scheduler.api.settled``): running gangs with nothing to do, which every
   pass skips while the snapshot's trail does not name them (``unsettled_jobs``); gang's close
   proposes them (``settling``) and the session's close settles those it found quiet
   (``settle_if_quiet``).
 
 ``Incremental(cluster, tiers, speedups=False)`` withholds all of it: hooks are ignored, memos
-derive every time, nothing settles. The differential tests run the built-in plugins both ways
-and require the same decisions (unit/test_sched_speedups_withheld.py).
+derive every time, no verdict is carried from another session, nothing settles. The
+differential tests run the built-in plugins both ways and require the same decisions
+(unit/test_sched_speedups_withheld.py).
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from caldera.api.volcano import PodGroupCondition, PodGroupPhase
 from scheduler.api.job_sums import JobMap, JobSums, Parts
 from scheduler.api.settled import SettledJobs
 from scheduler.api.types import PENDING_PHASES, ClusterInfo, JobInfo, Memo, QueueInfo, TaskInfo
+from scheduler.api.verdicts import VerdictMemory
 from scheduler.framework.plugin import CallbackKind
 
 V = TypeVar("V")
@@ -74,6 +81,44 @@ class Speedups:
     victim_screen: JobScreenFn | None = None
     allocatable_state: Callable[[QueueInfo], object] | None = None
 
+
+# Volcano's default configuration's plugins, and binpack.
+DEFAULT_PLUGINS = frozenset(
+    {
+        "priority",
+        "gang",
+        "conformance",
+        "overcommit",
+        "drf",
+        "predicates",
+        "proportion",
+        "nodeorder",
+        "binpack",
+    }
+)
+# Plugins whose predicates and node scores depend only on the pod and the node (or register
+# none): with only these configured, verdicts of unchanged nodes are reused.
+NODE_LOCAL_PLUGINS = DEFAULT_PLUGINS | frozenset(
+    {
+        "preemption-toleration",
+        # Register no predicate or node order at all:
+        "capacity",
+        "resourcequota",
+        "sla",
+        "pdb",
+        # registers no predicate or score: it steers jobs with networkTopology to a
+        # HyperNode's nodes, whose verdicts are the same (scheduler.actions.topology)
+        "network-topology-aware",
+    }
+)
+# Plugins whose node scores also depend on the pod's job and task (task-topology reads where
+# the job's other pods are on the node): with these, pods are equivalent only within one task
+# of one job.
+JOB_LOCAL_PLUGINS = frozenset({"task-topology"})
+# Plugins whose job readiness, queue allocatable and allocate handlers read only the job, the
+# queue and what the handlers kept: with only these configured, allocate replays a gang's
+# failed turn (scheduler.actions.retry).
+REPLAY_PLUGINS = DEFAULT_PLUGINS
 
 _NO_SPEEDUPS = Speedups()
 _ORDER_KEYS: Mapping[CallbackKind, Callable[[Speedups], Callable[[Any], Any] | None]] = {
@@ -246,6 +291,13 @@ class Incremental:
             values.refresh(self.cluster.jobs, None)
             return values
         return self.cluster.job_map(name, derive, context)
+
+    # ---- verdict reuse ----------------------------------------------------------------------
+
+    def verdict_memory(self) -> VerdictMemory | None:
+        """The verdicts carried across sessions (``ClusterInfo.verdicts``: the live snapshot's);
+        None when speedups are withheld or the snapshot keeps none."""
+        return self.cluster.verdicts if self.enabled else None
 
     # ---- settled jobs -----------------------------------------------------------------------
 
