@@ -31,7 +31,7 @@ PVCs, Events and the PodGroupPending warning, and the retry limit on failed writ
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import overload
 
 import msgspec
@@ -75,7 +75,7 @@ class ControllerLoopError(RuntimeError):
 
 # A desired PodGroup and what it was built from: (spec, labels, annotations) objects, and
 # (uid, PriorityClass values).
-_Desired = tuple[tuple[object, ...], tuple[str, dict[str, int]], PodGroup]
+_Desired = tuple[tuple[object, ...], tuple[str, Mapping[str, int]], PodGroup]
 # What a Job's spec object calls for before any sync: (the spec, sync_blocker, policy_problems).
 _Checked = tuple[object, Blocker | None, str]
 
@@ -114,9 +114,13 @@ class _Later(Sequence[Pod]):
 class JobController:
     """See the module docstring. A ``simulator.world.Watcher``."""
 
-    def __init__(self, world: World, timeline: Timeline) -> None:
+    def __init__(self, world: World, timeline: Timeline, *, admitted: bool = False) -> None:
+        """``admitted``: every Job the world gets passed the Job webhook's validation
+        (``simulator.admission``, as a trace's do), which refuses each Job that
+        ``sync_blocker`` or ``policy_problems`` would name: neither is asked again."""
         self.world = world
         self.timeline = timeline
+        self.admitted = admitted
         self.delayed = DelayedActions()
         self._inbox: dict[str, list[Item]] = {}
         self._dirty: dict[str, None] = {}  # Job keys to reconcile, in the order they came
@@ -250,7 +254,7 @@ class JobController:
         return checked
 
     def _execute(self, job: Job, decision: Decision) -> Job:
-        _, blocker, problems = self._checks(job)
+        blocker, problems = (None, "") if self.admitted else self._checks(job)[1:]
         course = execution(job, decision, blocker)
         if course.course is Course.NOTHING:
             return job
@@ -285,7 +289,7 @@ class JobController:
         """``build_podgroup`` for the Job, built again only when what it reads changed: the
         Job's spec, uid, labels and annotations (status writes keep these very objects) and
         the PriorityClasses' values."""
-        priorities = dict(self.world.priorities())
+        priorities = self.world.priorities()
         meta = job.metadata
         objects = (job.spec, meta.labels, meta.annotations)
         key = key_of(job)

@@ -117,7 +117,8 @@ class Simulation:
         self.registry = registry_for(mode, self._fifo_position)
         self.conf = conf_for(mode, conf, self._fifo_position)
         self.clocked = reads_clock(self.conf)
-        self.controller = JobController(self.world, self.timeline)
+        # The trace's Jobs were admitted (simulator.spec): none is held or refused.
+        self.controller = JobController(self.world, self.timeline, admitted=True)
         self.kubelet = Kubelet(self.world, self.timeline, bind_delay=cluster.timing.bind_delay)
         self.recorder = Recorder(
             self.world, queue_of={s.key: s.job.spec.queue for s in scenario.jobs}

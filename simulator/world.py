@@ -124,6 +124,7 @@ class World:
         for pc in priority_classes:
             self.classes.items[pc.metadata.name] = pc
             self.live.priority_class_changed(pc)
+        self._priorities = {pc.metadata.name: pc.value for pc in self.classes.items.values()}
 
     # ---- stamps ---------------------------------------------------------------------------------
 
@@ -149,7 +150,9 @@ class World:
         return bool(self.waiting_pods or self.pending_groups)
 
     def priorities(self) -> Mapping[str, int]:
-        return {pc.metadata.name: pc.value for pc in self.classes.items.values()}
+        """The PriorityClasses' values by name: the cluster file's, which never change (one
+        mapping for the run, read on every sync)."""
+        return self._priorities
 
     # ---- jobs -----------------------------------------------------------------------------------
 

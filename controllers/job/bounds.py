@@ -111,7 +111,9 @@ def note_holds(
     holds the Job), and the Warning Events (reason, message) to record: the first few problems
     when that note differs from the one the stored Job carries, so once per change, across
     restarts too, never once per sync."""
-    held = sorted(set(holds), key=lambda h: h[1])
+    given = tuple(holds)
+    # Sorted only when there are any: a Job is noted on every status it gets, held or not.
+    held = sorted(set(given), key=lambda h: h[1]) if given else []
     summary = held_summary(m for _, m in held) if held else ""
     message = with_held(status.state.message, summary)
     if message != status.state.message:

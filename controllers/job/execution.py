@@ -112,6 +112,8 @@ def status_after(
     ``controlled`` / ``released``: the controlledResources a sync adds and a kill dropped;
     ``holds``: what held the Job's pods back (Event reason, problem)."""
     status = apply_plan(job, p, counts, now)
-    status = with_controlled(status, controlled or {}, released)
-    status = note_problems(status, problems)
+    if controlled or released:
+        status = with_controlled(status, controlled or {}, released)
+    if problems:
+        status = note_problems(status, problems)
     return note_holds(job, status, holds)
