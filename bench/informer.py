@@ -86,6 +86,7 @@ from kubernetes_asyncio.client import Configuration
 
 from caldera.api import core
 from caldera.api.kinds import POD, KindInfo
+from caldera.api.names import pod_name
 from caldera.kube.client import KubeClient
 from caldera.kube.watch import WatchStream
 from informers.factory import default_transforms
@@ -195,7 +196,7 @@ def _pod(
     command: list[str],
     resource_version: int,
 ) -> dict[str, Any]:
-    name = f"{job}-{task}-{index}"
+    name = pod_name(job, task, index)
     created = _EPOCH + dt.timedelta(seconds=rng.randrange(86_400))
     t_created = created.strftime("%Y-%m-%dT%H:%M:%SZ")
     t_scheduled = _time(rng, created, 5)

@@ -28,6 +28,7 @@ from typing import Any
 import msgspec
 from matplotlib.figure import Figure
 
+from caldera.api.names import pod_name_prefix
 from simulator.baselines import Mode
 from simulator.engine import Limits, Simulation
 from simulator.loading import conf_text, load_conf, load_scenario, read_document
@@ -288,7 +289,7 @@ def split_share(run: RunResult, first: str, second: str) -> float:
             if pod.attempt != 1:
                 continue
             for task in (first, second):
-                if pod.pod.startswith(f"{job.job.split('/')[-1]}-{task}-"):
+                if pod.pod.startswith(pod_name_prefix(job.job.split("/")[-1], task)):
                     nodes[task].append(pod.node)
         for a in nodes[first]:
             for b in nodes[second]:

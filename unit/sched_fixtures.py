@@ -30,6 +30,7 @@ from caldera.api.core import (
     Toleration,
 )
 from caldera.api.meta import ObjectMeta
+from caldera.api.names import pod_name
 from caldera.api.resources import Resources
 from caldera.api.volcano import PodGroup
 from scheduler.actions.allocate import AllocateAction
@@ -295,7 +296,9 @@ def add_job(
         )
     for role, count in (roles or {}).items():
         tasks.extend(
-            make_task(name, i, requests, namespace=namespace, role=role, name=f"{name}-{role}-{i}")
+            make_task(
+                name, i, requests, namespace=namespace, role=role, name=pod_name(name, role, i)
+            )
             for i in range(count)
         )
     job = make_job(

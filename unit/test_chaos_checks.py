@@ -7,6 +7,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from caldera.api.names import pod_name
 from e2e.chaos.checks import (
     PodGroupCounts,
     PodLedger,
@@ -24,7 +25,7 @@ from e2e.chaos.workload import EXIT_CODE, GONE, Shape, make_workload
 
 
 def life(uid: str, created: float, *, index: str = "0", **kw: object) -> PodLife:
-    base = PodLife(uid, f"j-w-{index}", "j", "w", index, "pg", (100, 0), created)
+    base = PodLife(uid, pod_name("j", "w", int(index)), "j", "w", index, "pg", (100, 0), created)
     for key, value in kw.items():
         setattr(base, key, value)
     return base

@@ -88,7 +88,7 @@ def _eager_reference(the_job: Job, pods: list[Pod]) -> tuple[set[str], set[str],
     """What the eager planner did (every slot listed): names to create, to delete, missing."""
     create, delete, missing = set(), set(), 0
     for task in the_job.spec.tasks:
-        slots = {f"{the_job.metadata.name}-{task.name}-{i}" for i in range(task.replicas)}
+        slots = {pod_name(the_job.metadata.name, task.name, i) for i in range(task.replicas)}
         existing = {
             p.metadata.name: p for p in pods if p.metadata.annotations[TASK_SPEC_KEY] == task.name
         }

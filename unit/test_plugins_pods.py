@@ -16,6 +16,7 @@ import msgspec
 import pytest
 import yaml
 
+from caldera.api.names import pod_name
 from caldera.api.volcano import Job
 from controllers.job.plugins import PluginSet, build_plugins, generate_key_pair
 from controllers.job.plugins.ssh import SSHKeyPair
@@ -65,7 +66,7 @@ def bare_pod(job: Job, task_name: str, index: int) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": f"{job.metadata.name}-{task_name}-{index}", "namespace": NS},
+        "metadata": {"name": pod_name(job.metadata.name, task_name, index), "namespace": NS},
         "spec": copy.deepcopy(task.template.get("spec", {})),
     }
 

@@ -119,17 +119,18 @@ def wrong_jobs(plans: Sequence[JobPlan], final: Mapping[str, str]) -> list[tuple
 
 
 def duplicates(lives: Iterable[PodLife]) -> list[tuple[str, str, str]]:
-    """Pairs of pods (two UIDs) alive at once for the same ``<job>-<task>-<index>``."""
+    """Pairs of pods (two UIDs) alive at once for the same task index of a Job (the same pod
+    name), by that name."""
     by_slot: dict[tuple[str, str, str], list[PodLife]] = defaultdict(list)
     for life in lives:
         by_slot[(life.job, life.task, life.index)].append(life)
     found = []
-    for (job, task, index), slot in by_slot.items():
+    for slot in by_slot.values():
         slot.sort(key=lambda life: life.created)
         for earlier, later in itertools.pairwise(slot):
             end = earlier.end_of_life
             if end is None or later.created < end:
-                found.append((f"{job}-{task}-{index}", earlier.uid, later.uid))
+                found.append((earlier.name, earlier.uid, later.uid))
     return found
 
 
