@@ -15,7 +15,9 @@ The loop:
 - `simulator.controller`: the job controller's decision path (controllers.job.inbox and
   execution) on the world, Commands included;
 - `simulator.kubelet`: pods start after the bind delay and end as their workload says;
-- `simulator.baselines`: the modes: the configured scheduler, pod by pod, FIFO without queues.
+- `simulator.baselines`: the modes: the configured scheduler, pod by pod, FIFO without queues;
+- `simulator.stepping`: the same loop one session at a time, every session run, for tests that
+  reason about the sequence of decisions (the scheduler's settle property test).
 
 Output:
 
@@ -25,7 +27,6 @@ Output:
 - `simulator.experiments`: the seed experiments of examples/experiments/ (``make experiments``);
 - `simulator.synthetic`: a seeded trace of a busy GPU cluster (benchmark, smoke test).
 
-`simulator.cluster` is the scheduler's older session-stepped virtual cluster, used by the
-scheduler's settle property test. An import-linter contract keeps the whole package free of the
-API client, informers, aiohttp and asyncio.
+An import-linter contract keeps the whole package free of the API client, informers, aiohttp
+and asyncio.
 """
