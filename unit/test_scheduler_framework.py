@@ -5,6 +5,7 @@ job updater's rules."""
 from __future__ import annotations
 
 import datetime as dt
+from operator import attrgetter
 
 import pytest
 from hypothesis import given
@@ -15,7 +16,7 @@ from caldera.api.volcano import PodGroupCondition
 from scheduler.api.types import ClusterInfo, JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus
 from scheduler.conf import DEFAULT_CONF, ConfError, parse_conf
 from scheduler.framework.incremental import Speedups
-from scheduler.framework.plugin import Arguments, PluginOption
+from scheduler.framework.plugin import Arguments, CallbackKind, PluginOption
 from scheduler.framework.session import Session
 from scheduler.framework.status import podgroup_status, queue_allocation, status_changed
 
@@ -224,6 +225,38 @@ def test_task_order_keys_sort_as_the_order_functions(specs: list[tuple[int, int]
     assert [t.key for t in sorted(tasks, key=one.task_order_key())] == [
         t.key for t in sorted(tasks, key=alone.task_order_key())
     ]
+
+
+def test_the_hooks_in_use_follow_registrations_and_speedups() -> None:
+    """What the session resolved of the plugins' hooks (sort keys, victim screens, allocatable
+    states) is resolved again after a later registration or ``add_speedups``."""
+    tiers = [[PluginOption("p"), PluginOption("q")]]
+    ssn = Session(_cluster(jobs={"a": 1}), tiers)
+    queue = ssn.queues["default"]
+    ssn.add_task_order_fn("p", lambda a, b: 0)
+    ssn.add_allocatable_fn("p", lambda q, t: True)
+    ssn.add_reclaimable_fn("p", lambda t, c: list(c))
+    assert ssn.task_order_signature() is None
+    assert ssn.allocatable_state(queue) is None
+    assert ssn.victim_screens(CallbackKind.RECLAIMABLE) == []
+    never = lambda preemptor, job: False  # noqa: E731
+    ssn.add_speedups(
+        "p",
+        Speedups(
+            task_order_key=lambda t: 0, allocatable_state=attrgetter("name"), victim_screen=never
+        ),
+    )
+    assert ssn.task_order_signature() == ("p",)
+    assert ssn.allocatable_state(queue) == ("default",)
+    assert ssn.victim_screens(CallbackKind.RECLAIMABLE) == [("p", never)]
+    ssn.add_task_order_fn("q", lambda a, b: 0)  # no key: the order is compared again
+    ssn.add_allocatable_fn("q", lambda q, t: True)
+    assert ssn.task_order_signature() is None
+    assert ssn.allocatable_state(queue) is None
+    withheld = Session(_cluster(jobs={}), tiers, speedups=False)
+    withheld.add_task_order_fn("p", lambda a, b: 0)
+    withheld.add_speedups("p", Speedups(task_order_key=lambda t: 0))
+    assert withheld.task_order_signature() is None
 
 
 def test_votes_reject_wins_and_permit_decides_a_tier() -> None:

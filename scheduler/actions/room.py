@@ -212,7 +212,8 @@ class RoomFinder:
         self.allowed: frozenset[str] | None = None
         self._placers: dict[frozenset[str], Placer] = {}
         self.victim_key = ssn.victim_order_key()
-        self.choose = ssn.preemptable if kind is CallbackKind.PREEMPTABLE else ssn.reclaimable
+        self.preempting = kind is CallbackKind.PREEMPTABLE  # else reclaiming
+        self.choose = ssn.preemptable if self.preempting else ssn.reclaimable
         self._by_queue: dict[str, list[JobInfo]] | None = None
         self._why: dict[tuple[object, ...], str] = {}
 
@@ -249,13 +250,13 @@ class RoomFinder:
         known = self._why.get(key)
         if known is not None:
             return known
-        action = "preemption" if self.kind is CallbackKind.PREEMPTABLE else "reclaim"
-        if self.kind is CallbackKind.RECLAIMABLE and not self.ssn.preemptive(queue, [preemptor]):
+        action = "preemption" if self.preempting else "reclaim"
+        if not self.preempting and not self.ssn.preemptive(queue, [preemptor]):
             text = (
                 f"{action} considered: queue {queue.name} may not reclaim this pod: with it, "
                 "the queue would exceed its deserved share"
             )
-        elif self.kind is CallbackKind.PREEMPTABLE and not queue_takes(self.ssn, queue, preemptor):
+        elif self.preempting and not queue_takes(self.ssn, queue, preemptor):
             text = (
                 f"{action} considered: queue {queue.name} may not take more now (overused, or "
                 "beyond its deserved share)"

@@ -204,18 +204,18 @@ class Incremental:
                 screens.append((plugin, screen))
         return screens
 
-    def allocatable_state(
-        self, plugins: Iterable[str], queue: QueueInfo
-    ) -> tuple[object, ...] | None:
-        """What ``plugins``' allocatable functions read of the session for ``queue``; None
-        when one does not say."""
+    def allocatable_states(
+        self, plugins: Iterable[str]
+    ) -> list[Callable[[QueueInfo], object]] | None:
+        """The ``allocatable_state`` hooks of ``plugins`` (the allocatable functions'), in
+        order; None unless each has one."""
         states = []
         for plugin in plugins:
             state = self.of(plugin).allocatable_state
             if state is None:
                 return None
-            states.append(state(queue))
-        return tuple(states)
+            states.append(state)
+        return states
 
     def close(self) -> None:
         """Drop the hooks once the session is over (they refer to the plugins, which may

@@ -64,6 +64,10 @@ _PREDICATE = CallbackKind.PREDICATE
 _NODE_ORDER = CallbackKind.NODE_ORDER
 _JOB_READY = CallbackKind.JOB_READY
 _JOB_VALID = CallbackKind.JOB_VALID
+_JOB_PIPELINED = CallbackKind.JOB_PIPELINED
+_JOB_ENQUEUEABLE = CallbackKind.JOB_ENQUEUEABLE
+_JOB_ENQUEUED = CallbackKind.JOB_ENQUEUED
+_JOB_STARVING = CallbackKind.JOB_STARVING
 _PREEMPTABLE = CallbackKind.PREEMPTABLE
 _RECLAIMABLE = CallbackKind.RECLAIMABLE
 _PREEMPTIVE = CallbackKind.PREEMPTIVE
@@ -220,6 +224,10 @@ class Session:
         # Each kind's functions grouped by tier, in tier order (``_vote``), kept until the next
         # registration.
         self._tiers: dict[CallbackKind, list[list[_Registered]]] = {}
+        # The plugins' speed hooks each combination uses (their sort keys by kind, victim
+        # screens by kind, allocatable states), resolved once and kept until the next
+        # registration: asked per heap, per preemptor and per turn.
+        self._hooks: dict[object, Any] = {}
         self.result = SessionResult()
         self.total_resource = cluster.total_allocatable()
         # The PodGroup condition a plugin (gang) set for a job in this session.
@@ -303,12 +311,14 @@ class Session:
         if not kind.switch or option.enabled(kind.switch):
             self._fns.setdefault(kind, []).append(_Registered(tier, plugin, fn))
             self._tiers.pop(kind, None)
+            self._hooks.clear()
 
     def add_speedups(self, plugin: str, speedups: Speedups) -> None:
         """Opt ``plugin`` into the incremental layer: its speed hooks, each standing for its
         callback of that kind (scheduler.framework.incremental). Optional: without them the
         session calls the callbacks."""
         self.incremental.add(plugin, speedups)
+        self._hooks.clear()
 
     def add_job_order_fn(self, plugin: str, fn: OrderFn[JobInfo]) -> None:
         self._add(_JOB_ORDER, plugin, fn)
@@ -332,19 +342,19 @@ class Session:
         self._add(_JOB_READY, plugin, fn)
 
     def add_job_pipelined_fn(self, plugin: str, fn: VoteFn) -> None:
-        self._add(CallbackKind.JOB_PIPELINED, plugin, fn)
+        self._add(_JOB_PIPELINED, plugin, fn)
 
     def add_job_valid_fn(self, plugin: str, fn: JobValidFn) -> None:
         self._add(_JOB_VALID, plugin, fn)
 
     def add_job_enqueueable_fn(self, plugin: str, fn: VoteFn) -> None:
-        self._add(CallbackKind.JOB_ENQUEUEABLE, plugin, fn)
+        self._add(_JOB_ENQUEUEABLE, plugin, fn)
 
     def add_job_enqueued_fn(self, plugin: str, fn: Callable[[JobInfo], None]) -> None:
-        self._add(CallbackKind.JOB_ENQUEUED, plugin, fn)
+        self._add(_JOB_ENQUEUED, plugin, fn)
 
     def add_job_starving_fn(self, plugin: str, fn: VoteFn) -> None:
-        self._add(CallbackKind.JOB_STARVING, plugin, fn)
+        self._add(_JOB_STARVING, plugin, fn)
 
     def add_preemptable_fn(self, plugin: str, fn: VictimsFn) -> None:
         self._add(_PREEMPTABLE, plugin, fn)
@@ -375,6 +385,15 @@ class Session:
         """The plugins whose ``kind`` callbacks are registered, in order."""
         return [reg.plugin for reg in self._registered(kind)]
 
+    def _order_keys(self, kind: CallbackKind) -> list[Callable[[Any], Any]] | None:
+        """The sort keys of ``kind``'s order functions, None unless each has one."""
+        hooks = self._hooks
+        if kind in hooks:
+            keys: list[Callable[[Any], Any]] | None = hooks[kind]
+            return keys
+        keys = hooks[kind] = self.incremental.order_keys(kind, self._plugins(kind))
+        return keys
+
     # ---- combination ------------------------------------------------------------------------
 
     def _order(self, kind: CallbackKind, left: T, right: T) -> int:
@@ -393,7 +412,7 @@ class Session:
         and the actions change only the job whose turn it is, out of the heap (allocate,
         enqueue). Otherwise, the functions compared at comparison time, as Volcano's
         priority queues do."""
-        keys = self.incremental.order_keys(_JOB_ORDER, self._plugins(_JOB_ORDER))
+        keys = self._order_keys(_JOB_ORDER)
         if keys is not None:
             return job_key_tuple(keys)
         return self.job_order_compare_key()
@@ -416,7 +435,7 @@ class Session:
         every queue order function, a tuple taken once per queue (an action changes only the
         queue whose turn it is, out of its heap); otherwise the functions compared at each
         comparison."""
-        funcs = self.incremental.order_keys(_QUEUE_ORDER, self._plugins(_QUEUE_ORDER))
+        funcs = self._order_keys(_QUEUE_ORDER)
         if funcs is not None:
             return lambda queue: (*[key(queue) for key in funcs], queue.name)
 
@@ -428,13 +447,12 @@ class Session:
     def task_order_signature(self) -> tuple[str, ...] | None:
         """What names the task order across sessions: the plugins whose task order functions
         give it, when each has a key (a function of the task alone); None otherwise."""
-        plugins = self._plugins(_TASK_ORDER)
-        if self.incremental.order_keys(_TASK_ORDER, plugins) is None:
+        if self._order_keys(_TASK_ORDER) is None:
             return None
-        return tuple(plugins)
+        return tuple(self._plugins(_TASK_ORDER))
 
     def task_order_key(self) -> Callable[[TaskInfo], Any]:
-        funcs = self.incremental.order_keys(_TASK_ORDER, self._plugins(_TASK_ORDER))
+        funcs = self._order_keys(_TASK_ORDER)
         if funcs is not None:
             # The first function that tells two tasks apart decides, then the task's key:
             # exactly the order of tuples.
@@ -512,16 +530,16 @@ class Session:
         return default
 
     def job_pipelined(self, job: JobInfo) -> bool:
-        return self._vote(CallbackKind.JOB_PIPELINED, job, default=True)
+        return self._vote(_JOB_PIPELINED, job, default=True)
 
     def job_enqueueable(self, job: JobInfo) -> bool:
-        return self._vote(CallbackKind.JOB_ENQUEUEABLE, job, default=True)
+        return self._vote(_JOB_ENQUEUEABLE, job, default=True)
 
     def job_starving(self, job: JobInfo) -> bool:
-        return self._vote(CallbackKind.JOB_STARVING, job, default=False)
+        return self._vote(_JOB_STARVING, job, default=False)
 
     def job_enqueued(self, job: JobInfo) -> None:
-        for reg in self._registered(CallbackKind.JOB_ENQUEUED):
+        for reg in self._registered(_JOB_ENQUEUED):
             reg.fn(job)
 
     @staticmethod
@@ -616,7 +634,15 @@ class Session:
     def allocatable_state(self, queue: QueueInfo) -> tuple[object, ...] | None:
         """What every allocatable function reads of the session for ``queue`` (their plugins'
         ``Speedups.allocatable_state``); None when one does not say."""
-        return self.incremental.allocatable_state(self._plugins(_ALLOCATABLE), queue)
+        key = _ALLOCATABLE
+        hooks = self._hooks
+        if key in hooks:
+            states = hooks[key]
+        else:
+            states = hooks[key] = self.incremental.allocatable_states(self._plugins(key))
+        if states is None:
+            return None
+        return tuple([state(queue) for state in states])
 
     def answering_handlers(self) -> list[tuple[Callable[[TaskInfo], None], ...]]:
         """The allocate handlers (allocate, deallocate) of the plugins that answer
@@ -636,7 +662,13 @@ class Session:
     def victim_screens(self, kind: CallbackKind) -> list[tuple[str, JobScreenFn]]:
         """The victim screens of the plugins of ``kind``'s deciding victim functions, by plugin
         (to tell a user which plugin rules a job out)."""
-        return self.incremental.victim_screens(reg.plugin for reg in self._deciding(kind))
+        key = ("screens", kind)
+        hooks = self._hooks
+        if key not in hooks:
+            plugins = [reg.plugin for reg in self._deciding(kind)]
+            hooks[key] = self.incremental.victim_screens(plugins)
+        screens: list[tuple[str, JobScreenFn]] = hooks[key]
+        return screens
 
     def record_event(
         self, kind: str, namespace: str, name: str, type_: str, reason: str, message: str

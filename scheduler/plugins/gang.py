@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -245,12 +246,7 @@ class GangPlugin:
         def starving(job: JobInfo) -> int:
             return 1 if job.is_starving() else -1
 
-        incremental = ssn.incremental
-
-        def valid(job: JobInfo) -> ValidateResult | None:
-            return job_valid(incremental, job)
-
-        ssn.add_job_valid_fn(self.name, valid)
+        ssn.add_job_valid_fn(self.name, functools.partial(job_valid, ssn.incremental))
         ssn.add_job_ready_fn(self.name, ready_fn)
         ssn.add_job_pipelined_fn(self.name, job_pipelined)
         ssn.add_job_order_fn(self.name, job_order)
