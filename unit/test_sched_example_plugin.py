@@ -47,6 +47,7 @@ tiers:
 
 def test_the_guide_shows_the_module_word_for_word() -> None:
     guide = (REPO / "docs" / "architecture.md").read_text()
+    assert "\n## Writing a plugin\n" in guide, "docs/architecture.md has no 'Writing a plugin'"
     section = guide.split("\n## Writing a plugin\n", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```python\n(.*?)\n```", section, flags=re.DOTALL)
     module = Path(example_rank.__file__).read_text().rstrip("\n")
