@@ -15,8 +15,9 @@ can let a gang in another reclaim.
 
 A real session still runs at least every ``MAX_QUIET_SECONDS`` (kube-scheduler flushes its
 unschedulable pods on a timer too): insurance against an event that was never noted. A plugin
-whose answer changes at a known moment (sla: a job's waiting time runs out) asks for a session
-then (``SessionResult.revisit_after``), so skipping stays exact without running every period.
+whose answer changes at a known moment (sla: a job's waiting time runs out; cdp: a victim's
+cooldown ends) asks for a session then (``SessionResult.revisit_after``), so skipping stays
+exact without running every period.
 """
 
 from __future__ import annotations

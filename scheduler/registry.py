@@ -13,6 +13,7 @@ from scheduler.actions.reclaim import ReclaimAction
 from scheduler.framework.runner import ActionFactory, PluginFactory, Registry
 from scheduler.plugins.binpack import BinpackPlugin
 from scheduler.plugins.capacity import CapacityPlugin
+from scheduler.plugins.cdp import CooldownProtectionPlugin
 from scheduler.plugins.conformance import ConformancePlugin
 from scheduler.plugins.drf import DrfPlugin
 from scheduler.plugins.gang import GangPlugin
@@ -47,6 +48,7 @@ PLUGINS: dict[str, PluginFactory] = {
         SlaPlugin,
         PdbPlugin,
         NetworkTopologyAwarePlugin,
+        CooldownProtectionPlugin,
     )
 }
 
