@@ -103,6 +103,10 @@ def sync_blocker(job: Job) -> Blocker | None:
     return None
 
 
+# How a note of `held_summary` opens ("[held: "), to tell cheaply a message that has none.
+_NOTE_OPENS = held_summary(["-"]).partition("-")[0]
+
+
 def note_holds(
     job: Job, status: JobStatus, holds: Iterable[tuple[str, str]]
 ) -> tuple[JobStatus, tuple[tuple[str, str], ...]]:
@@ -112,8 +116,9 @@ def note_holds(
     when that note differs from the one the stored Job carries, so once per change, across
     restarts too, never once per sync."""
     given = tuple(holds)
-    # Sorted only when there are any: a Job is noted on every status it gets, held or not.
-    held = sorted(set(given), key=lambda h: h[1]) if given else []
+    if not given and _NOTE_OPENS not in status.state.message:
+        return status, ()  # nothing holds the Job, nor did: every status of every Job comes here
+    held = sorted(set(given), key=lambda h: h[1])
     summary = held_summary(m for _, m in held) if held else ""
     message = with_held(status.state.message, summary)
     if message != status.state.message:

@@ -385,5 +385,11 @@ def events_first(items: Sequence[T]) -> list[T]:
     when the controller lags behind a burst; the policies run first, as they would have with
     the events handled one at a time. Plain syncs are alike, so one is enough.
     """
-    syncs = [item for item in items if plain_sync(item)]
-    return [item for item in items if not plain_sync(item)] + syncs[-1:]
+    ordered: list[T] = []
+    last_sync: list[T] = []
+    for item in items:  # one pass: every reconcile of every Job orders its batch
+        if plain_sync(item):
+            last_sync = [item]
+        else:
+            ordered.append(item)
+    return ordered + last_sync

@@ -27,7 +27,13 @@ from caldera.api.core import Pod, PodPhase
 from caldera.api.volcano import POLICY_ACTIONS, Action, Command, Job
 from controllers.job import events
 from controllers.job.events import Request, events_first, plain_sync
-from controllers.job.policy import Decision, DelayedAction, DelayedActions, waits_for_events
+from controllers.job.policy import (
+    SYNC,
+    Decision,
+    DelayedAction,
+    DelayedActions,
+    waits_for_events,
+)
 
 __all__ = [
     "Batch",
@@ -113,6 +119,7 @@ class Turn:
 
 
 _NOTHING = Turn()
+_SYNC = Turn(SYNC)
 
 
 class Batch:
@@ -160,6 +167,8 @@ class Batch:
             return Turn(armed=armed)  # the batch's last item syncs, after the events before it
         if waits_for_events(decision, posted):
             return Turn(armed=armed, post_sync=True)  # they come next; the sync follows them
+        if decision is SYNC and armed is None:
+            return _SYNC  # most items: one Turn for them all
         return Turn(decision, armed)
 
     @staticmethod

@@ -36,6 +36,7 @@ from controllers.job.state import JOB_TARGET, MAX_MESSAGE, Target, TargetKind
 __all__ = [
     "INTERNAL_ACTIONS",
     "INTERNAL_EVENTS",
+    "SYNC",
     "TERMINATE",
     "Decision",
     "DelayedAction",
