@@ -75,7 +75,7 @@ class ControllerLoopError(RuntimeError):
 
 # A desired PodGroup and what it was built from: (spec, labels, annotations) objects, and
 # (uid, PriorityClass values).
-_Desired = tuple[tuple[object, ...], tuple[str, Mapping[str, int]], PodGroup]
+_Desired = tuple[tuple[object, object, object], tuple[str, Mapping[str, int]], PodGroup]
 # What a Job's spec object calls for before any sync: (the spec, sync_blocker, policy_problems).
 _Checked = tuple[object, Blocker | None, str]
 
@@ -291,16 +291,19 @@ class JobController:
         the PriorityClasses' values."""
         priorities = self.world.priorities()
         meta = job.metadata
-        objects = (job.spec, meta.labels, meta.annotations)
         key = key_of(job)
         kept = self._desired.get(key)
-        if (
-            kept is not None
-            and all(a is b for a, b in zip(kept[0], objects, strict=True))
-            and kept[1] == (meta.uid, priorities)
-        ):
-            return kept[2]
+        if kept is not None:
+            (spec, labels, annotations), read, desired = kept
+            if (
+                spec is job.spec
+                and labels is meta.labels
+                and annotations is meta.annotations
+                and read == (meta.uid, priorities)
+            ):
+                return desired
         desired = build_podgroup(job, priority_lookup(priorities))
+        objects = (job.spec, meta.labels, meta.annotations)
         self._desired[key] = (objects, (meta.uid, priorities), desired)
         return desired
 
