@@ -102,6 +102,7 @@ NODE_LOCAL_PLUGINS = DEFAULT_PLUGINS | frozenset(
     {
         "preemption-toleration",
         # Register no predicate or node order at all:
+        "cdp",
         "capacity",
         "resourcequota",
         "sla",
