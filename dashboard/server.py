@@ -1,0 +1,284 @@
+"""The dashboard's HTTP server: routes that read the cache, build a page's model with the pure
+modules and render it with Jinja2; the live-update stream; static files.
+
+Every page works without JavaScript. With it, ``static/live.js`` opens ``/events?topic=...``
+(the topic the page names in ``data-topic``) and, on each ``changed`` message, fetches the same
+URL with the header ``X-Fragment: 1``, for which the server renders only the page's content
+block, and swaps it in.
+
+Everything a tenant can name (object names, labels, Event messages, the wait record) is
+escaped by Jinja2's autoescaping; the Content-Security-Policy allows scripts and styles from the
+server only, so an escaped string could not run even if it got through. The server answers only
+requests addressed to it by a loopback name (`LOCAL_HOSTS`): a web page the user visits cannot
+reach it through a DNS name rebound to 127.0.0.1 (DNS rebinding).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import jinja2
+from aiohttp import web
+
+from caldera.api.core import Event
+from dashboard import topics
+from dashboard.cache import ClusterCache
+from dashboard.jobpage import build_job_page
+from dashboard.jobs import MAX_ROWS, PHASES, FilterError, JobFilter, job_rows, parse_filter
+from dashboard.live import Hub
+from dashboard.overview import build_overview, queue_bars
+
+__all__ = ["CACHE", "HUB", "make_app"]
+
+HERE: Final = Path(__file__).resolve().parent
+CACHE: Final = web.AppKey("cache", ClusterCache)
+HUB: Final = web.AppKey("hub", Hub)
+ReadEvents = Callable[[str, Sequence[str]], Awaitable[list[Event] | None]]
+Clock = Callable[[], dt.datetime]
+READ_EVENTS: Final = web.AppKey[ReadEvents]("read_events")
+CLOCK: Final = web.AppKey[Clock]("clock")
+TEMPLATES: Final = web.AppKey("templates", jinja2.Environment)
+
+LOCAL_HOSTS: Final = frozenset({"127.0.0.1", "localhost", "[::1]"})
+# A live stream says something at least this often, so a dead client is noticed.
+KEEPALIVE_SECONDS: Final = 15.0
+# A client that cannot take a message in this long is dropped.
+WRITE_TIMEOUT: Final = 5.0
+CSP: Final = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+    "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+async def _no_events(_namespace: str, _uids: Sequence[str]) -> list[Event] | None:
+    return None
+
+
+def templates() -> jinja2.Environment:
+    """The page templates; autoescaped, and an undefined name is an error, not blank."""
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(HERE / "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.globals["phases"] = PHASES
+    return env
+
+
+@web.middleware
+async def _guard(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    """Loopback hosts only (see the module docstring); security headers on every answer."""
+    host = request.host.rsplit(":", 1)[0] if not request.host.endswith("]") else request.host
+    if host not in LOCAL_HOSTS:
+        raise web.HTTPMisdirectedRequest(text="the dashboard answers only on a loopback address\n")
+    if request.method not in ("GET", "HEAD"):
+        raise web.HTTPMethodNotAllowed(request.method, ["GET", "HEAD"])
+    started = time.perf_counter()
+    response = await handler(request)
+    if not isinstance(response, web.FileResponse) and response.content_type == "text/html":
+        # The whole server time of a page (the model, the template), for the browser's tools.
+        elapsed = (time.perf_counter() - started) * 1000
+        response.headers["Server-Timing"] = f"app;dur={elapsed:.1f}"
+    response.headers["Content-Security-Policy"] = CSP
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    response.headers["Referrer-Policy"] = "no-referrer"
+    return response
+
+
+def _render(
+    request: web.Request, name: str, context: Mapping[str, Any], *, status: int = 200
+) -> web.Response:
+    """The page, or only its content block for a live update (``X-Fragment: 1``)."""
+    env = request.app[TEMPLATES]
+    template = env.get_template(name)
+    ctx = {"cache": request.app[CACHE], "request_path": request.path_qs, **context}
+    if request.headers.get("X-Fragment") == "1":
+        body = "".join(template.blocks["content"](template.new_context(ctx)))
+    else:
+        body = template.render(ctx)
+    return web.Response(
+        text=body, status=status, content_type="text/html", headers={"Cache-Control": "no-store"}
+    )
+
+
+def _not_found(request: web.Request, what: str) -> web.Response:
+    return _render(
+        request, "error.html", {"title": "Not found", "message": what, "topic": ""}, status=404
+    )
+
+
+async def overview(request: web.Request) -> web.Response:
+    cache = request.app[CACHE]
+    model = build_overview(
+        cache.queues.list(), cache.jobs.list(), cache.nodes.list(), cache.pods.list()
+    )
+    return _render(
+        request, "overview.html", {"title": "Overview", "model": model, "topic": topics.OVERVIEW}
+    )
+
+
+async def job_list(request: web.Request) -> web.Response:
+    cache = request.app[CACHE]
+    try:
+        flt = parse_filter(request.query)
+    except FilterError as exc:
+        context = {
+            "title": "Jobs",
+            "rows": [],
+            "more": 0,
+            "filter": JobFilter(),
+            "error": str(exc),
+            "topic": "",
+        }
+        return _render(request, "jobs.html", context, status=400)
+    jobs = cache.jobs_in_queue(flt.queue) if flt.queue else cache.jobs.list()
+    rows = job_rows(jobs, cache.podgroups_of(jobs), cache.priorities(), request.app[CLOCK](), flt)
+    context = {
+        "title": "Jobs",
+        "rows": rows[:MAX_ROWS],
+        "more": max(0, len(rows) - MAX_ROWS),
+        "filter": flt,
+        "error": "",
+        "topic": topics.JOBS,
+    }
+    return _render(request, "jobs.html", context)
+
+
+async def queue_page(request: web.Request) -> web.Response:
+    cache = request.app[CACHE]
+    name = request.match_info["name"]
+    queue = cache.queues.get(name)
+    jobs = cache.jobs_in_queue(name)
+    if queue is None and not jobs:
+        return _not_found(
+            request, f"queue {name!r} is not in the cache (no such queue, and no job names it)"
+        )
+    try:
+        flt = parse_filter({**request.query, "queue": ""})
+    except FilterError as exc:
+        return _render(
+            request,
+            "error.html",
+            {"title": "Bad filter", "message": str(exc), "topic": ""},
+            status=400,
+        )
+    rows = job_rows(jobs, cache.podgroups_of(jobs), cache.priorities(), request.app[CLOCK](), flt)
+    context = {
+        "title": f"Queue {name}",
+        "name": name,
+        "queue": queue,
+        "bars": queue_bars(queue) if queue is not None else (),
+        "rows": rows[:MAX_ROWS],
+        "more": max(0, len(rows) - MAX_ROWS),
+        "pending": sum(1 for r in rows if r.waiting),
+        "filter": flt,
+        "topic": topics.queue_topic(name),
+    }
+    return _render(request, "queue.html", context)
+
+
+async def job_page(request: web.Request) -> web.Response:
+    cache = request.app[CACHE]
+    namespace, name = request.match_info["namespace"], request.match_info["name"]
+    job = cache.job(namespace, name)
+    if job is None:
+        return _not_found(
+            request,
+            f"job {namespace}/{name} is not in the cache (no such job, or not visible to you)",
+        )
+    podgroup = cache.podgroup_of(job)
+    pods = cache.pods_of(job)
+    uids = [job.metadata.uid]
+    if podgroup is not None:
+        uids.append(podgroup.metadata.uid)
+    uids += [p.metadata.uid for p in pods]
+    events = await request.app[READ_EVENTS](namespace, uids)
+    model = build_job_page(job, podgroup, pods, events, request.app[CLOCK]())
+    context = {
+        "title": f"Job {namespace}/{name}",
+        "job": model,
+        "topic": topics.job_topic(namespace, name),
+    }
+    return _render(request, "job.html", context)
+
+
+async def live(request: web.Request) -> web.StreamResponse:
+    """The server-sent events of one topic: ``event: changed`` once per burst of changes."""
+    topic = request.query.get("topic", "")
+    if not topics.valid_topic(topic):
+        raise web.HTTPBadRequest(text=f"unknown topic {topic[:80]!r}\n")
+    hub = request.app[HUB]
+    sub = hub.subscribe(topic)
+    if sub is None:
+        raise web.HTTPServiceUnavailable(
+            text=f"{hub.max_clients} live pages are open; this one is not updated live\n",
+            headers={"Retry-After": "30"},
+        )
+    response = web.StreamResponse(
+        headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store"}
+    )
+    try:
+        await response.prepare(request)
+        await response.write(b"retry: 2000\n\n")
+        while True:
+            try:
+                async with asyncio.timeout(KEEPALIVE_SECONDS):
+                    changed = await sub.next()
+                message = f"event: changed\ndata: {topic}\n\n" if changed else ""
+            except TimeoutError:
+                message = ": keepalive\n\n"
+            if not message:
+                break  # dropped for falling behind, or the server stops
+            async with asyncio.timeout(WRITE_TIMEOUT):
+                await response.write(message.encode())
+    except (TimeoutError, ConnectionResetError):
+        pass  # a client that cannot keep up, or gone: its subscription ends below
+    finally:
+        hub.unsubscribe(sub)
+    return response
+
+
+async def healthz(_request: web.Request) -> web.Response:
+    return web.Response(text="ok\n")
+
+
+def make_app(
+    cache: ClusterCache,
+    hub: Hub,
+    *,
+    read_events: ReadEvents = _no_events,
+    clock: Clock = _now,  # a fixed clock for tests
+) -> web.Application:
+    """The dashboard's application over `cache`; `read_events` reads a job page's Events."""
+    app = web.Application(middlewares=[_guard])
+    app[CACHE] = cache
+    app[HUB] = hub
+    app[READ_EVENTS] = read_events
+    app[CLOCK] = clock
+    app[TEMPLATES] = templates()
+
+    async def close_streams(_app: web.Application) -> None:
+        hub.close()  # ends every live stream, so shutdown does not wait for them
+
+    app.on_shutdown.append(close_streams)
+    app.router.add_get("/", overview)
+    app.router.add_get("/jobs", job_list)
+    app.router.add_get("/jobs/{namespace}/{name}", job_page)
+    app.router.add_get("/queues/{name}", queue_page)
+    app.router.add_get("/events", live)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_static("/static/", HERE / "static")
+    return app

@@ -1,0 +1,228 @@
+"""The dashboard's routes over a static cache (aiohttp's test client, no API server): pages,
+escaping of what tenants write, 404s and bad filters, the live fragment, the loopback guard,
+and the live stream with its bounds."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from caldera.api.core import Event
+from caldera.api.meta import ObjectMeta, ObjectReference
+from dashboard.cache import ClusterCache
+from dashboard.live import Hub
+from dashboard.server import make_app
+from unit.dashboard_objects import T0, job, node, pod, podgroup, queue, ts
+
+NOW = T0 + dt.timedelta(minutes=10)
+EVIL = '<script>alert("x")</script>'
+
+Client = TestClient[Any, Any]
+
+
+def _cache() -> ClusterCache:
+    waiting = job("waiting", namespace="team-a", queue_name="q1", created=5)
+    running = job("running", namespace="team-b", queue_name="q1", phase="Running", created=1)
+    return ClusterCache.static(
+        queues=[queue("root"), queue("q1", parent="root", deserved={"cpu": "4"})],
+        jobs=[waiting, running],
+        podgroups=[podgroup(waiting, why=f"held: {EVIL}"), podgroup(running, phase="Running")],
+        pods=[pod(waiting, 0), pod(running, 0, phase="Running", node="n0")],
+        nodes=[node("n0")],
+    )
+
+
+async def _events(namespace: str, uids: Sequence[str]) -> list[Event] | None:
+    return [
+        Event(
+            metadata=ObjectMeta(name="e1", namespace=namespace),
+            involved_object=ObjectReference(kind="Job", name="waiting", uid=uids[0]),
+            reason="Created",
+            message=f"<img src=x onerror=alert(1)> {len(uids)} objects",
+            type="Normal",
+            last_timestamp=ts(3),
+        )
+    ]
+
+
+@pytest.fixture
+def hub() -> Hub:
+    return Hub(max_clients=2, queue_size=2)
+
+
+@pytest.fixture
+async def http(hub: Hub) -> AsyncIterator[Client]:
+    app = make_app(_cache(), hub, read_events=_events, clock=lambda: NOW)
+    async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+        yield client
+
+
+async def _page(http: Client, path: str, status: int = 200, **kw: Any) -> str:
+    response = await http.get(path, **kw)
+    text = await response.text()
+    assert response.status == status, text
+    return text
+
+
+async def test_overview_shows_the_queue_tree_and_counts(http: Client) -> None:
+    text = await _page(http, "/")
+    assert 'href="/queues/q1"' in text
+    assert text.index('data-queue="root"') < text.index('data-queue="q1"')
+    assert "depth-1" in text
+    assert "1 allocated" not in text  # nothing allocated: 0 is shown
+    assert "0 allocated, 4 deserved" in text
+
+
+async def test_tenant_text_is_escaped_everywhere(http: Client) -> None:
+    """The wait record and Event messages are written by others: escaped, never markup."""
+    for path in ("/queues/q1", "/jobs", "/jobs/team-a/waiting"):
+        text = await _page(http, path)
+        assert EVIL not in text
+        assert "<img src=x" not in text
+    text = await _page(http, "/jobs/team-a/waiting")
+    assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in text
+    # the job, its PodGroup and its pod: the Events of each were asked for
+    assert "&lt;img src=x onerror=alert(1)&gt; 3 objects" in text
+
+
+async def test_queue_page_lists_pending_first_with_the_reason_and_links_to_jobs(
+    http: Client,
+) -> None:
+    text = await _page(http, "/queues/q1")
+    assert text.index("team-a/waiting") < text.index("team-b/running")
+    assert 'href="/jobs/team-a/waiting"' in text
+    assert "held: &lt;script&gt;" in text
+
+
+async def test_job_page_shows_pods_podgroup_timeline_and_events(http: Client) -> None:
+    text = await _page(http, "/jobs/team-b/running")
+    assert 'id="job-phase" class="phase-running">Running<' in text
+    assert "running-worker-0" in text
+    assert "<td>n0</td>" in text
+    assert "running-uid-team-b-running" in text  # its PodGroup
+    assert "<strong>Created (Job/waiting)</strong>" in text  # an Event in the timeline
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("/jobs/team-a/nope", "job team-a/nope is not in the cache"),
+        ("/queues/nope", "queue &#39;nope&#39; is not in the cache"),
+        ("/no/such/page", ""),
+    ],
+)
+async def test_unknown_objects_are_404_with_a_clear_page(
+    http: Client, path: str, message: str
+) -> None:
+    text = await _page(http, path, status=404)
+    assert message in text
+
+
+async def test_job_list_filters(http: Client) -> None:
+    text = await _page(http, "/jobs?namespace=team-b")
+    assert "team-b/running" in text
+    assert "team-a/waiting" not in text
+    text = await _page(http, "/jobs?phase=pending&queue=q1")
+    assert "team-a/waiting" in text
+    assert "team-b/running" not in text
+    assert "<option selected>Pending</option>" in text
+    text = await _page(http, "/jobs?queue=other")
+    assert "No jobs match." in text
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ("phase=Sleeping", "phase &#39;Sleeping&#39; is not a job phase: one of Pending"),
+        ("namespace=%3Cb%3E", "namespace &#39;&lt;b&gt;&#39; is not a valid name"),
+    ],
+)
+async def test_a_bad_filter_is_a_400_that_says_why(http: Client, query: str, message: str) -> None:
+    text = await _page(http, f"/jobs?{query}", status=400)
+    assert message in text
+    await _page(http, f"/queues/q1?{query}", status=400)
+
+
+async def test_a_live_update_gets_the_content_block_only(http: Client) -> None:
+    text = await _page(http, "/jobs/team-a/waiting", headers={"X-Fragment": "1"})
+    assert "<html" not in text
+    assert text.lstrip().startswith("<h1>Job team-a/waiting</h1>")
+
+
+async def test_only_loopback_hosts_and_reads_are_answered(http: Client) -> None:
+    """A page on another site reaching 127.0.0.1 through a rebound DNS name is refused."""
+    await _page(http, "/", status=421, headers={"Host": "evil.example:8090"})
+    response = await http.post("/jobs")
+    assert response.status == 405
+    response = await http.get("/", headers={"Host": "localhost:8090"})
+    assert response.status == 200
+    assert "script-src 'self'" in response.headers["Content-Security-Policy"]
+
+
+async def _first_message(http: Client, topic: str) -> str:
+    response = await http.get(f"/events?topic={topic}")
+    assert response.status == 200
+    assert response.headers["Content-Type"] == "text/event-stream"
+    lines = []
+    async with asyncio.timeout(5):
+        while True:
+            line = (await response.content.readline()).decode()
+            if line.startswith("event:"):
+                lines.append(line.strip())
+                lines.append((await response.content.readline()).decode().strip())
+                response.close()
+                return "\n".join(lines)
+
+
+async def test_a_change_reaches_the_subscribed_page(http: Client, hub: Hub) -> None:
+    task = asyncio.create_task(_first_message(http, "job:team-a/waiting"))
+    async with asyncio.timeout(5):
+        while hub.clients == 0:  # noqa: ASYNC110 - the server's handler subscribes; poll for it
+            await asyncio.sleep(0.01)
+    hub.publish({"job:team-b/running"})  # another page's topic: not sent
+    hub.publish({"job:team-a/waiting", "overview"})
+    assert await task == "event: changed\ndata: job:team-a/waiting"
+
+
+async def test_bad_topics_and_too_many_clients_are_refused(http: Client, hub: Hub) -> None:
+    response = await http.get("/events?topic=everything")
+    assert response.status == 400
+    held = [hub.subscribe("overview"), hub.subscribe("overview")]
+    response = await http.get("/events?topic=overview")
+    assert response.status == 503
+    assert "not updated live" in await response.text()
+    for sub in held:
+        assert sub is not None
+        hub.unsubscribe(sub)
+
+
+async def test_a_client_that_falls_behind_is_dropped_and_memory_stays_bounded() -> None:
+    """Changes queue up to the bound; one more drops the client (its stream ends)."""
+    hub = Hub(max_clients=5, queue_size=3)
+    slow = hub.subscribe("jobs")
+    assert slow is not None
+    for _ in range(3):
+        hub.publish({"jobs"})
+    assert slow.pending() == 3
+    assert hub.clients == 1
+    hub.publish({"jobs"})
+    assert (hub.clients, hub.dropped, slow.dropped) == (0, 1, True)
+    assert await slow.next() is False  # what was queued is not delivered: the stream ends
+    for _ in range(100):
+        hub.publish({"jobs"})
+    assert slow.pending() == 0
+
+
+async def test_changes_queued_meanwhile_make_one_message() -> None:
+    hub = Hub(queue_size=10)
+    sub = hub.subscribe("overview")
+    assert sub is not None
+    for _ in range(5):
+        hub.publish({"overview"})
+    assert await sub.next() is True
+    assert sub.pending() == 0
