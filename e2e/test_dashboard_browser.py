@@ -188,6 +188,9 @@ def running_dashboard(kubeconfig: Path, log: Path, *args: str) -> Iterator[str]:
                 assert time.monotonic() < deadline, log.read_text()
                 time.sleep(0.1)
             yield url
+            status = Path(f"/proc/{proc.pid}/status").read_text().splitlines()
+            rss = next((line.split()[1] for line in status if line.startswith("VmRSS:")), "?")
+            print(f"caldera dashboard's resident memory: {rss} kB")
         finally:
             proc.terminate()
             code = proc.wait(15)
