@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+import aiohttp
 import pytest
+from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from caldera.api.core import Event
@@ -226,3 +229,24 @@ async def test_changes_queued_meanwhile_make_one_message() -> None:
         hub.publish({"overview"})
     assert await sub.next() is True
     assert sub.pending() == 0
+
+
+async def test_stopping_the_server_ends_open_live_streams_at_once() -> None:
+    """Shutdown closes every subscription first, so an open page does not hold the process for
+    the whole shutdown timeout."""
+    hub = Hub()
+    runner = web.AppRunner(make_app(_cache(), hub), shutdown_timeout=30)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    port = runner.addresses[0][1]
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"http://127.0.0.1:{port}/events?topic=overview") as response,
+    ):
+        assert response.status == 200
+        assert await response.content.readline() == b"retry: 2000\n"
+        assert hub.clients == 1
+        started = time.monotonic()
+        await runner.cleanup()
+        assert time.monotonic() - started < 5
+        assert hub.clients == 0
