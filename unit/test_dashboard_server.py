@@ -126,6 +126,23 @@ async def test_unknown_objects_are_404_with_a_clear_page(
     assert message in text
 
 
+async def test_what_the_user_may_not_list_is_said_not_shown_as_zero() -> None:
+    """Watching one namespace without the right to list queues and nodes: the pages say so,
+    show no node counts, and a queue the jobs name is "not readable", not missing."""
+    cache = ClusterCache.static(
+        jobs=[job("j", namespace="team-a", queue_name="q1")],
+        namespace="team-a",
+        hidden=("queues", "nodes", "priorityclasses"),
+    )
+    async with TestClient(TestServer(make_app(cache, Hub()), host="127.0.0.1")) as client:
+        text = await _page(client, "/")
+        assert "Watching namespace <strong>team-a</strong> only." in text
+        assert "does not let you list queues, nodes, priorityclasses" in text
+        assert "<dt>Nodes</dt>" not in text
+        assert 'q1</a> <span class="note">(not readable)</span>' in text
+        assert "team-a/j" in await _page(client, "/queues/q1")
+
+
 async def test_job_list_filters(http: Client) -> None:
     text = await _page(http, "/jobs?namespace=team-b")
     assert "team-b/running" in text

@@ -14,7 +14,10 @@
     if (busy) { again = true; return; }
     busy = true;
     fetch(window.location.href, { headers: { "X-Fragment": "1" }, cache: "no-store" })
-      .then(function (r) { return r.ok ? r.text() : null; })
+      .then(function (r) {
+        if (r.status === 404) { window.location.reload(); }  // it is gone: show the 404 page
+        return r.ok ? r.text() : null;
+      })
       .then(function (html) {
         if (html !== null) {
           document.getElementById("content").innerHTML = html;  // escaped by the server
