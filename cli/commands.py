@@ -416,7 +416,20 @@ def _dashboard(sub: Subparsers) -> None:
         "--port",
         type=int,
         default=DASHBOARD_PORT,
-        help=f"the port on 127.0.0.1 (default: {DASHBOARD_PORT}; 0 picks a free one)",
+        help=f"the port (default: {DASHBOARD_PORT}; 0 picks a free one)",
+    )
+    p.add_argument(
+        "--address",
+        default="127.0.0.1",
+        help="the address to listen on (default: 127.0.0.1; another than a loopback one only "
+        "with --in-cluster)",
+    )
+    p.add_argument(
+        "--in-cluster",
+        action="store_true",
+        help="serve many users (the chart's Deployment): read with this connection (in a pod, "
+        "its ServiceAccount), and let in only requests with a bearer token the API server "
+        "accepts, each user seeing what their own RBAC lets them list",
     )
     add_connection_args(p)
     p.set_defaults(handler=lazy("cli.dashboard:run_dashboard"))

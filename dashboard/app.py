@@ -9,6 +9,10 @@ they are left out and the pages say so.
 
 Read-only: the client carries a fence that never opens (`caldera.kube.fence.Fence`, never
 renewed), so any write the code might attempt is dropped before it is sent.
+
+In-cluster (`DashboardOptions.in_cluster`), the dashboard reads with its ServiceAccount and
+serves many users: a second, unfenced client, given only to the `Gate`, creates the
+TokenReviews and SubjectAccessReviews that say who each user is and what they may see.
 """
 
 from __future__ import annotations
@@ -28,12 +32,13 @@ from caldera.kube.config import load_config
 from caldera.kube.errors import Forbidden, NotFound
 from caldera.kube.fence import Fence
 from caldera.kube.retry import RetryOptions
+from dashboard.auth import Gate
 from dashboard.cache import ClusterCache, EventReader
 from dashboard.live import Hub
 from dashboard.server import make_app
 from informers.factory import SharedInformerFactory
 
-__all__ = ["AccessError", "DashboardOptions", "check_access", "connect", "serve"]
+__all__ = ["AccessError", "DashboardOptions", "check_access", "connect", "reviewer", "serve"]
 
 REQUIRED: Final[tuple[KindInfo[Any], ...]] = (JOB, PODGROUP, POD)
 OPTIONAL: Final[tuple[KindInfo[Any], ...]] = (QUEUE, NODE, PRIORITY_CLASS)
@@ -54,23 +59,31 @@ class DashboardOptions:
     """Where to listen and what to watch."""
 
     host: str = "127.0.0.1"
-    """Loopback only: the pages show what the user's credentials may read."""
+    """Locally, loopback only: the pages show what the user's credentials may read."""
     port: int = 8090
     namespace: str | None = None
     """Watch this namespace only; None: every namespace (needs cluster-wide list)."""
     max_clients: int = 100
     """Live pages at once; more are served without live updates."""
+    in_cluster: bool = False
+    """Serve many users, each with a bearer token, each seeing what their RBAC allows."""
 
 
 async def connect(
     kubeconfig: str | None, context: str | None, master: str | None = None
 ) -> KubeClient:
-    """A read-only client of the user's own kubeconfig (see the module docstring); `master`
-    overrides its server address."""
+    """A read-only client of the user's own kubeconfig (see the module docstring), or of the
+    pod's ServiceAccount in a cluster; `master` overrides its server address."""
     settings = await load_config(kubeconfig, context=context)
     if master:
         settings = dataclasses.replace(settings, host=master.rstrip("/"))
     return KubeClient(settings, OPTIONS, fence=Fence(1.0))
+
+
+def reviewer(reader: KubeClient) -> KubeClient:
+    """The in-cluster gate's client: the reader's connection without the fence, since a
+    review is a create (see the module docstring); the gate sends nothing else."""
+    return KubeClient(reader.settings, OPTIONS)
 
 
 async def _listable(client: KubeClient, kind: KindInfo[Any], namespace: str | None) -> bool:
@@ -112,10 +125,14 @@ async def serve(
     *,
     on_ready: Callable[[str, tuple[str, ...]], None],
     stop: asyncio.Event | None = None,  # None: SIGINT and SIGTERM stop it
+    review_client: KubeClient | None = None,  # in-cluster: the gate's (see `reviewer`)
 ) -> None:
     """Run the dashboard until `stop` is set (or a signal comes); `on_ready` gets the URL
     and the kinds left out once the cache has synced and the server listens."""
+    if options.in_cluster and review_client is None:
+        raise ValueError("in-cluster, the dashboard needs a client for reviews")
     hidden = await check_access(client, options.namespace)
+    gate = Gate(review_client, hidden=hidden) if review_client is not None else None
     hub = Hub(max_clients=options.max_clients)
     factory = SharedInformerFactory(client, namespace=options.namespace)
     cache = ClusterCache.from_informers(factory, hub, hidden=hidden)
@@ -126,7 +143,7 @@ async def serve(
             loop.add_signal_handler(sig, stop.set)
     factory.start()
     runner = web.AppRunner(
-        make_app(cache, hub, read_events=EventReader(client).read),
+        make_app(cache, hub, read_events=EventReader(client).read, gate=gate),
         handle_signals=False,
         shutdown_timeout=2.0,
         access_log=None,

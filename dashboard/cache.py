@@ -174,6 +174,10 @@ class ClusterCache:
     def jobs_in_queue(self, queue: str) -> list[Job]:
         return self.jobs.by_index(BY_QUEUE, queue)
 
+    def job_namespaces(self) -> set[str]:
+        """The namespaces the cached jobs are in."""
+        return {job.metadata.namespace for job in self.jobs.list()}
+
     def podgroup_of(self, job: Job) -> PodGroup | None:
         found = self.podgroups.by_index(BY_JOB, job.metadata.uid)
         return found[0] if found else None

@@ -8,9 +8,15 @@ block, and swaps it in.
 
 Everything a tenant can name (object names, labels, Event messages, the wait record) is
 escaped by Jinja2's autoescaping; the Content-Security-Policy allows scripts and styles from the
-server only, so an escaped string could not run even if it got through. The server answers only
-requests addressed to it by a loopback name (`LOCAL_HOSTS`): a web page the user visits cannot
-reach it through a DNS name rebound to 127.0.0.1 (DNS rebinding).
+server only, so an escaped string could not run even if it got through.
+
+Two modes. Locally (no `Gate`), the server answers only requests addressed to it by a loopback
+name (`LOCAL_HOSTS`): a web page the user visits cannot reach it through a DNS name rebound to
+127.0.0.1 (DNS rebinding); the pages show the cache, which the user's own credentials filled.
+In-cluster (a `Gate`), every request but the probes, the static files and the login form needs
+a bearer token (an auth proxy's ``Authorization`` header, or the login form's cookie); the gate
+says whose it is and what they may list (`dashboard.access.Scope`), and each page shows only
+that.
 """
 
 from __future__ import annotations
@@ -20,20 +26,26 @@ import datetime as dt
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import jinja2
 from aiohttp import web
 
 from caldera.api.core import Event
-from dashboard import topics
+from dashboard import login, topics
+from dashboard.access import Scope
+from dashboard.auth import Gate
 from dashboard.cache import ClusterCache
 from dashboard.jobpage import build_job_page
 from dashboard.jobs import MAX_ROWS, PHASES, FilterError, JobFilter, job_rows, parse_filter
 from dashboard.live import Hub
+from dashboard.login import GATE, SCOPE
 from dashboard.overview import build_overview, queue_bars
+from informers.store import KubeObject
 
-__all__ = ["CACHE", "HUB", "make_app"]
+__all__ = ["CACHE", "GATE", "HUB", "SCOPE", "make_app", "scope_of_request"]
+
+T = TypeVar("T", bound=KubeObject)
 
 HERE: Final = Path(__file__).resolve().parent
 CACHE: Final = web.AppKey("cache", ClusterCache)
@@ -76,18 +88,28 @@ def templates() -> jinja2.Environment:
     return env
 
 
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
 @web.middleware
-async def _guard(
-    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-) -> web.StreamResponse:
-    """Loopback hosts only (see the module docstring); security headers on every answer."""
-    host = request.host.rsplit(":", 1)[0] if not request.host.endswith("]") else request.host
-    if host not in LOCAL_HOSTS:
-        raise web.HTTPMisdirectedRequest(text="the dashboard answers only on a loopback address\n")
-    if request.method not in ("GET", "HEAD"):
-        raise web.HTTPMethodNotAllowed(request.method, ["GET", "HEAD"])
+async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Locally, loopback hosts only; in-cluster, a user's token (see the module docstring).
+    Security headers on every answer."""
+    in_cluster = GATE in request.app
+    if not in_cluster:
+        host = request.host.rsplit(":", 1)[0] if not request.host.endswith("]") else request.host
+        if host not in LOCAL_HOSTS:
+            raise web.HTTPMisdirectedRequest(
+                text="the dashboard answers only on a loopback address\n"
+            )
+    allowed = ("GET", "HEAD", "POST") if in_cluster and request.path in login.PATHS else None
+    if request.method not in (allowed or ("GET", "HEAD")):
+        raise web.HTTPMethodNotAllowed(request.method, list(allowed or ("GET", "HEAD")))
     started = time.perf_counter()
-    response = await handler(request)
+    if in_cluster and not login.is_public(request.path):
+        response = await login.require_user(request, request.app[GATE], _scope_for, handler)
+    else:
+        response = await handler(request)
     if not isinstance(response, web.FileResponse) and response.content_type == "text/html":
         # The whole server time of a page (the model, the template), for the browser's tools.
         elapsed = (time.perf_counter() - started) * 1000
@@ -98,13 +120,32 @@ async def _guard(
     return response
 
 
+async def _scope_for(request: web.Request, gate: Gate, user: Any) -> Scope:
+    """The request's scope in-cluster: asked of the gate about the namespaces the cache's jobs
+    are in (the only ones a page could show)."""
+    return await gate.scope(user, request.app[CACHE].job_namespaces())
+
+
+def scope_of_request(request: web.Request) -> Scope:
+    """What this request may show: the gate's answer in-cluster; locally, the whole cache."""
+    if SCOPE in request:
+        return request[SCOPE]
+    cache = request.app[CACHE]
+    return Scope(hidden=cache.hidden, watching=cache.namespace)
+
+
 def _render(
     request: web.Request, name: str, context: Mapping[str, Any], *, status: int = 200
 ) -> web.Response:
     """The page, or only its content block for a live update (``X-Fragment: 1``)."""
     env = request.app[TEMPLATES]
     template = env.get_template(name)
-    ctx = {"cache": request.app[CACHE], "request_path": request.path_qs, **context}
+    ctx = {
+        "scope": scope_of_request(request),
+        "in_cluster": GATE in request.app,
+        "request_path": request.path_qs,
+        **context,
+    }
     if request.headers.get("X-Fragment") == "1":
         body = "".join(template.blocks["content"](template.new_context(ctx)))
     else:
@@ -120,10 +161,20 @@ def _not_found(request: web.Request, what: str) -> web.Response:
     )
 
 
+def _visible(scope: Scope, objects: list[T]) -> list[T]:
+    """The objects in namespaces the scope sees (all of them when it sees every namespace)."""
+    if scope.namespaces is None:
+        return objects
+    return [o for o in objects if scope.sees(o.metadata.namespace or "")]
+
+
 async def overview(request: web.Request) -> web.Response:
-    cache = request.app[CACHE]
+    cache, scope = request.app[CACHE], scope_of_request(request)
     model = build_overview(
-        cache.queues.list(), cache.jobs.list(), cache.nodes.list(), cache.pods.list()
+        cache.queues.list() if scope.shows("queues") else [],
+        _visible(scope, cache.jobs.list()),
+        cache.nodes.list() if scope.shows("nodes") else [],
+        _visible(scope, cache.pods.list()),
     )
     return _render(
         request, "overview.html", {"title": "Overview", "model": model, "topic": topics.OVERVIEW}
@@ -145,6 +196,7 @@ async def job_list(request: web.Request) -> web.Response:
         }
         return _render(request, "jobs.html", context, status=400)
     jobs = cache.jobs_in_queue(flt.queue) if flt.queue else cache.jobs.list()
+    jobs = _visible(scope_of_request(request), jobs)
     rows = job_rows(jobs, cache.podgroups_of(jobs), cache.priorities(), request.app[CLOCK](), flt)
     context = {
         "title": "Jobs",
@@ -158,10 +210,10 @@ async def job_list(request: web.Request) -> web.Response:
 
 
 async def queue_page(request: web.Request) -> web.Response:
-    cache = request.app[CACHE]
+    cache, scope = request.app[CACHE], scope_of_request(request)
     name = request.match_info["name"]
-    queue = cache.queues.get(name)
-    jobs = cache.jobs_in_queue(name)
+    queue = cache.queues.get(name) if scope.shows("queues") else None
+    jobs = _visible(scope, cache.jobs_in_queue(name))
     if queue is None and not jobs:
         return _not_found(
             request, f"queue {name!r} is not in the cache (no such queue, and no job names it)"
@@ -193,7 +245,9 @@ async def queue_page(request: web.Request) -> web.Response:
 async def job_page(request: web.Request) -> web.Response:
     cache = request.app[CACHE]
     namespace, name = request.match_info["namespace"], request.match_info["name"]
-    job = cache.job(namespace, name)
+    scope = scope_of_request(request)
+    # One answer for "no such job" and "not yours": a user learns nothing of other namespaces.
+    job = cache.job(namespace, name) if scope.sees(namespace) else None
     if job is None:
         return _not_found(
             request,
@@ -205,7 +259,9 @@ async def job_page(request: web.Request) -> web.Response:
     if podgroup is not None:
         uids.append(podgroup.metadata.uid)
     uids += [p.metadata.uid for p in pods]
-    events = await request.app[READ_EVENTS](namespace, uids)
+    events = None
+    if await login.may_read_events(request, namespace):
+        events = await request.app[READ_EVENTS](namespace, uids)
     model = build_job_page(job, podgroup, pods, events, request.app[CLOCK]())
     context = {
         "title": f"Job {namespace}/{name}",
@@ -220,6 +276,9 @@ async def live(request: web.Request) -> web.StreamResponse:
     topic = request.query.get("topic", "")
     if not topics.valid_topic(topic):
         raise web.HTTPBadRequest(text=f"unknown topic {topic[:80]!r}\n")
+    namespace = topics.topic_namespace(topic)
+    if namespace is not None and not scope_of_request(request).sees(namespace):
+        raise web.HTTPNotFound(text="no such topic for you\n")
     hub = request.app[HUB]
     sub = hub.subscribe(topic)
     if sub is None:
@@ -261,9 +320,14 @@ def make_app(
     *,
     read_events: ReadEvents = _no_events,
     clock: Clock = _now,  # a fixed clock for tests
+    gate: Gate | None = None,
 ) -> web.Application:
-    """The dashboard's application over `cache`; `read_events` reads a job page's Events."""
-    app = web.Application(middlewares=[_guard])
+    """The dashboard's application over `cache`; `read_events` reads a job page's Events;
+    with a `gate`, in-cluster: every user brings a token and sees what their RBAC allows."""
+    # The login form is the only body the server reads: a token, a few KiB.
+    app = web.Application(middlewares=[_guard], client_max_size=login.MAX_FORM)
+    if gate is not None:
+        app[GATE] = gate
     app[CACHE] = cache
     app[HUB] = hub
     app[READ_EVENTS] = read_events
@@ -280,5 +344,7 @@ def make_app(
     app.router.add_get("/queues/{name}", queue_page)
     app.router.add_get("/events", live)
     app.router.add_get("/healthz", healthz)
+    if gate is not None:
+        login.add_routes(app, _render)
     app.router.add_static("/static/", HERE / "static")
     return app

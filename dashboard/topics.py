@@ -26,6 +26,7 @@ __all__ = [
     "podgroup_topics",
     "queue_topic",
     "queue_topics",
+    "topic_namespace",
     "valid_topic",
 ]
 
@@ -38,6 +39,14 @@ _TOPIC: Final = re.compile(rf"overview|jobs|queue:{_NAME}|job:{_NAME}/{_NAME}")
 def valid_topic(topic: str) -> bool:
     """Whether a page may subscribe to `topic` (names as Kubernetes accepts them)."""
     return _TOPIC.fullmatch(topic) is not None
+
+
+def topic_namespace(topic: str) -> str | None:
+    """The namespace a job's topic is about (who may subscribe depends on it); None for the
+    others, which name no namespace."""
+    if not topic.startswith("job:"):
+        return None
+    return topic[len("job:") :].partition("/")[0]
 
 
 def job_topic(namespace: str, name: str) -> str:
