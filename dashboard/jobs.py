@@ -1,4 +1,4 @@
-"""The job list: its filter (namespace, queue, phase), its rows, and their order.
+"""The job list: its filter (namespace, queue, phase, labels), its rows, and their order.
 
 Pending jobs come first, by priority (highest first), then creation time (oldest first), then
 namespace and name: a stable order a person can follow. It is not the scheduler's own order of
@@ -30,6 +30,7 @@ __all__ = [
     "JobRow",
     "job_rows",
     "parse_filter",
+    "parse_labels",
     "podgroups_by_job",
     "wait_reason",
 ]
@@ -45,6 +46,14 @@ _ACTIVE: Final = frozenset(
 )  # fmt: skip
 
 
+MAX_LABELS: Final = 8
+MAX_LABEL_TEXT: Final = 2000
+# Kubernetes' label syntax: an optional DNS-subdomain prefix and a name, and a value.
+_LABEL_NAME: Final = r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)"
+_LABEL_KEY: Final = re.compile(rf"({_NAME.pattern}/)?{_LABEL_NAME}")
+_LABEL_VALUE: Final = re.compile(rf"{_LABEL_NAME}?")
+
+
 class FilterError(ValueError):
     """A filter parameter that cannot match anything; the message says what is allowed."""
 
@@ -56,14 +65,55 @@ class JobFilter:
     namespace: str = ""
     queue: str = ""
     phase: str = ""
+    labels: tuple[tuple[str, str | None], ...] = ()
+    """(key, value) pairs the job's labels must hold; a None value: the key, with any value."""
+
+    @property
+    def label(self) -> str:
+        """The label filter as it is written (``team=a,gpu``)."""
+        return ",".join(k if v is None else f"{k}={v}" for k, v in self.labels)
 
     def matches(self, job: Job) -> bool:
         phase = job.status.state.phase or JobPhase.PENDING
+        labels = job.metadata.labels
         return (
             (not self.namespace or job.metadata.namespace == self.namespace)
             and (not self.queue or queue_of(job) == self.queue)
             and (not self.phase or phase == self.phase)
+            and all(k in labels and (v is None or labels[k] == v) for k, v in self.labels)
         )
+
+
+def _shown(value: str) -> str:
+    return value if len(value) <= 60 else value[:59] + "…"
+
+
+def parse_labels(text: str) -> tuple[tuple[str, str | None], ...]:
+    """``key=value`` or ``key`` terms, comma-separated, as a label selector writes equality;
+    raises `FilterError` for a term Kubernetes would not accept as a label."""
+    if len(text) > MAX_LABEL_TEXT:
+        raise FilterError(f"label: longer than {MAX_LABEL_TEXT} characters")
+    terms = [t.strip() for t in text.split(",") if t.strip()]
+    if len(terms) > MAX_LABELS:
+        raise FilterError(f"label: at most {MAX_LABELS} terms (key=value or key), not {len(terms)}")
+    out: list[tuple[str, str | None]] = []
+    for term in terms:
+        key, eq, value = term.partition("=")
+        key, value = key.strip(), value.strip()
+        if value.startswith("="):  # key==value, as kubectl also takes it
+            value = value[1:].strip()
+        if not _LABEL_KEY.fullmatch(key):
+            raise FilterError(
+                f"label {_shown(term)!r}: {_shown(key)!r} is not a label key "
+                "([prefix/]name: letters, digits, '-', '_', '.'; at most 63 characters)"
+            )
+        if eq and not _LABEL_VALUE.fullmatch(value):
+            raise FilterError(
+                f"label {_shown(term)!r}: {_shown(value)!r} is not a label value "
+                "(letters, digits, '-', '_', '.'; at most 63 characters)"
+            )
+        out.append((key, value if eq else None))
+    return tuple(out)
 
 
 def parse_filter(params: Mapping[str, str]) -> JobFilter:
@@ -74,8 +124,9 @@ def parse_filter(params: Mapping[str, str]) -> JobFilter:
     for field in ("namespace", "queue"):
         value = params.get(field, "").strip()
         if value and not _NAME.fullmatch(value):
-            shown = value if len(value) <= 60 else value[:59] + "…"
-            raise FilterError(f"{field} {shown!r} is not a valid name (lower-case DNS name)")
+            raise FilterError(
+                f"{field} {_shown(value)!r} is not a valid name (lower-case DNS name)"
+            )
         values[field] = value
     phase = params.get("phase", "").strip()
     if phase:
@@ -84,7 +135,10 @@ def parse_filter(params: Mapping[str, str]) -> JobFilter:
             shown = phase if len(phase) <= 60 else phase[:59] + "…"
             raise FilterError(f"phase {shown!r} is not a job phase: one of {', '.join(PHASES)}")
         phase = canonical
-    return JobFilter(namespace=values["namespace"], queue=values["queue"], phase=phase)
+    labels = parse_labels(params.get("label", ""))
+    return JobFilter(
+        namespace=values["namespace"], queue=values["queue"], phase=phase, labels=labels
+    )
 
 
 @dataclass(frozen=True, slots=True)

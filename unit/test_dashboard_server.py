@@ -153,6 +153,9 @@ async def test_job_list_filters(http: Client) -> None:
     assert "<option selected>Pending</option>" in text
     text = await _page(http, "/jobs?queue=other")
     assert "No jobs match." in text
+    text = await _page(http, "/jobs?label=absent%3Dx")
+    assert "No jobs match." in text
+    assert 'name="label" value="absent=x"' in text
 
 
 @pytest.mark.parametrize(
@@ -160,6 +163,7 @@ async def test_job_list_filters(http: Client) -> None:
     [
         ("phase=Sleeping", "phase &#39;Sleeping&#39; is not a job phase: one of Pending"),
         ("namespace=%3Cb%3E", "namespace &#39;&lt;b&gt;&#39; is not a valid name"),
+        ("label=a%3D%3Cb%3E", "&#39;&lt;b&gt;&#39; is not a label value"),
     ],
 )
 async def test_a_bad_filter_is_a_400_that_says_why(http: Client, query: str, message: str) -> None:

@@ -7,6 +7,7 @@ import datetime as dt
 import random
 import re
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -139,7 +140,9 @@ def test_a_bad_filter_says_what_is_allowed(params: dict[str, str], message: str)
         parse_filter(params)
 
 
-@given(st.dictionaries(st.sampled_from(["namespace", "queue", "phase", "other"]), st.text()))
+@given(
+    st.dictionaries(st.sampled_from(["namespace", "queue", "phase", "label", "other"]), st.text())
+)
 def test_any_query_gives_a_filter_or_a_filter_error(params: dict[str, str]) -> None:
     """Whatever a URL carries, the answer is a filter or a clear FilterError, never a crash."""
     error, flt = "", JobFilter()
@@ -151,6 +154,32 @@ def test_any_query_gives_a_filter_or_a_filter_error(params: dict[str, str]) -> N
         assert len(error) < 400  # a bad value is cut, not echoed whole
     else:
         assert flt.phase in ("", *JobPhase)
+
+
+def test_label_filter_takes_equality_terms_and_says_what_is_wrong() -> None:
+    flt = parse_filter({"label": "team=a, example.com/gpu , tier==gold,empty="})
+    assert flt.labels == (("team", "a"), ("example.com/gpu", None), ("tier", "gold"), ("empty", ""))
+    assert flt.label == "team=a,example.com/gpu,tier=gold,empty="
+    labelled = job("a")
+    labelled = msgspec.structs.replace(
+        labelled,
+        metadata=msgspec.structs.replace(
+            labelled.metadata,
+            labels={"team": "a", "example.com/gpu": "1", "tier": "gold", "empty": ""},
+        ),
+    )
+    assert flt.matches(labelled)
+    assert not flt.matches(job("b"))
+    assert not parse_filter({"label": "team=b"}).matches(labelled)
+    for text, message in [
+        ("team=a b", "'a b' is not a label value"),
+        ("-team=a", "'-team' is not a label key"),
+        ("Bad_Prefix/x=1", "is not a label key"),
+        (",".join(f"k{i}=v" for i in range(9)), "at most 8 terms"),
+        ("k=" + "v" * 3000, "longer than 2000 characters"),
+    ]:
+        with pytest.raises(FilterError, match=re.escape(message)):
+            parse_filter({"label": text})
 
 
 def test_filter_matches_namespace_queue_and_phase() -> None:
