@@ -47,6 +47,7 @@ async def measure(jobs: int, nodes: int, queues: int, runs: int) -> dict[str, tu
         f"queue q0 ({len(cache.jobs_in_queue('q0'))} jobs)": "/queues/q0",
         "job list, one namespace": "/jobs?namespace=ns-3",
         "job page": "/jobs/ns-0/job-0",
+        f"nodes ({len(cache.nodes.list())})": "/nodes",
     }
     out: dict[str, tuple[float, float]] = {}
     async with TestClient(TestServer(app, host="127.0.0.1")) as client:

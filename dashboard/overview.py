@@ -26,6 +26,8 @@ __all__ = [
     "QueueRow",
     "build_overview",
     "is_pending",
+    "milli_amounts",
+    "node_ready",
     "queue_bars",
     "queue_of",
 ]
@@ -111,7 +113,8 @@ def _milli(resource: str, value: QuantityLike) -> int | None:
         return None  # a malformed quantity shows as unset rather than breaking the page
 
 
-def _amounts(resources: Mapping[str, QuantityLike]) -> dict[str, int]:
+def milli_amounts(resources: Mapping[str, QuantityLike]) -> dict[str, int]:
+    """Each resource in thousandths; one whose quantity does not parse is left out."""
     out: dict[str, int] = {}
     for name, value in resources.items():
         milli = _milli(name, value)
@@ -128,9 +131,9 @@ def _resource_order(names: Iterable[str]) -> list[str]:
 
 
 def queue_bars(queue: Queue) -> tuple[Bar, ...]:
-    allocated = _amounts(queue.status.allocated)
-    deserved = _amounts(queue.spec.deserved)
-    capability = _amounts(queue.spec.capability)
+    allocated = milli_amounts(queue.status.allocated)
+    deserved = milli_amounts(queue.spec.deserved)
+    capability = milli_amounts(queue.spec.capability)
     bars = []
     for resource in _resource_order([*allocated, *deserved, *capability]):
         alloc = allocated.get(resource, 0)
@@ -173,7 +176,7 @@ def _tree(queues: Sequence[Queue]) -> list[tuple[Queue, int]]:
     return out
 
 
-def _ready(node: Node) -> bool:
+def node_ready(node: Node) -> bool:
     return any(c.type == "Ready" and c.status == "True" for c in node.status.conditions)
 
 
@@ -189,7 +192,7 @@ def _gpu_request(pod: Pod) -> int:
 def _nodes(nodes: Sequence[Node], pods: Iterable[Pod]) -> NodeSummary:
     sums: Counter[str] = Counter()
     for node in nodes:
-        sums.update(_amounts(node.status.allocatable))
+        sums.update(milli_amounts(node.status.allocatable))
     requested = sum(
         _gpu_request(p)
         for p in pods
@@ -197,7 +200,7 @@ def _nodes(nodes: Sequence[Node], pods: Iterable[Pod]) -> NodeSummary:
     )
     return NodeSummary(
         count=len(nodes),
-        ready=sum(1 for n in nodes if _ready(n)),
+        ready=sum(1 for n in nodes if node_ready(n)),
         unschedulable=sum(1 for n in nodes if n.spec.unschedulable),
         allocatable=tuple((r, amount(sums[r], r)) for r in _resource_order(sums)),
         gpus=sums[GPU] // 1000,

@@ -40,6 +40,7 @@ from dashboard.jobpage import build_job_page
 from dashboard.jobs import MAX_ROWS, PHASES, FilterError, JobFilter, job_rows, parse_filter
 from dashboard.live import Hub
 from dashboard.login import GATE, SCOPE
+from dashboard.nodes import build_nodes
 from dashboard.overview import build_overview, queue_bars
 from informers.store import KubeObject
 
@@ -179,6 +180,20 @@ async def overview(request: web.Request) -> web.Response:
     return _render(
         request, "overview.html", {"title": "Overview", "model": model, "topic": topics.OVERVIEW}
     )
+
+
+async def nodes_page(request: web.Request) -> web.Response:
+    cache, scope = request.app[CACHE], scope_of_request(request)
+    context: dict[str, Any] = {"title": "Nodes", "topic": topics.NODES}
+    if not scope.shows("nodes"):
+        context["page"] = None
+        return _render(request, "nodes.html", context, status=403)
+    context["page"] = build_nodes(
+        cache.nodes.list(),
+        _visible(scope, cache.pods.list()),
+        partial=scope.namespaces is not None or cache.namespace is not None,
+    )
+    return _render(request, "nodes.html", context)
 
 
 async def job_list(request: web.Request) -> web.Response:
@@ -342,6 +357,7 @@ def make_app(
     app.router.add_get("/jobs", job_list)
     app.router.add_get("/jobs/{namespace}/{name}", job_page)
     app.router.add_get("/queues/{name}", queue_page)
+    app.router.add_get("/nodes", nodes_page)
     app.router.add_get("/events", live)
     app.router.add_get("/healthz", healthz)
     if gate is not None:

@@ -18,6 +18,7 @@ from dashboard.overview import GPU, queue_of
 
 __all__ = [
     "JOBS",
+    "NODES",
     "OVERVIEW",
     "job_topic",
     "job_topics",
@@ -32,8 +33,9 @@ __all__ = [
 
 OVERVIEW: Final = "overview"
 JOBS: Final = "jobs"
+NODES: Final = "nodes"
 _NAME: Final = r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?"
-_TOPIC: Final = re.compile(rf"overview|jobs|queue:{_NAME}|job:{_NAME}/{_NAME}")
+_TOPIC: Final = re.compile(rf"overview|jobs|nodes|queue:{_NAME}|job:{_NAME}/{_NAME}")
 
 
 def valid_topic(topic: str) -> bool:
@@ -80,11 +82,13 @@ def pod_topics(pod: Pod) -> set[str]:
     job = pod.metadata.annotations.get(JOB_NAME_KEY) or pod.metadata.labels.get(JOB_NAME_KEY)
     if job:
         topics.add(job_topic(pod.metadata.namespace, job))
-    # The overview counts the GPUs that bound pods request.
-    if pod.spec.node_name and any(
-        GPU in c.resources.requests or GPU in c.resources.limits for c in pod.spec.containers
-    ):
-        topics.add(OVERVIEW)
+    # The nodes page sums what bound pods request; the overview counts their GPUs.
+    if pod.spec.node_name:
+        topics.add(NODES)
+        if any(
+            GPU in c.resources.requests or GPU in c.resources.limits for c in pod.spec.containers
+        ):
+            topics.add(OVERVIEW)
     return topics
 
 
@@ -93,14 +97,14 @@ def queue_topics(queue: Queue) -> set[str]:
 
 
 def node_topics(old: Node | None, new: Node | None) -> set[str]:
-    """A node's change matters to the overview only if what it shows moved: a node came or
-    went, or its allocatable, schedulability or conditions' statuses changed (not a
-    heartbeat's timestamps)."""
+    """A node's change matters to the overview and the nodes page only if what they show
+    moved: a node came or went, or its allocatable, schedulability or conditions' statuses
+    changed (not a heartbeat's timestamps)."""
     if old is None or new is None:
-        return {OVERVIEW}
+        return {OVERVIEW, NODES}
 
     def shown(n: Node) -> object:
         conditions = tuple((c.type, c.status) for c in n.status.conditions)
         return (n.status.allocatable, n.spec.unschedulable, conditions)
 
-    return {OVERVIEW} if shown(old) != shown(new) else set()
+    return {OVERVIEW, NODES} if shown(old) != shown(new) else set()

@@ -25,13 +25,15 @@ from dashboard.server import make_app
 from unit.dashboard_objects import job, node, pod, podgroup, queue
 
 Client = TestClient[Any, Any]
-TOKENS = {"tok-admin": "admin", "tok-a": "alice"}
+TOKENS = {"tok-admin": "admin", "tok-a": "alice", "tok-b": "bob"}
 # (user, resource, namespace) the stand-in RBAC allows; "" is cluster-wide.
 ALLOWED = {
     ("admin", r, ns)
     for r in ("jobs", "pods", "queues", "nodes", "events")
     for ns in ("", "team-a", "team-b")
 } | {("alice", "jobs", "team-a"), ("alice", "pods", "team-a")}
+# bob: alice's rights, and nodes.
+ALLOWED |= {("bob", r, ns) for (who, r, ns) in ALLOWED if who == "alice"} | {("bob", "nodes", "")}
 
 
 class Reviews:
@@ -124,6 +126,13 @@ async def test_each_user_sees_what_the_reviews_allow(http: Client) -> None:
     assert "job-b" not in queue_page
     live = await http.get("/events?topic=job:team-b/job-b", headers=_as("tok-a"))
     assert live.status == 404
+    assert (await http.get("/nodes", headers=_as("tok-a"))).status == 403
+    nodes = await http.get("/nodes", headers=_as("tok-admin"))
+    assert nodes.status == 200
+    assert "Requests are summed over" not in await nodes.text()
+    partial = await (await http.get("/nodes", headers=_as("tok-b"))).text()
+    assert "Requests are summed over the pods of the namespaces you may read only." in partial
+    assert "cpu: 0 of 16" in partial  # job-b's pod on n0 is in team-b: not counted for bob
 
 
 async def test_answers_are_cached(http: Client, reviews: Reviews) -> None:

@@ -141,6 +141,17 @@ async def test_what_the_user_may_not_list_is_said_not_shown_as_zero() -> None:
         assert "<dt>Nodes</dt>" not in text
         assert 'q1</a> <span class="note">(not readable)</span>' in text
         assert "team-a/j" in await _page(client, "/queues/q1")
+        nodes = await _page(client, "/nodes", status=403)
+        assert "Your access does not let you list nodes." in nodes
+
+
+async def test_nodes_page_shows_requests_and_gpu_cards(http: Client) -> None:
+    text = await _page(http, "/nodes")
+    assert '<tr data-node="n0">' in text
+    assert "cpu: 1 of 16" in text  # the running pod's request on n0
+    assert "0 of 4" in text
+    assert "Requests are summed over" not in text  # the whole cache: every pod counted
+    assert 'href="/nodes"' in text
 
 
 async def test_job_list_filters(http: Client) -> None:

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from caldera.api.core import Event, EventType, NodeStatus
+from caldera.api.core import Container, Event, EventType, NodeStatus, ResourceRequirements
 from caldera.api.meta import Condition, ObjectMeta, ObjectReference
 from caldera.api.volcano import JobPhase, PodGroupCondition, PodGroupStatus
 from caldera.api.why import WHY_ANNOTATION
@@ -27,6 +27,7 @@ from dashboard.jobs import (
     podgroups_by_job,
     wait_reason,
 )
+from dashboard.nodes import build_nodes
 from dashboard.overview import build_overview
 from unit.dashboard_objects import T0, job, node, pod, podgroup, queue, ts
 
@@ -351,7 +352,8 @@ def test_topics_of_each_kind() -> None:
     assert topics.job_topics(j) == {"overview", "jobs", "queue:q", "job:n/j"}
     assert topics.podgroup_topics(podgroup(j)) == {"jobs", "queue:q", "job:n/j"}
     assert topics.pod_topics(pod(j, 0)) == {"job:n/j"}
-    assert topics.pod_topics(pod(j, 0, node="n0", gpus=1)) == {"job:n/j", "overview"}
+    assert topics.pod_topics(pod(j, 0, node="n0")) == {"job:n/j", "nodes"}
+    assert topics.pod_topics(pod(j, 0, node="n0", gpus=1)) == {"job:n/j", "nodes", "overview"}
     assert topics.queue_topics(queue("q")) == {"overview", "queue:q"}
 
 
@@ -365,8 +367,8 @@ def test_a_node_heartbeat_touches_no_page() -> None:
     )
     assert topics.node_topics(n, beat) == set()
     smaller = n.__replace__(status=NodeStatus(allocatable={"cpu": "1"}))
-    assert topics.node_topics(n, smaller) == {"overview"}
-    assert topics.node_topics(None, n) == {"overview"}
+    assert topics.node_topics(n, smaller) == {"overview", "nodes"}
+    assert topics.node_topics(None, n) == {"overview", "nodes"}
 
 
 @pytest.mark.parametrize(
@@ -374,6 +376,7 @@ def test_a_node_heartbeat_touches_no_page() -> None:
     [
         ("overview", True),
         ("jobs", True),
+        ("nodes", True),
         ("queue:q-1", True),
         ("job:team-a/train.v2", True),
         ("job:team-a", False),
@@ -412,3 +415,52 @@ def test_age_of_nothing_or_garbage_is_blank() -> None:
 )  # fmt: skip
 def test_amount(milli: int, resource: str, text: str) -> None:
     assert amount(milli, resource) == text
+
+
+# --- the nodes page ------------------------------------------------------------------------
+
+
+def test_nodes_sum_what_bound_unfinished_pods_request_and_who_holds_the_gpus() -> None:
+    a, b = job("a"), job("b", namespace="team-b")
+    pods = [
+        pod(a, 0, phase="Running", node="n0", gpus=2),
+        pod(a, 1, phase="Pending", node="n0", gpus=1),  # bound, not started: it holds them
+        pod(b, 0, phase="Running", node="n0"),
+        pod(b, 1, phase="Succeeded", node="n0", gpus=4),  # finished: holds nothing
+        pod(b, 2, phase="Pending"),  # not bound
+    ]
+    with_init = pods[2]
+    init = Container(name="init", resources=ResourceRequirements(requests={"cpu": "3"}))
+    pods[2] = msgspec.structs.replace(
+        with_init, spec=msgspec.structs.replace(with_init.spec, init_containers=(init,))
+    )
+    page = build_nodes([node("n1", gpus=0), node("n0", gpus=4)], pods)
+    n0, n1 = page.rows
+    assert (n0.name, n1.name) == ("n0", "n1")
+    assert n0.pods == 3
+    usage = {u.resource: u for u in n0.usage}
+    assert usage["cpu"].requested == 1000 + 1000 + 3000  # the init container's 3 beat its 1
+    assert usage["cpu"].text == "5 of 16"
+    assert usage["nvidia.com/gpu"].text == "3 of 4"
+    assert (n0.gpus, n0.gpus_used) == (4, 3)
+    assert [(p.name, p.job, p.gpus) for p in n0.gpu_pods] == [
+        ("a-worker-0", "a", 2),
+        ("a-worker-1", "a", 1),
+    ]
+    assert (n1.gpus, n1.gpus_used, n1.pods, n1.gpu_pods) == (0, 0, 0, ())
+    assert (page.gpus, page.gpus_used, page.partial) == (4, 3, False)
+
+
+def test_a_node_over_its_allocatable_is_marked_and_bad_quantities_do_not_break_it() -> None:
+    a = job("a")
+    busy = [pod(a, i, phase="Running", node="n0", gpus=1) for i in range(6)]
+    bad = msgspec.structs.replace(
+        node("n0", gpus=4),
+        status=msgspec.structs.replace(
+            node("n0").status, allocatable={"cpu": "lots", "nvidia.com/gpu": "4"}
+        ),
+    )
+    (row,) = build_nodes([bad], busy).rows
+    usage = {u.resource: u for u in row.usage}
+    assert usage["nvidia.com/gpu"].over
+    assert usage["cpu"].text == "6 of 0"  # the unreadable allocatable counts as none
