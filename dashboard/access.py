@@ -19,7 +19,7 @@ from typing import Any, Final
 
 from caldera.api.authn import UserInfo
 from caldera.api.authz import ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec
-from caldera.api.kinds import JOB, NODE, POD, QUEUE, KindInfo
+from caldera.api.kinds import HYPERNODE, JOB, NODE, POD, QUEUE, KindInfo
 
 __all__ = [
     "CLUSTER_KINDS",
@@ -42,7 +42,7 @@ MAX_TOKEN: Final = 8192
 _TOKEN: Final = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
 NAMESPACE_KINDS: Final[tuple[KindInfo[Any], ...]] = (JOB, POD)
 """What a user must be allowed to list in a namespace to see its jobs there."""
-CLUSTER_KINDS: Final[tuple[KindInfo[Any], ...]] = (QUEUE, NODE)
+CLUSTER_KINDS: Final[tuple[KindInfo[Any], ...]] = (QUEUE, NODE, HYPERNODE)
 
 
 class UnauthenticatedError(Exception):

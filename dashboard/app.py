@@ -26,7 +26,16 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from caldera.api.kinds import JOB, NODE, POD, PODGROUP, PRIORITY_CLASS, QUEUE, KindInfo
+from caldera.api.kinds import (
+    HYPERNODE,
+    JOB,
+    NODE,
+    POD,
+    PODGROUP,
+    PRIORITY_CLASS,
+    QUEUE,
+    KindInfo,
+)
 from caldera.kube.client import ClientOptions, KubeClient
 from caldera.kube.config import load_config
 from caldera.kube.errors import Forbidden, NotFound
@@ -41,7 +50,9 @@ from informers.factory import SharedInformerFactory
 __all__ = ["AccessError", "DashboardOptions", "check_access", "connect", "reviewer", "serve"]
 
 REQUIRED: Final[tuple[KindInfo[Any], ...]] = (JOB, PODGROUP, POD)
-OPTIONAL: Final[tuple[KindInfo[Any], ...]] = (QUEUE, NODE, PRIORITY_CLASS)
+OPTIONAL: Final[tuple[KindInfo[Any], ...]] = (QUEUE, NODE, PRIORITY_CLASS, HYPERNODE)
+# HyperNodes are optional in Volcano too: without their CRD, the topology page says so.
+MAY_BE_ABSENT: Final = frozenset({HYPERNODE.plural})
 SYNC_TIMEOUT: Final = 120.0
 # A person's tool: a few quick attempts, so "no cluster" answers in seconds.
 OPTIONS: Final = ClientOptions(
@@ -95,6 +106,8 @@ async def _listable(client: KubeClient, kind: KindInfo[Any], namespace: str | No
     except Forbidden:
         return False
     except NotFound as exc:
+        if kind.plural in MAY_BE_ABSENT:
+            return False
         raise AccessError(
             f"the API server does not serve {kind.plural}.{kind.group or 'core'}: "
             "are Caldera's (Volcano's) CRDs installed?"

@@ -6,9 +6,9 @@ the cluster holds. `from_informers` builds it from a `SharedInformerFactory` (on
 kind) and feeds the hub from the informers' handlers; `static` builds it from plain objects,
 for tests and benchmarks.
 
-Kinds the user may not list (queues, nodes, PriorityClasses are cluster-scoped; a namespace's
-user often may not read them) are left out: their store stays empty and `hidden` names them,
-so the pages can say what they cannot show.
+Kinds the user may not list (queues, nodes, PriorityClasses, HyperNodes are cluster-scoped; a
+namespace's user often may not read them) are left out: their store stays empty and `hidden`
+names them, so the pages can say what they cannot show.
 """
 
 from __future__ import annotations
@@ -18,8 +18,19 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final, TypeVar
 
 from caldera.api.core import Event, Node, Pod, PriorityClass
-from caldera.api.kinds import EVENT, JOB, NODE, POD, PODGROUP, PRIORITY_CLASS, QUEUE, KindInfo
+from caldera.api.kinds import (
+    EVENT,
+    HYPERNODE,
+    JOB,
+    NODE,
+    POD,
+    PODGROUP,
+    PRIORITY_CLASS,
+    QUEUE,
+    KindInfo,
+)
 from caldera.api.meta import controller_of
+from caldera.api.topology import HyperNode
 from caldera.api.volcano import JOB_NAME_KEY, Job, PodGroup, Queue
 from caldera.kube.client import KubeClient
 from caldera.kube.errors import ApiConnectionError, ApiError, Forbidden
@@ -63,6 +74,7 @@ class ClusterCache:
         pods: Store[Pod],
         nodes: Store[Node],
         priorities: Store[PriorityClass],
+        hypernodes: Store[HyperNode] | None = None,
         namespace: str | None = None,
         hidden: Sequence[str] = (),
     ) -> None:
@@ -72,6 +84,7 @@ class ClusterCache:
         self.pods = pods
         self.nodes = nodes
         self.priority_classes = priorities
+        self.hypernodes: Store[HyperNode] = hypernodes if hypernodes is not None else Store()
         self.namespace = namespace
         """The one namespace watched, or None for all."""
         self.hidden = tuple(hidden)
@@ -97,6 +110,7 @@ class ClusterCache:
         pods: Iterable[Pod] = (),
         nodes: Iterable[Node] = (),
         priorities: Iterable[PriorityClass] = (),
+        hypernodes: Iterable[HyperNode] = (),
         namespace: str | None = None,
         hidden: Sequence[str] = (),
     ) -> ClusterCache:
@@ -116,6 +130,7 @@ class ClusterCache:
             pods=pod_store,
             nodes=store(nodes),
             priorities=store(priorities),
+            hypernodes=store(hypernodes),
             namespace=namespace,
             hidden=hidden,
         )
@@ -162,6 +177,7 @@ class ClusterCache:
             pods=informed(POD, both(topics.pod_topics)),
             nodes=informed(NODE, topics.node_topics),
             priorities=informed(PRIORITY_CLASS, lambda _old, _new: set()),
+            hypernodes=informed(HYPERNODE, lambda _old, _new: {topics.TOPOLOGY}),
             namespace=factory.namespace,
             hidden=hidden,
         )

@@ -42,6 +42,7 @@ from dashboard.live import Hub
 from dashboard.login import GATE, SCOPE
 from dashboard.nodes import build_nodes
 from dashboard.overview import build_overview, queue_bars
+from dashboard.topology import build_topology
 from informers.store import KubeObject
 
 __all__ = ["CACHE", "GATE", "HUB", "SCOPE", "make_app", "scope_of_request"]
@@ -194,6 +195,20 @@ async def nodes_page(request: web.Request) -> web.Response:
         partial=scope.namespaces is not None or cache.namespace is not None,
     )
     return _render(request, "nodes.html", context)
+
+
+async def topology_page(request: web.Request) -> web.Response:
+    cache, scope = request.app[CACHE], scope_of_request(request)
+    context: dict[str, Any] = {"title": "Topology", "topic": topics.TOPOLOGY, "page": None}
+    missing = [kind for kind in ("hypernodes", "nodes") if not scope.shows(kind)]
+    if missing:
+        context["message"] = (
+            f"The topology needs the right to list {' and '.join(missing)}: "
+            "without it (or without the HyperNode CRD) it is not shown."
+        )
+        return _render(request, "topology.html", context, status=403)
+    context["page"] = build_topology(cache.hypernodes.list(), cache.nodes.list())
+    return _render(request, "topology.html", context)
 
 
 async def job_list(request: web.Request) -> web.Response:
@@ -358,6 +373,7 @@ def make_app(
     app.router.add_get("/jobs/{namespace}/{name}", job_page)
     app.router.add_get("/queues/{name}", queue_page)
     app.router.add_get("/nodes", nodes_page)
+    app.router.add_get("/topology", topology_page)
     app.router.add_get("/events", live)
     app.router.add_get("/healthz", healthz)
     if gate is not None:

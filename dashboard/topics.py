@@ -20,6 +20,7 @@ __all__ = [
     "JOBS",
     "NODES",
     "OVERVIEW",
+    "TOPOLOGY",
     "job_topic",
     "job_topics",
     "node_topics",
@@ -34,8 +35,9 @@ __all__ = [
 OVERVIEW: Final = "overview"
 JOBS: Final = "jobs"
 NODES: Final = "nodes"
+TOPOLOGY: Final = "topology"
 _NAME: Final = r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?"
-_TOPIC: Final = re.compile(rf"overview|jobs|nodes|queue:{_NAME}|job:{_NAME}/{_NAME}")
+_TOPIC: Final = re.compile(rf"overview|jobs|nodes|topology|queue:{_NAME}|job:{_NAME}/{_NAME}")
 
 
 def valid_topic(topic: str) -> bool:
@@ -101,10 +103,13 @@ def node_topics(old: Node | None, new: Node | None) -> set[str]:
     moved: a node came or went, or its allocatable, schedulability or conditions' statuses
     changed (not a heartbeat's timestamps)."""
     if old is None or new is None:
-        return {OVERVIEW, NODES}
+        return {OVERVIEW, NODES, TOPOLOGY}
 
     def shown(n: Node) -> object:
         conditions = tuple((c.type, c.status) for c in n.status.conditions)
         return (n.status.allocatable, n.spec.unschedulable, conditions)
 
-    return {OVERVIEW, NODES} if shown(old) != shown(new) else set()
+    touched = {OVERVIEW, NODES} if shown(old) != shown(new) else set()
+    if old.metadata.labels != new.metadata.labels:
+        touched.add(TOPOLOGY)  # label members of HyperNodes
+    return touched

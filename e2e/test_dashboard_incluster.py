@@ -126,7 +126,7 @@ def test_each_token_sees_what_its_rbac_allows(
         # The users: one may read jobs and pods in `namespace` only, one everywhere.
         run_kubectl(
             admin, "create", "clusterrole", f"{namespace}-reader", "--verb=get,list,watch",
-            "--resource=jobs.batch.volcano.sh,pods,queues.scheduling.volcano.sh,nodes",
+            "--resource=jobs.batch.volcano.sh,pods,queues.scheduling.volcano.sh,nodes,hypernodes.topology.volcano.sh",
         )  # fmt: skip
         made.append(("clusterrole", f"{namespace}-reader"))
         one = _account(admin, namespace, "one")
@@ -161,7 +161,7 @@ def test_each_token_sees_what_its_rbac_allows(
             assert "job-theirs" not in page
             assert _get(url + f"jobs/{other}/job-theirs", one)[0] == 404
             overview = _get(url, one)[1]
-            assert "Your access does not let you list nodes, queues" in overview
+            assert "Your access does not let you list hypernodes, nodes, queues" in overview
 
             status, page = _get(url + "jobs", every)
             assert status == 200, page
@@ -169,6 +169,9 @@ def test_each_token_sees_what_its_rbac_allows(
             assert "job-theirs" in page
             assert _get(url + f"jobs/{other}/job-theirs", every)[0] == 200
             assert "does not let you list" not in _get(url, every)[1]
+            assert _get(url + "nodes", every)[0] == 200
+            assert _get(url + "topology", every)[0] == 200
+            assert _get(url + "nodes", one)[0] == 403
         log = (tmp_path / "dashboard.log").read_text()
         for token in (dash_token, one, every):
             assert token not in log  # no token is ever logged

@@ -29,7 +29,7 @@ TOKENS = {"tok-admin": "admin", "tok-a": "alice", "tok-b": "bob"}
 # (user, resource, namespace) the stand-in RBAC allows; "" is cluster-wide.
 ALLOWED = {
     ("admin", r, ns)
-    for r in ("jobs", "pods", "queues", "nodes", "events")
+    for r in ("jobs", "pods", "queues", "nodes", "hypernodes", "events")
     for ns in ("", "team-a", "team-b")
 } | {("alice", "jobs", "team-a"), ("alice", "pods", "team-a")}
 # bob: alice's rights, and nodes.
@@ -115,7 +115,7 @@ async def test_each_user_sees_what_the_reviews_allow(http: Client) -> None:
     assert "job-b" not in alice
     assert "Signed in as <strong>alice</strong>" in alice
     overview = await (await http.get("/", headers=_as("tok-a"))).text()
-    assert "list nodes, queues: they are not shown" in overview
+    assert "list hypernodes, nodes, queues: they are not shown" in overview
     assert "Nodes</dt>" not in overview
     # Another namespace's job is a 404 with the same words as a job that does not exist.
     other = await http.get("/jobs/team-b/job-b", headers=_as("tok-a"))

@@ -17,6 +17,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from caldera.api.core import Event
 from caldera.api.meta import ObjectMeta, ObjectReference
+from caldera.api.topology import ExactMatch, HyperNode, HyperNodeSpec, MemberSelector, MemberSpec
 from dashboard.cache import ClusterCache
 from dashboard.live import Hub
 from dashboard.server import make_app
@@ -143,6 +144,13 @@ async def test_what_the_user_may_not_list_is_said_not_shown_as_zero() -> None:
         assert "team-a/j" in await _page(client, "/queues/q1")
         nodes = await _page(client, "/nodes", status=403)
         assert "Your access does not let you list nodes." in nodes
+        topology = await _page(client, "/topology", status=403)
+        assert "The topology needs the right to list nodes:" in topology
+
+
+async def test_topology_page_without_hypernodes_says_so(http: Client) -> None:
+    text = await _page(http, "/topology")
+    assert "No HyperNodes (topology.volcano.sh)" in text
 
 
 async def test_nodes_page_shows_requests_and_gpu_cards(http: Client) -> None:
@@ -282,3 +290,26 @@ async def test_stopping_the_server_ends_open_live_streams_at_once() -> None:
         await runner.cleanup()
         assert time.monotonic() - started < 5
         assert hub.clients == 0
+
+
+async def test_topology_page_renders_the_tree() -> None:
+    def member(kind: str, name: str) -> MemberSpec:
+        return MemberSpec(type=kind, selector=MemberSelector(exact_match=ExactMatch(name=name)))
+
+    hypernodes = [
+        HyperNode(
+            metadata=ObjectMeta(name="rack-a"),
+            spec=HyperNodeSpec(tier=1, members=(member("Node", "n0"),)),
+        ),
+        HyperNode(
+            metadata=ObjectMeta(name="spine"),
+            spec=HyperNodeSpec(tier=2, tier_name="spine", members=(member("HyperNode", "rack-a"),)),
+        ),
+    ]
+    cache = ClusterCache.static(nodes=[node("n0")], hypernodes=hypernodes)
+    async with TestClient(TestServer(make_app(cache, Hub()), host="127.0.0.1")) as client:
+        text = await _page(client, "/topology")
+    assert text.index('data-hypernode="spine"') < text.index('data-hypernode="rack-a"')
+    assert '<th scope="row" class="depth-1">rack-a</th>' in text
+    assert "<td>2 (spine)</td>" in text
+    assert 'data-topic="topology"' in text

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from caldera.api.core import Container, Event, EventType, NodeStatus, ResourceRequirements
 from caldera.api.meta import Condition, ObjectMeta, ObjectReference
+from caldera.api.topology import ExactMatch, HyperNode, HyperNodeSpec, MemberSelector, MemberSpec
 from caldera.api.volcano import JobPhase, PodGroupCondition, PodGroupStatus
 from caldera.api.why import WHY_ANNOTATION
 from dashboard import topics
@@ -29,6 +30,7 @@ from dashboard.jobs import (
 )
 from dashboard.nodes import build_nodes
 from dashboard.overview import build_overview
+from dashboard.topology import build_topology
 from unit.dashboard_objects import T0, job, node, pod, podgroup, queue, ts
 
 NOW = T0 + dt.timedelta(hours=1)
@@ -368,7 +370,9 @@ def test_a_node_heartbeat_touches_no_page() -> None:
     assert topics.node_topics(n, beat) == set()
     smaller = n.__replace__(status=NodeStatus(allocatable={"cpu": "1"}))
     assert topics.node_topics(n, smaller) == {"overview", "nodes"}
-    assert topics.node_topics(None, n) == {"overview", "nodes"}
+    assert topics.node_topics(None, n) == {"overview", "nodes", "topology"}
+    relabelled = n.__replace__(metadata=n.metadata.__replace__(labels={"rack": "r1"}))
+    assert topics.node_topics(n, relabelled) == {"topology"}
 
 
 @pytest.mark.parametrize(
@@ -377,6 +381,7 @@ def test_a_node_heartbeat_touches_no_page() -> None:
         ("overview", True),
         ("jobs", True),
         ("nodes", True),
+        ("topology", True),
         ("queue:q-1", True),
         ("job:team-a/train.v2", True),
         ("job:team-a", False),
@@ -464,3 +469,41 @@ def test_a_node_over_its_allocatable_is_marked_and_bad_quantities_do_not_break_i
     usage = {u.resource: u for u in row.usage}
     assert usage["nvidia.com/gpu"].over
     assert usage["cpu"].text == "6 of 0"  # the unreadable allocatable counts as none
+
+
+# --- the topology page ---------------------------------------------------------------------
+
+
+def _hypernode(name: str, tier: int, members: list[tuple[str, str]]) -> HyperNode:
+    return HyperNode(
+        metadata=ObjectMeta(name=name),
+        spec=HyperNodeSpec(
+            tier=tier,
+            tier_name="rack" if tier == 1 else "spine",
+            members=tuple(
+                MemberSpec(type=kind, selector=MemberSelector(exact_match=ExactMatch(name=m)))
+                for kind, m in members
+            ),
+        ),
+    )
+
+
+def test_topology_is_a_tree_with_members_nodes_and_gpus() -> None:
+    nodes = [node("n0", gpus=8), node("n1", gpus=8), node("n2", gpus=0), node("lost")]
+    hypernodes = [
+        _hypernode("rack-b", 1, [("Node", "n2")]),
+        _hypernode("rack-a", 1, [("Node", "n0"), ("Node", "n1")]),
+        _hypernode("spine", 2, [("HyperNode", "rack-a"), ("HyperNode", "rack-b")]),
+        _hypernode("loop-1", 1, [("HyperNode", "loop-2")]),
+        _hypernode("loop-2", 1, [("HyperNode", "loop-1")]),
+    ]
+    page = build_topology(hypernodes, nodes)
+    shown = [(r.name, r.depth, r.nodes, r.gpus) for r in page.rows]
+    assert shown[:3] == [("spine", 0, 3, 16), ("rack-a", 1, 2, 16), ("rack-b", 1, 1, 0)]
+    assert {r.name for r in page.rows} == {h.metadata.name for h in hypernodes}  # the cycle too
+    assert page.rows[1].members == ("n0", "n1")
+    assert page.rows[0].children == ("rack-a", "rack-b")
+    assert page.unplaced == 1  # "lost"
+    assert page.tiers == (1, 2)
+    assert any("cycle" in p for p in page.problems)
+    assert build_topology([], nodes).rows == ()
