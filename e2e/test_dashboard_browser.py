@@ -8,6 +8,11 @@ server has the Running job); the link leads to the job's page. Screenshots of th
 queue and the job are written to the test's directory, and also to
 ``$CALDERA_SCREENSHOTS_DIR`` when set (``docs/images`` to refresh the documentation's).
 
+Every page, its error pages included, passes an accessibility audit run in the page (a title,
+landmarks, labelled controls, alt text, named links and buttons, header cells), and Tab reaches
+each of its links and controls in reading order; the stylesheet's contrast is checked in
+``unit/test_dashboard_contrast.py``.
+
 Also without a browser: a user who may read one namespace only is told to use ``-n``, and
 with it sees that namespace (queues and nodes left out, as the page says).
 
@@ -389,3 +394,109 @@ def test_a_tenant_is_told_to_watch_its_namespace(
             page = response.read().decode()
         assert f"Watching namespace <strong>{namespace}</strong> only." in page
         assert "does not let you list queues, nodes, priorityclasses" in page
+
+
+# What every page must have, checked in the page itself: a title and language, the banner,
+# navigation and main landmarks (one main, one h1), a name for every form control (its label,
+# or aria-label/-labelledby), alt text on every image, a name for every button and link, links
+# that are links (an href, not taken out of the tab order), and header cells in every table.
+AUDIT = """(() => {
+  const problems = [];
+  const short = (el) => el.outerHTML.slice(0, 90);
+  if (!document.title.trim()) problems.push("no <title>");
+  if (!document.documentElement.lang) problems.push("no lang on <html>");
+  for (const [sel, role] of [["header", "banner"], ["nav", "navigation"], ["main", "main"]]) {
+    if (!document.querySelector(`${sel}, [role=${role}]`)) problems.push(`no ${role} landmark`);
+  }
+  if (document.querySelectorAll("main").length !== 1) problems.push("not one <main>");
+  if (document.querySelectorAll("h1").length !== 1) problems.push("not one <h1>");
+  for (const el of document.querySelectorAll("input:not([type=hidden]), select, textarea")) {
+    const byLabel = [...(el.labels || [])].map((l) => l.textContent.trim()).join("");
+    const byAria = (el.getAttribute("aria-label") || "").trim()
+      || (el.getAttribute("aria-labelledby") || "").split(/\\s+/).filter(Boolean)
+           .map((id) => (document.getElementById(id) || {}).textContent || "").join("").trim();
+    if (!byLabel && !byAria) problems.push(`form control without a label: ${short(el)}`);
+  }
+  for (const img of document.querySelectorAll("img, [role=img]")) {
+    if (!img.hasAttribute("alt") && !img.getAttribute("aria-label")) {
+      problems.push(`image without alt: ${short(img)}`);
+    }
+  }
+  for (const b of document.querySelectorAll("button")) {
+    if (!b.textContent.trim() && !b.getAttribute("aria-label")) {
+      problems.push(`unnamed button: ${short(b)}`);
+    }
+  }
+  for (const a of document.querySelectorAll("a")) {
+    if (!a.hasAttribute("href")) problems.push(`link without href: ${short(a)}`);
+    if (a.tabIndex < 0) problems.push(`link out of the tab order: ${short(a)}`);
+    if (!a.textContent.trim() && !a.getAttribute("aria-label")) {
+      problems.push(`unnamed link: ${short(a)}`);
+    }
+  }
+  for (const t of document.querySelectorAll("table")) {
+    if (!t.querySelector("th")) problems.push(`table without header cells: ${short(t)}`);
+  }
+  for (const m of document.querySelectorAll("meter, progress")) {
+    if (!m.getAttribute("aria-label") && !(m.labels && m.labels.length)) {
+      problems.push(`unnamed meter: ${short(m)}`);
+    }
+  }
+  return problems;
+})()"""
+# Each focusable element, named as the audit compares them.
+FOCUSABLE = """[...document.querySelectorAll(
+    "a[href], button, input:not([type=hidden]), select, textarea")]
+  .filter((el) => !el.disabled && el.getClientRects().length > 0)
+  .map((el) => el.outerHTML.slice(0, 120))"""
+
+
+async def _tab_order(page: Page, count: int) -> list[str]:
+    """What the keyboard reaches: Tab pressed `count` times from the top of the page."""
+    await page.js("document.activeElement && document.activeElement.blur(); window.scrollTo(0, 0)")
+    reached = []
+    for _ in range(count):
+        for kind in ("rawKeyDown", "keyUp"):
+            await page.call(
+                "Input.dispatchKeyEvent", type=kind, key="Tab", code="Tab",
+                windowsVirtualKeyCode=9, nativeVirtualKeyCode=9,
+            )  # fmt: skip
+        reached.append(await page.js("document.activeElement.outerHTML.slice(0, 120)"))
+    return reached
+
+
+@needs_chromium
+async def test_every_page_is_accessible(
+    kube: KubeClient, namespace: str, test_queue: str, dashboard: str, tmp_path: Path
+) -> None:
+    """Every page, its error pages included, passes the audit, and the keyboard reaches each
+    of its links and controls with Tab, in the order they are read."""
+    name = "a11y"
+    await kube.create(
+        JOB, job(name, [task("worker", 1, cpu="100m")], queue=test_queue), namespace=namespace
+    )
+    await eventually(
+        lambda: _reachable(f"{dashboard}jobs/{namespace}/{name}"), what="the job in the cache"
+    )
+    pages = {
+        "overview": "",
+        "jobs": f"jobs?namespace={namespace}",
+        "queue": f"queues/{test_queue}",
+        "job": f"jobs/{namespace}/{name}",
+        "nodes": "nodes",
+        "topology": "topology",
+        "a bad filter (400)": "jobs?phase=Sleeping",
+        "a missing job (404)": f"jobs/{namespace}/nothing",
+    }
+    async with chromium(tmp_path / "profile") as page:
+        for what, path in pages.items():
+            await page.goto(dashboard + path)
+            assert await page.js(AUDIT) == [], what
+            focusable: list[str] = await page.js(FOCUSABLE)
+            assert focusable, what
+            assert await _tab_order(page, len(focusable)) == focusable, what
+
+
+async def _reachable(url: str) -> bool | None:
+    async with aiohttp.ClientSession() as session, session.get(url) as response:
+        return response.status == 200 or None
