@@ -4,7 +4,7 @@ answer, and the login form that keeps a token in a cookie (``/login``, ``/logout
 The cookie is HttpOnly (no script reads it), Secure (sent over HTTPS only, and to localhost)
 and SameSite=Strict (no other site's page sends it), so it can carry a bearer token. The form
 and sign-out are the only POSTs the server takes, and only from a page of its own origin (the
-``Origin`` header), so another site cannot sign a user in or out.
+``Sec-Fetch-Site`` or ``Origin`` header), so another site cannot sign a user in or out.
 """
 
 from __future__ import annotations
@@ -102,6 +102,12 @@ async def may_read_events(request: web.Request, namespace: str) -> bool:
 
 
 def _same_origin(request: web.Request) -> bool:
+    """Whether a POST comes from a page of this server: the browser's ``Sec-Fetch-Site`` when
+    it sends one (no page can set it; with ``Referrer-Policy: no-referrer`` Chromium sends
+    ``Origin: null`` on a form's POST), else an ``Origin`` naming this host."""
+    site = request.headers.get("Sec-Fetch-Site")
+    if site is not None:
+        return site == "same-origin"
     origin = request.headers.get("Origin", "")
     return bool(origin) and urlsplit(origin).netloc == request.host
 
