@@ -5,7 +5,7 @@ A Volcano Job is created in a queue of the test's own; the queue page shows it P
 reason its PodGroup's wait record gives; the stand-in scheduler then admits and binds it, and
 the same page, never reloaded, shows it Running (the live update, timed from the moment the API
 server has the Running job); the link leads to the job's page. Screenshots of the overview, the
-queue and the job are written to the test's directory, and also to
+queue, the job and the nodes are written to the test's directory, and also to
 ``$CALDERA_SCREENSHOTS_DIR`` when set (``docs/images`` to refresh the documentation's).
 
 Every page, its error pages included, passes an accessibility audit run in the page (a title,
@@ -494,6 +494,9 @@ async def test_every_page_is_accessible(
             assert await page.js(AUDIT) == [], what
             focusable: list[str] = await page.js(FOCUSABLE)
             assert focusable, what
+            if what == "nodes":  # before Tab leaves a focus ring on it
+                await page.screenshot(tmp_path / "dashboard-nodes.png")
+                _save(tmp_path / "dashboard-nodes.png")
             assert await _tab_order(page, len(focusable)) == focusable, what
 
 
