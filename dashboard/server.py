@@ -42,7 +42,7 @@ from dashboard.live import Hub
 from dashboard.login import GATE, SCOPE
 from dashboard.nodes import build_nodes
 from dashboard.overview import build_overview, queue_bars
-from dashboard.topology import build_topology
+from dashboard.topology import build_topology, job_hypernode
 from informers.store import KubeObject
 
 __all__ = ["CACHE", "GATE", "HUB", "SCOPE", "make_app", "scope_of_request"]
@@ -293,9 +293,15 @@ async def job_page(request: web.Request) -> web.Response:
     if await login.may_read_events(request, namespace):
         events = await request.app[READ_EVENTS](namespace, uids)
     model = build_job_page(job, podgroup, pods, events, request.app[CLOCK]())
+    hypernode = None
+    if scope.shows("hypernodes") and scope.shows("nodes"):
+        hypernode = job_hypernode(
+            cache.hypernodes.list(), cache.nodes.list(), (p.spec.node_name for p in pods)
+        )
     context = {
         "title": f"Job {namespace}/{name}",
         "job": model,
+        "hypernode": hypernode,
         "topic": topics.job_topic(namespace, name),
     }
     return _render(request, "job.html", context)

@@ -1,14 +1,15 @@
 """The HyperNode topology page's model: topology.volcano.sh HyperNodes as a tree (each under
 the HyperNode that lists it, as `caldera.api.topology_tree` resolves Volcano's rules), with each
 one's tier, its members and how many nodes and GPUs it holds, and what the resolution found
-wrong (a cycle, a HyperNode listed by two).
+wrong (a cycle, a HyperNode listed by two); and a job's HyperNode, the lowest one holding the
+nodes its pods are bound to.
 
 A purely computational module with no side-effects.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -17,7 +18,14 @@ from caldera.api.topology import HyperNode
 from caldera.api.topology_tree import build_tree
 from dashboard.overview import GPU, milli_amounts
 
-__all__ = ["MAX_MEMBERS", "MAX_ROWS", "HyperNodeRow", "TopologyPage", "build_topology"]
+__all__ = [
+    "MAX_MEMBERS",
+    "MAX_ROWS",
+    "HyperNodeRow",
+    "TopologyPage",
+    "build_topology",
+    "job_hypernode",
+]
 
 MAX_ROWS: Final = 2000
 MAX_MEMBERS: Final = 32
@@ -91,3 +99,16 @@ def build_topology(hypernodes: Sequence[HyperNode], nodes: Sequence[Node]) -> To
         problems=tuple(tree.problems[:MAX_PROBLEMS]),
         unplaced=sum(1 for n in labels if n not in placed),
     )
+
+
+def job_hypernode(
+    hypernodes: Sequence[HyperNode], nodes: Sequence[Node], pod_nodes: Iterable[str]
+) -> str | None:
+    """The lowest HyperNode holding every node the job's pods are bound to (where the job
+    runs, as the scheduler's network-topology placement sees it); None when its pods are not
+    bound, or no HyperNode holds them all."""
+    bound = {n for n in pod_nodes if n}
+    if not bound or not hypernodes:
+        return None
+    labels = {n.metadata.name: dict(n.metadata.labels) for n in nodes}
+    return build_tree(hypernodes, labels).lowest_common(sorted(bound))

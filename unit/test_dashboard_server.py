@@ -313,3 +313,11 @@ async def test_topology_page_renders_the_tree() -> None:
     assert '<th scope="row" class="depth-1">rack-a</th>' in text
     assert "<td>2 (spine)</td>" in text
     assert 'data-topic="topology"' in text
+
+    running = job("j", phase="Running")
+    cache = ClusterCache.static(
+        nodes=[node("n0")], hypernodes=hypernodes, jobs=[running], pods=[pod(running, 0, node="n0")]
+    )
+    async with TestClient(TestServer(make_app(cache, Hub()), host="127.0.0.1")) as client:
+        page = await _page(client, "/jobs/team-a/j")
+    assert '<dt>HyperNode</dt><dd><a href="/topology#hn-rack-a">rack-a</a></dd>' in page

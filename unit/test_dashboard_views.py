@@ -30,7 +30,7 @@ from dashboard.jobs import (
 )
 from dashboard.nodes import build_nodes
 from dashboard.overview import build_overview
-from dashboard.topology import build_topology
+from dashboard.topology import build_topology, job_hypernode
 from unit.dashboard_objects import T0, job, node, pod, podgroup, queue, ts
 
 NOW = T0 + dt.timedelta(hours=1)
@@ -507,3 +507,17 @@ def test_topology_is_a_tree_with_members_nodes_and_gpus() -> None:
     assert page.tiers == (1, 2)
     assert any("cycle" in p for p in page.problems)
     assert build_topology([], nodes).rows == ()
+
+
+def test_a_jobs_hypernode_is_the_lowest_holding_all_its_bound_pods() -> None:
+    nodes = [node("n0"), node("n1"), node("n2")]
+    hypernodes = [
+        _hypernode("rack-a", 1, [("Node", "n0"), ("Node", "n1")]),
+        _hypernode("rack-b", 1, [("Node", "n2")]),
+        _hypernode("spine", 2, [("HyperNode", "rack-a"), ("HyperNode", "rack-b")]),
+    ]
+    assert job_hypernode(hypernodes, nodes, ["n0", "n1", ""]) == "rack-a"
+    assert job_hypernode(hypernodes, nodes, ["n0", "n2"]) == "spine"
+    assert job_hypernode(hypernodes, nodes, ["", ""]) is None  # not bound yet
+    assert job_hypernode(hypernodes, nodes, ["elsewhere"]) is None
+    assert job_hypernode([], nodes, ["n0"]) is None
