@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, TypeVar
@@ -59,6 +60,9 @@ CLOCK: Final = web.AppKey[Clock]("clock")
 TEMPLATES: Final = web.AppKey("templates", jinja2.Environment)
 
 LOCAL_HOSTS: Final = frozenset({"127.0.0.1", "localhost", "[::1]"})
+# Live pages one signed-in user may hold open at once (in-cluster).
+MAX_STREAMS_PER_USER: Final = 10
+STREAMS: Final = web.AppKey("streams", Counter[str])
 # A live stream says something at least this often, so a dead client is noticed.
 KEEPALIVE_SECONDS: Final = 15.0
 # A client that cannot take a message in this long is dropped.
@@ -312,9 +316,20 @@ async def live(request: web.Request) -> web.StreamResponse:
     topic = request.query.get("topic", "")
     if not topics.valid_topic(topic):
         raise web.HTTPBadRequest(text=f"unknown topic {topic[:80]!r}\n")
+    scope = scope_of_request(request)
     namespace = topics.topic_namespace(topic)
-    if namespace is not None and not scope_of_request(request).sees(namespace):
+    hidden_kind = {topics.NODES: "nodes", topics.TOPOLOGY: "hypernodes"}.get(topic)
+    if (namespace is not None and not scope.sees(namespace)) or (
+        hidden_kind is not None and not scope.shows(hidden_kind)
+    ):
         raise web.HTTPNotFound(text="no such topic for you\n")
+    # In-cluster, one user may not hold every live slot: the others' pages would go static.
+    streams = request.app[STREAMS]
+    if scope.user and streams[scope.user] >= MAX_STREAMS_PER_USER:
+        raise web.HTTPTooManyRequests(
+            text=f"{MAX_STREAMS_PER_USER} of your pages are live; this one is not updated live\n",
+            headers={"Retry-After": "30"},
+        )
     hub = request.app[HUB]
     sub = hub.subscribe(topic)
     if sub is None:
@@ -325,6 +340,7 @@ async def live(request: web.Request) -> web.StreamResponse:
     response = web.StreamResponse(
         headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store"}
     )
+    streams[scope.user] += 1
     try:
         await response.prepare(request)
         await response.write(b"retry: 2000\n\n")
@@ -343,6 +359,9 @@ async def live(request: web.Request) -> web.StreamResponse:
         pass  # a client that cannot keep up, or gone: its subscription ends below
     finally:
         hub.unsubscribe(sub)
+        streams[scope.user] -= 1
+        if streams[scope.user] <= 0:
+            del streams[scope.user]  # the counter holds only users with an open page
     return response
 
 
@@ -369,6 +388,7 @@ def make_app(
     app[READ_EVENTS] = read_events
     app[CLOCK] = clock
     app[TEMPLATES] = templates()
+    app[STREAMS] = Counter()
 
     async def close_streams(_app: web.Application) -> None:
         hub.close()  # ends every live stream, so shutdown does not wait for them

@@ -21,7 +21,7 @@ from dashboard.access import COOKIE
 from dashboard.auth import Gate
 from dashboard.cache import ClusterCache
 from dashboard.live import Hub
-from dashboard.server import make_app
+from dashboard.server import MAX_STREAMS_PER_USER, make_app
 from unit.dashboard_objects import job, node, pod, podgroup, queue
 
 Client = TestClient[Any, Any]
@@ -203,3 +203,25 @@ def test_the_command_refuses_a_local_dashboard_off_loopback(
 ) -> None:
     assert main(["dashboard", *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+async def test_one_user_cannot_hold_every_live_slot(http: Client) -> None:
+    opened = []
+    try:
+        for _ in range(MAX_STREAMS_PER_USER):
+            response = await http.get("/events?topic=overview", headers=_as("tok-a"))
+            assert response.status == 200
+            opened.append(response)
+        refused = await http.get("/events?topic=overview", headers=_as("tok-a"))
+        assert refused.status == 429
+        other = await http.get("/events?topic=overview", headers=_as("tok-admin"))
+        assert other.status == 200
+        other.close()
+        # bob may list nodes, not HyperNodes: he hears of changes to what he may see only.
+        nodes = await http.get("/events?topic=nodes", headers=_as("tok-b"))
+        assert nodes.status == 200
+        nodes.close()
+        assert (await http.get("/events?topic=topology", headers=_as("tok-b"))).status == 404
+    finally:
+        for response in opened:
+            response.close()
