@@ -1,5 +1,5 @@
 """The user commands' command line: every group, subcommand and flag of ``caldera job|queue|
-cronjob|pod|version``, in one place, importing nothing but argparse.
+cronjob|pod|version|dashboard``, in one place, importing nothing but argparse.
 
 Handlers are named as ``"module:function"`` and imported only when their command runs, so
 ``caldera job list --help`` (and shell completion) never loads the API client, the models or
@@ -45,6 +45,7 @@ USER_COMMANDS: Final = (
     ("cronjob", "list, get, suspend and resume Volcano CronJobs"),
     ("pod", "list the pods of Volcano jobs and queues (vcctl pod)"),
     ("version", "print the client's version and the cluster's (Kubernetes, Caldera)"),
+    ("dashboard", "serve the web dashboard on 127.0.0.1 with your own kubeconfig (read-only)"),
     ("completion", "print a shell completion script (bash or zsh)"),
 )
 
@@ -394,6 +395,46 @@ def _version(sub: Subparsers) -> None:
     p.set_defaults(handler=lazy("cli.version:show_version"))
 
 
+DASHBOARD_PORT: Final = 8090
+
+
+def _dashboard(sub: Subparsers) -> None:
+    p = sub.add_parser(
+        "dashboard",
+        help=dict(USER_COMMANDS)["dashboard"],
+        description="Serve Caldera's web dashboard (queues, jobs, why they wait, live) on "
+        "127.0.0.1, reading the cluster with your own kubeconfig: it shows what your RBAC lets "
+        "you list, and never writes. Without -n it watches every namespace, which needs the "
+        "right to list Jobs, PodGroups and pods cluster-wide.",
+    )
+    action = p.add_argument(
+        "-n", "--namespace", default=None, help="watch this namespace only (default: all)"
+    )
+    _completes(action, "namespaces")
+    p.add_argument(
+        "-p",
+        "--port",
+        type=int,
+        default=DASHBOARD_PORT,
+        help=f"the port (default: {DASHBOARD_PORT}; 0 picks a free one)",
+    )
+    p.add_argument(
+        "--address",
+        default="127.0.0.1",
+        help="the address to listen on (default: 127.0.0.1; another than a loopback one only "
+        "with --in-cluster)",
+    )
+    p.add_argument(
+        "--in-cluster",
+        action="store_true",
+        help="serve many users (the chart's Deployment): read with this connection (in a pod, "
+        "its ServiceAccount), and let in only requests with a bearer token the API server "
+        "accepts, each user seeing what their own RBAC lets them list",
+    )
+    add_connection_args(p)
+    p.set_defaults(handler=lazy("cli.dashboard:run_dashboard"))
+
+
 def _completion(sub: Subparsers) -> None:
     cmds = _group(
         sub, "completion", "Print a completion script: source <(caldera completion bash)."
@@ -420,4 +461,5 @@ def register(sub: Subparsers) -> None:
     _cronjob(sub)
     _pod(sub)
     _version(sub)
+    _dashboard(sub)
     _completion(sub)

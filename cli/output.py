@@ -98,7 +98,7 @@ QUEUE_COLUMNS: Final = (
     "Unknown",
     "Completed",
 )
-QUEUE_WIDE_COLUMNS: Final = ("Deserved", "Allocated", "Share")
+QUEUE_WIDE_COLUMNS: Final = ("Priority", "Dequeue", "Deserved", "Allocated", "Share")
 POD_COLUMNS: Final = ("Name", "Ready", "Status", "Restart", "Age")
 CRONJOB_COLUMNS: Final = ("NAME", "SCHEDULE", "SUSPEND", "ACTIVE", "LAST SCHEDULE", "AGE")
 CRONJOB_WIDE_COLUMNS: Final = ("TIMEZONE", "CONCURRENCY", "LAST SUCCESSFUL")
@@ -306,7 +306,8 @@ def _resources_text(resources: Mapping[str, str]) -> str:
 def queue_row(
     queue: Queue, counts: QueueCounts | None, *, share: QueueShare | None = None, wide: bool = False
 ) -> list[str]:
-    """One `caldera queue list` row (vcctl's columns; -o wide adds deserved, allocated, share)."""
+    """One `caldera queue list` row (vcctl's columns; -o wide adds the queue's priority and
+    dequeue strategy, then deserved, allocated, share)."""
     c = counts or QueueCounts()
     row = [
         queue.metadata.name,
@@ -320,6 +321,7 @@ def queue_row(
         str(c.completed),
     ]
     if wide:
+        row += [str(queue.spec.priority), queue.spec.dequeue_strategy]
         if share is None:
             allocated = {k: str(v) for k, v in queue.status.allocated.items()}
             row += ["<unknown>", _resources_text(allocated), "<unknown>"]

@@ -416,6 +416,59 @@ def test_bad_values_are_refused(
     assert message in result.stderr
 
 
+def test_dashboard_is_off_by_default_and_locked_down_when_on(helm: str, tmp_path: Path) -> None:
+    """dashboard.enabled (off by default) renders a Deployment running `caldera dashboard
+    --in-cluster` whose args parse, with the chart's security context, probes and resources; a
+    Service; a NetworkPolicy admitting only the configured peers to its port; and a read-only
+    ClusterRole (list and watch, Events listed, reviews created: no other verb). Without peers
+    for the policy, helm stops and says what to set."""
+    assert not [
+        o
+        for o in render(helm, tmp_path)
+        if o["metadata"]["name"] == f"{FULLNAME}-dashboard" and o["kind"] != "ConfigMap"
+    ]
+    peer = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ingress"}}}
+    values = {"dashboard": {"enabled": True, "networkPolicy": {"from": [peer]}}}
+    objects = render(helm, tmp_path, values)
+    name = f"{FULLNAME}-dashboard"
+    deployment = find(objects, "Deployment", name)
+    pod = deployment["spec"]["template"]["spec"]
+    main = container(deployment)
+    assert main["args"][:4] == ["dashboard", "--in-cluster", "--address=0.0.0.0", "--port=8090"]
+    args = build_parser().parse_args(main["args"])
+    assert (args.in_cluster, args.address, args.port) == (True, "0.0.0.0", 8090)  # noqa: S104
+    assert pod["serviceAccountName"] == name
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert main["securityContext"]["readOnlyRootFilesystem"] is True
+    assert main["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        assert main[probe]["httpGet"] == {"path": "/healthz", "port": "http"}, probe
+    assert main["resources"]["limits"]["memory"] == "512Mi"
+    service = find(objects, "Service", name)
+    assert service["spec"]["ports"][0]["targetPort"] == "http"
+    policy = find(objects, "NetworkPolicy", name)["spec"]
+    assert policy["ingress"] == [{"from": [peer], "ports": [{"port": "http", "protocol": "TCP"}]}]
+    assert policy["podSelector"]["matchLabels"] == service["spec"]["selector"]
+    rules = find(objects, "ClusterRole", name)["rules"]
+    verbs = {verb for rule in rules for verb in rule["verbs"]}
+    assert verbs == {"list", "watch", "create"}
+    created = {r for rule in rules if "create" in rule["verbs"] for r in rule["resources"]}
+    assert created == {"tokenreviews", "subjectaccessreviews"}
+    binding = find(objects, "ClusterRoleBinding", name)
+    assert binding["subjects"][0]["name"] == name
+
+    open_policy = {"dashboard": {"enabled": True}}
+    result = _run(
+        [helm, "template", RELEASE, str(CHART), f"--kube-version={TEMPLATE_KUBE_VERSION}",
+         "-f", str(_values_file(tmp_path, open_policy))],
+        check=False,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "dashboard.networkPolicy.from must name who may reach the dashboard" in result.stderr
+    no_policy = {"dashboard": {"enabled": True, "networkPolicy": {"enabled": False}}}
+    assert not of_kind(render(helm, tmp_path, no_policy), "NetworkPolicy")
+
+
 def test_one_replica_may_run_without_leader_election(helm: str, tmp_path: Path) -> None:
     """With one replica leader election may be off, and then no Lease Role is made."""
     values = {"scheduler": {"replicas": 1, "settings": {"leader_elect": False}}}

@@ -695,6 +695,7 @@ async def test_queue_create_get_list_operate_delete(
     assert wide[0] == [*QUEUE_COLUMNS, *QUEUE_WIDE_COLUMNS]
     # no pods in the queue: it deserves and holds nothing, share 0
     assert {r[0]: r for r in wide[1:]}[qa][-2:] == ["<none>", "0.00"]
+    assert {r[0]: r for r in wide[1:]}[qa][-5:-3] == ["0", "traverse"]  # the CRD's defaults
     got = json.loads(ok(caldera(cluster, "queue", "get", "-n", qa, "-o", "json")))
     assert (got["kind"], got["spec"]["weight"]) == ("Queue", 3)
     listed = yaml.safe_load(ok(caldera(cluster, "queue", "list", "-o", "yaml")))

@@ -216,7 +216,7 @@ async def test_replace_deletes_the_running_job(kube: KubeClient, namespace: str)
 
         await eventually(replaced, what="the old job deleted")
         await event(kube, namespace, "ReplaceConcurrent")
-        await event(kube, namespace, "SuccessfulDelete", old.metadata.name)
+        await event(kube, namespace, "SuccessfulDelete", f'Deleted job "{old.metadata.name}"')
 
         async def only_new() -> CronJob | None:
             cj = await status(kube, namespace)

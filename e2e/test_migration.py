@@ -20,7 +20,7 @@ import json
 import os
 import re
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,7 +51,9 @@ FIXTURE = REPO / "e2e" / "fixtures" / "volcano-v1.13"
 VOLCANO_NS = "volcano-system"
 CALDERA_NS = "caldera-system"
 USERS = "team-a"
-LEASE_FLAGS = ["--lease-duration=4", "--renew-deadline=3", "--retry-period=1"]
+# The Leases' default timings (15 s, renew within 10 s): no step waits for a takeover (every
+# process is stopped cleanly, which releases its Lease), and a 3 s renew deadline can pass on a
+# loaded CI machine, when the leader exits as it must and the test has no one to restart it.
 CLAIM = {
     "metadata": {"name": "data"},
     "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
@@ -125,6 +127,24 @@ class Switch:
     def stop(self, name: str) -> int:
         return self.procs.pop(name).stop()
 
+    def until(self, probe: Callable[[], object], *, what: str, timeout: float = 60) -> None:
+        """``until``, failing at once when a process has exited, and with the tails of the
+        processes' logs when the time runs out: what is waited for depends on all of them."""
+
+        def running_and(probe_result: Callable[[], object]) -> object:
+            for name, proc in self.procs.items():
+                if proc.proc.poll() is not None:
+                    raise AssertionError(
+                        f"{name} exited while waiting for {what}:\n{proc.log()[-3000:]}"
+                    )
+            return probe_result()
+
+        try:
+            until(lambda: running_and(probe), what=what, timeout=timeout)
+        except AssertionError as timed_out:
+            tails = "".join(f"\n--- {n}:\n{p.log()[-2000:]}" for n, p in self.procs.items())
+            raise AssertionError(f"{timed_out}{tails}") from None
+
 
 @pytest.fixture
 def switch(tmp_path: Path) -> Iterator[Switch]:
@@ -187,7 +207,7 @@ def test_switch_from_volcano_keeps_every_job(switch: Switch) -> None:
     sw.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
     tls = [f"--port={port}", f"--tls-cert-file={crt}", f"--tls-key-file={key}"]
     sw.start("volcano-admission", "webhook", tls, admin)
-    volcano = ["--check-crds=false", f"--leader-election-namespace={VOLCANO_NS}", *LEASE_FLAGS]
+    volcano = ["--check-crds=false", f"--leader-election-namespace={VOLCANO_NS}"]
     sw.start(
         "volcano-controllers",
         "controllers",
@@ -202,7 +222,7 @@ def test_switch_from_volcano_keeps_every_job(switch: Switch) -> None:
     )
     for name in ("volcano-admission", "volcano-controllers", "volcano-scheduler"):
         sw.ready(name)
-    until(lambda: _exists(sw, "queues.scheduling.volcano.sh", "default", ""), what="queues")
+    sw.until(lambda: _exists(sw, "queues.scheduling.volcano.sh", "default", ""), what="queues")
 
     sw.kubectl("create", "namespace", USERS)
     queue = {
@@ -213,7 +233,7 @@ def test_switch_from_volcano_keeps_every_job(switch: Switch) -> None:
     }
     sw.kubectl("create", "-f", "-", input=json.dumps(queue))
     # Open once the queue controller saw it (and the webhook's cache with it, which admits jobs).
-    until(
+    sw.until(
         lambda: sw.get("queues", "research", "").get("status", {}).get("state") == "Open",
         what="queue research open",
     )
@@ -245,7 +265,7 @@ def test_switch_from_volcano_keeps_every_job(switch: Switch) -> None:
     }
     sw.kubectl("-n", USERS, "create", "-f", "-", input=json.dumps(spark_pg))
     sw.kubectl("-n", USERS, "create", "-f", "-", input=json.dumps(spark_pod))
-    until(
+    sw.until(
         lambda: (
             sw.phase("train") == "Running"
             and sw.phase("serve") == "Running"
@@ -367,7 +387,7 @@ def test_switch_from_volcano_keeps_every_job(switch: Switch) -> None:
         kubeconfigs[process] = write_token_kubeconfig(
             admin, sw.tmp / f"{process}.kubeconfig", user=sa, token=token
         )
-    leader = [f"--leader-election-namespace={CALDERA_NS}", *LEASE_FLAGS]
+    leader = [f"--leader-election-namespace={CALDERA_NS}"]
     sw.start("caldera-webhook", "webhook", tls, kubeconfigs["webhook"])
     sw.start("caldera-controllers", "controllers", leader, kubeconfigs["controllers"])
     sw.start(
@@ -384,8 +404,8 @@ def test_switch_from_volcano_keeps_every_job(switch: Switch) -> None:
         sw.kubectl("apply", "-f", "-", input=json.dumps(doc))
 
     # ---- Step 5: everything reconciled, nothing lost.
-    until(lambda: sw.phase("serve") == "Aborted", what="the Command of the gap carried out")
-    until(lambda: sw.phase("late") == "Running", what="the Job of the gap started")
+    sw.until(lambda: sw.phase("serve") == "Aborted", what="the Command of the gap carried out")
+    sw.until(lambda: sw.phase("late") == "Running", what="the Job of the gap started")
     assert not json.loads(sw.kubectl("-n", USERS, "get", "commands", "-o", "json"))["items"]
     after_pods = _pods(sw)
     for name in ("train-worker-0", "train-worker-1", "spark-driver"):
@@ -420,7 +440,7 @@ def test_switch_from_volcano_keeps_every_job(switch: Switch) -> None:
     sw.kubectl("-n", USERS, "create", "-f", "-", input=json.dumps(claims))
     stored = sw.get("jobs.batch.volcano.sh", "claims")["spec"]["tasks"][0]
     assert stored["volumeClaimTemplates"][0]["metadata"]["name"] == "data"
-    until(lambda: _exists(sw, "pvc", "data-claims-w-0"), what="the claim template's PVC")
+    sw.until(lambda: _exists(sw, "pvc", "data-claims-w-0"), what="the claim template's PVC")
 
     # ---- Step 6: Volcano's leftovers.
     (cleanup,) = doc_blocks("6.")

@@ -275,6 +275,7 @@ CRD_FIRST = {
     "mountPath required",
     "bad topologyPolicy",
     "partition size 0",
+    "partition count 0",
 }
 UNIT_ONLY = {"root queue"}  # needs the cluster's own root queue
 

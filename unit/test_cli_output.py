@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 import yaml
 
@@ -293,7 +294,13 @@ def test_queue_row_and_wide_shares() -> None:
         "cpu=2",
         "0.50",
     ]
-    assert output.queue_row(queue, None, wide=True)[-3:] == ["<unknown>", "cpu=2", "<unknown>"]
+    assert output.queue_row(queue, None, wide=True)[-5:] == [
+        "0", "traverse", "<unknown>", "cpu=2", "<unknown>"
+    ]  # fmt: skip
+    urgent = msgspec.structs.replace(
+        queue, spec=msgspec.structs.replace(queue.spec, priority=5, dequeue_strategy="fifo")
+    )
+    assert output.queue_row(urgent, None, wide=True)[-5:-3] == ["5", "fifo"]
     table = output.queue_table([queue], {}, wide=True)
     assert table.splitlines()[0].split() == [*output.QUEUE_COLUMNS, *output.QUEUE_WIDE_COLUMNS]
 

@@ -291,6 +291,8 @@ def test_stale_reference_is_dropped_with_a_warning() -> None:
     p = plan(cron(suspend=True, active=(ghost,)), [], at(1))
     assert p.status.active == ()
     assert reasons(p) == ["StaleReference"]
+    # Volcano's message, with Go's %q quoting
+    assert p.notes[0].message == 'Active job "ghost" no longer exists (UID: ghost-uid)'
 
 
 def test_bad_spec_gives_a_warning_and_no_requeue() -> None:

@@ -512,13 +512,34 @@ CREATE_RULES: list[tuple[str, dict[str, Any], str, str]] = [
         "partition product",
         job_dict(tasks=[task("a", 5, partitionPolicy={"totalPartitions": 2, "partitionSize": 2})]),
         "spec.tasks[0].replicas",
-        "must equal partitionPolicy.totalPartitions * partitionSize (4)",
+        "'Replicas' are not equal to TotalPartitions*PartitionSize in task: a, job: train;",
     ),
     (
         "partition size 0",
         job_dict(tasks=[task("a", 4, partitionPolicy={"totalPartitions": 2, "partitionSize": 0})]),
         "spec.tasks[0].partitionPolicy.partitionSize",
-        "must be greater than 0",
+        "'PartitionSize' must be greater than 0 in task: a, job: train;",
+    ),
+    (
+        "partition count 0",
+        job_dict(tasks=[task("a", 4, partitionPolicy={"totalPartitions": 0, "partitionSize": 0})]),
+        "spec.tasks[0].partitionPolicy.totalPartitions",
+        "'TotalPartitions' must be greater than 0 in task: a, job: train;",
+    ),
+    (
+        "partition minimum",
+        job_dict(
+            tasks=[
+                task(
+                    "a",
+                    4,
+                    minAvailable=3,
+                    partitionPolicy={"totalPartitions": 2, "partitionSize": 2, "minPartitions": 1},
+                )
+            ]
+        ),
+        "spec.tasks[0].minAvailable",
+        "'MinAvailable' is not equal to MinPartitions*PartitionSize in task: a, job: train;",
     ),
     # Caldera volumeClaimTemplates
     (
@@ -682,6 +703,22 @@ UPDATE_RULES: list[tuple[str, dict[str, Any], str]] = [
     ),
     ("change plugins", {"plugins": {"env": []}}, "(changed: spec.plugins)"),
 ]
+PARTITIONED = {"totalPartitions": 2, "partitionSize": 2}
+
+
+def test_update_scales_a_partitioned_task_by_whole_partitions() -> None:
+    """Volcano checks the partition policy on update too: replicas stay a whole number of
+    partitions (the policy itself may not change)."""
+    before = job_dict(
+        minAvailable=2, tasks=[task("a", 4, minAvailable=2, partitionPolicy=PARTITIONED)]
+    )
+    grown = {"tasks": [task("a", 6, minAvailable=2, partitionPolicy=PARTITIONED)]}
+    assert _update(grown, before) == (
+        "spec.tasks[0].replicas: 'Replicas' are not equal to TotalPartitions*PartitionSize "
+        "in task: a, job: train"
+    )
+    kept = {"tasks": [task("a", 4, minAvailable=3, partitionPolicy=PARTITIONED)]}
+    assert _update(kept, before) == ""
 
 
 @pytest.mark.parametrize(

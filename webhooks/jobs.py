@@ -294,36 +294,39 @@ def _task_fragment(job: Job, i: int, task: TaskSpec) -> str:
         f"spec.task[{i}].template", task.template, numa=numa, task_index=i, extra_volumes=claims
     ):
         msg += f" {e};"
-    msg += _partition_fragment(p, task)
+    msg += _partition_fragment(p, task, jn)
     msg += _claim_templates_fragment(job, p, task)
     return msg
 
 
-def _partition_fragment(p: str, task: TaskSpec) -> str:
+def _partition_fragment(p: str, task: TaskSpec, job: str) -> str:
+    """Volcano's validatePartitionPolicy: its messages and its order, the first problem only,
+    then the networkTopology check. ``minPartitions < 0`` is Caldera's (Volcano's schema has no
+    minimum for it, and a negative count would make minAvailable negative)."""
     pp = task.partition_policy
     if pp is None:
         return ""
-    msg = ""
+    where = f"in task: {task.name}, job: {job};"
     if pp.total_partitions <= 0:
-        msg += f" {p}.partitionPolicy.totalPartitions: must be greater than 0;"
-    if pp.partition_size <= 0:
-        msg += f" {p}.partitionPolicy.partitionSize: must be greater than 0;"
-    if pp.min_partitions < 0:
-        msg += f" {p}.partitionPolicy.minPartitions: must be >= 0;"
-    if msg:
-        return msg
-    if task.replicas != pp.total_partitions * pp.partition_size:
-        msg += (
-            f" {p}.replicas: must equal partitionPolicy.totalPartitions * partitionSize "
-            f"({pp.total_partitions * pp.partition_size});"
+        msg = f" {p}.partitionPolicy.totalPartitions: 'TotalPartitions' must be greater than 0"
+        msg += f" {where}"
+    elif pp.partition_size <= 0:
+        msg = f" {p}.partitionPolicy.partitionSize: 'PartitionSize' must be greater than 0 {where}"
+    elif pp.min_partitions < 0:
+        msg = f" {p}.partitionPolicy.minPartitions: 'MinPartitions' must be >= 0 {where}"
+    elif task.replicas != pp.total_partitions * pp.partition_size:
+        msg = f" {p}.replicas: 'Replicas' are not equal to TotalPartitions*PartitionSize {where}"
+    elif (
+        task.min_available is not None
+        and pp.min_partitions > 0
+        and task.min_available != pp.min_partitions * pp.partition_size
+    ):
+        # Only when minPartitions is set: without it minAvailable defaults to replicas.
+        msg = (
+            f" {p}.minAvailable: 'MinAvailable' is not equal to MinPartitions*PartitionSize {where}"
         )
-    if pp.min_partitions > 0 and task.min_available is not None:
-        want = pp.min_partitions * pp.partition_size
-        if task.min_available != want:
-            msg += (
-                f" {p}.minAvailable: must equal partitionPolicy.minPartitions * partitionSize "
-                f"({want});"
-            )
+    else:
+        msg = ""
     return msg + network_topology_error(f"{p}.partitionPolicy.networkTopology", pp.network_topology)
 
 
@@ -591,6 +594,9 @@ def validate_job_update(old: Job, new: Job) -> str:
             return f"{p}.minAvailable: 'minAvailable' must be >= 0 in task: {task.name}"
         if task.min_available is not None and task.min_available > task.replicas:
             return f"{p}.minAvailable: 'minAvailable' must be <= 'replicas' in task: {task.name}"
+        partitions = _partition_fragment(p, task, new.metadata.name)
+        if partitions:  # a partitioned task scales by whole partitions, as Volcano checks
+            return partitions.strip().removesuffix(";")
         total += task.replicas
     if new.spec.min_available > total:
         return "spec.minAvailable: job 'minAvailable' must not be greater than total replicas"

@@ -14,6 +14,7 @@ An import-linter contract keeps this module free of I/O (docs/architecture.md).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from typing import Final
@@ -130,6 +131,12 @@ def qualified_name(value: str) -> list[str]:
 def go_list(items: Sequence[str]) -> str:
     """A list of strings as Go's `%v` prints a []string: `[a b c]`."""
     return "[" + " ".join(items) + "]"
+
+
+def go_quote(text: str) -> str:
+    """A string as Go's ``%q`` prints it: double quotes, backslash escapes (Volcano's messages
+    quote names and schedules so)."""
+    return json.dumps(text, ensure_ascii=False)
 
 
 def pod_name_prefix(job: str, task: str) -> str:

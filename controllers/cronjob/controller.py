@@ -31,6 +31,7 @@ import msgspec
 
 from caldera.api.kinds import CRONJOB, JOB, reference
 from caldera.api.meta import ObjectReference, controller_of
+from caldera.api.names import go_quote
 from caldera.api.volcano import BATCH_API_VERSION, CronJob, CronJobStatus, Job
 from caldera.kube.errors import AlreadyExists, ApiError, NotFound
 from controllers.cronjob.plan import Plan, consumed, finished, plan, started
@@ -153,12 +154,12 @@ class CronJobController(Controller):
             deleted = await delete_child(self.ctx.client, JOB, job.metadata)
         except ApiError as exc:
             self.ctx.recorder.record(
-                involved, "Warning", "FailedDelete", f"Error deleting job {name!r}: {exc}"
+                involved, "Warning", "FailedDelete", f"Error deleting job {go_quote(name)}: {exc}"
             )
             return False
         if deleted:  # else gone, or replaced by another Job of that name: not ours to delete
             self.ctx.recorder.record(
-                involved, "Normal", "SuccessfulDelete", f"Deleted job {name!r}"
+                involved, "Normal", "SuccessfulDelete", f"Deleted job {go_quote(name)}"
             )
         return True
 

@@ -49,6 +49,7 @@ from caldera.api.cron import (
 )
 from caldera.api.kinds import CRONJOB, controller_reference
 from caldera.api.meta import ObjectMeta, ObjectReference, format_time, parse_time
+from caldera.api.names import go_quote
 from caldera.api.ownership import may_touch
 from caldera.api.volcano import (
     CRONJOB_SCHEDULED_TIMESTAMP_KEY,
@@ -159,8 +160,8 @@ def _schedule(cronjob: CronJob) -> tuple[Schedule, dt.tzinfo, list[Note]]:
             Note(
                 "Warning",
                 "UnsupportedSchedule",
-                f"CRON_TZ or TZ in the schedule {spec.schedule!r} is not officially supported. "
-                "If set, the TimeZone field will be ignored during execution.",
+                f"CRON_TZ or TZ in the schedule {go_quote(spec.schedule)} is not officially "
+                "supported. If set, the TimeZone field will be ignored during execution.",
             )
         )
     schedule = parse_schedule(spec.schedule)
@@ -185,7 +186,7 @@ def plan(cronjob: CronJob, jobs: Sequence[Job], now: dt.datetime) -> Plan:
                 Note(
                     "Warning",
                     "StaleReference",
-                    f"Active job {ref.name!r} no longer exists (UID: {ref.uid})",
+                    f"Active job {go_quote(ref.name)} no longer exists (UID: {ref.uid})",
                 )
             )
         elif finished(job):
@@ -231,7 +232,11 @@ def plan(cronjob: CronJob, jobs: Sequence[Job], now: dt.datetime) -> Plan:
         return dataclasses.replace(idle, notes=tuple(notes))
     except ScheduleError as exc:
         notes.append(
-            Note("Warning", "InvalidSchedule", f"unparseable schedule {spec.schedule!r}: {exc}")
+            Note(
+                "Warning",
+                "InvalidSchedule",
+                f"unparseable schedule {go_quote(spec.schedule)}: {exc}",
+            )
         )
         return dataclasses.replace(idle, notes=tuple(notes))
     notes.extend(schedule_notes)

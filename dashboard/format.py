@@ -1,0 +1,59 @@
+"""Ages and amounts as a person reads them on a page: pure functions, no I/O."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Final
+
+from caldera.api.meta import parse_time
+
+__all__ = ["age", "amount", "parse_timestamp"]
+
+_GIB: Final = 1024**3
+_BYTE_RESOURCES: Final = frozenset({"memory", "ephemeral-storage", "storage"})
+
+
+def parse_timestamp(value: str | None) -> dt.datetime | None:
+    """An RFC 3339 timestamp as an aware datetime; None when absent or malformed (a page
+    shows what it can rather than failing on one bad field)."""
+    if not value:
+        return None
+    try:
+        return parse_time(value)
+    except ValueError:
+        return None
+
+
+def age(value: str | None, now: dt.datetime) -> str:
+    """How long ago `value` was, kubectl's way (``45s``, ``3m20s``, ``5h``, ``12d``); "" when
+    unknown."""
+    when = parse_timestamp(value)
+    if when is None:
+        return ""
+    seconds = int((now - when).total_seconds())
+    if seconds < 0:
+        return "0s"
+    if seconds < 120:
+        return f"{seconds}s"
+    minutes = seconds // 60
+    if minutes < 10:
+        rest = seconds % 60
+        return f"{minutes}m{rest}s" if rest else f"{minutes}m"
+    if minutes < 180:
+        return f"{minutes}m"
+    hours = minutes // 60
+    if hours < 48:
+        return f"{hours}h"
+    return f"{hours // 24}d"
+
+
+def amount(milli: int, resource: str) -> str:
+    """An amount in thousandths as a short readable number: memory in GiB, CPU in cores, the
+    rest as counts (``1.5``, ``64Gi``, ``4``)."""
+    if resource in _BYTE_RESOURCES or resource.startswith("hugepages-"):
+        gib = milli / 1000 / _GIB
+        return f"{gib:.0f}Gi" if gib == int(gib) or gib >= 100 else f"{gib:.1f}Gi"
+    units = milli / 1000
+    if units == int(units):
+        return str(int(units))
+    return f"{units:.2f}".rstrip("0").rstrip(".")
