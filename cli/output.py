@@ -19,6 +19,7 @@ from typing import Any, Final
 import yaml
 
 from caldera.api.core import Event, Pod
+from caldera.api.duration import human_duration
 from caldera.api.flow import JobFlow, JobTemplate
 from caldera.api.meta import parse_time
 from caldera.api.topology import JOB_ALLOCATED_HYPERNODE_KEY
@@ -132,38 +133,6 @@ def format_age(timestamp: str | None, now: dt.datetime) -> str:
     except ValueError:
         return "<unknown>"
     return human_duration(now - then)
-
-
-def human_duration(delta: dt.timedelta) -> str:
-    """kubectl's HumanDuration: two significant units for short spans, one for long ones."""
-    seconds = int(delta.total_seconds())
-    if seconds < -1:
-        return "<invalid>"
-    if seconds < 0:
-        return "0s"
-    if seconds < 120:
-        return f"{seconds}s"
-    minutes = seconds // 60
-    if minutes < 10:
-        rest = seconds % 60
-        return f"{minutes}m{rest}s" if rest else f"{minutes}m"
-    if minutes < 180:
-        return f"{minutes}m"
-    hours = minutes // 60
-    if hours < 8:
-        rest = minutes % 60
-        return f"{hours}h{rest}m" if rest else f"{hours}h"
-    if hours < 48:
-        return f"{hours}h"
-    if hours < 24 * 8:
-        rest = hours % 24
-        return f"{hours // 24}d{rest}h" if rest else f"{hours // 24}d"
-    if hours < 24 * 365 * 2:
-        return f"{hours // 24}d"
-    if hours < 24 * 365 * 8:
-        years, days = hours // (24 * 365), (hours // 24) % 365
-        return f"{years}y{days}d" if days else f"{years}y"
-    return f"{hours // (24 * 365)}y"
 
 
 def as_list(items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from caldera.api.core import Pod, PodPhase
+from caldera.api.duration import human_duration
 from caldera.api.meta import parse_time
 from caldera.api.names import pod_name
 from caldera.api.volcano import (
@@ -48,7 +49,6 @@ from caldera.api.volcano import (
     TaskSpec,
 )
 from caldera.api.why import WHY_ANNOTATION, WaitRecord, WaitStage, decode_record
-from cli.output import human_duration
 from controllers.job.sync import dependencies_met, task_min_available
 
 __all__ = ["MAX_POD_MESSAGES", "Finding", "Stage", "explain", "render_lines"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Final
 
+from caldera.api.duration import human_duration
 from caldera.api.meta import parse_time
 
 __all__ = ["age", "amount", "parse_timestamp"]
@@ -25,26 +26,12 @@ def parse_timestamp(value: str | None) -> dt.datetime | None:
 
 
 def age(value: str | None, now: dt.datetime) -> str:
-    """How long ago `value` was, kubectl's way (``45s``, ``3m20s``, ``5h``, ``12d``); "" when
-    unknown."""
+    """How long ago `value` was, as kubectl prints ages (``45s``, ``3m20s``, ``2d4h``); "" when
+    unknown, and ``0s`` for a time ahead of this clock (another node's skew)."""
     when = parse_timestamp(value)
     if when is None:
         return ""
-    seconds = int((now - when).total_seconds())
-    if seconds < 0:
-        return "0s"
-    if seconds < 120:
-        return f"{seconds}s"
-    minutes = seconds // 60
-    if minutes < 10:
-        rest = seconds % 60
-        return f"{minutes}m{rest}s" if rest else f"{minutes}m"
-    if minutes < 180:
-        return f"{minutes}m"
-    hours = minutes // 60
-    if hours < 48:
-        return f"{hours}h"
-    return f"{hours // 24}d"
+    return human_duration(max(now - when, dt.timedelta(0)))
 
 
 def amount(milli: int, resource: str) -> str:

@@ -26,6 +26,7 @@ from caldera.api.core import (
     PodSpec,
     PodStatus,
 )
+from caldera.api.duration import human_duration
 from caldera.api.flow import FlowState, JobFlow, JobFlowStatus, JobTemplate, JobTemplateStatus
 from caldera.api.meta import ObjectMeta, ObjectReference, OwnerReference, format_time
 from caldera.api.volcano import (
@@ -99,7 +100,7 @@ def test_render_table_pads_each_column_to_its_widest_cell_plus_three() -> None:
     ],
 )
 def test_ages_read_like_kubectl(delta: dt.timedelta, expected: str) -> None:
-    assert output.human_duration(delta) == expected
+    assert human_duration(delta) == expected
 
 
 def test_age_of_a_missing_or_bad_timestamp_is_unknown() -> None:

@@ -402,7 +402,7 @@ def test_valid_topics(topic: str, valid: bool) -> None:
 @pytest.mark.parametrize(
     ("seconds", "text"),
     [(-5, "0s"), (0, "0s"), (119, "119s"), (150, "2m30s"), (600, "10m"), (3 * 3600, "3h"),
-     (50 * 3600, "2d")],
+     (50 * 3600, "2d2h")],
 )  # fmt: skip
 def test_age(seconds: int, text: str) -> None:
     assert age(ts(0), T0 + dt.timedelta(seconds=seconds)) == text

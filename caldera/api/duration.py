@@ -1,17 +1,20 @@
 """Go durations as Kubernetes and Volcano write them (`metav1.Duration`, a policy's
 ``timeout``, a Job's ``runningDuration``): `parse_duration` is Go's `time.ParseDuration` and
 `format_duration` Go's `Duration.String`, in seconds; the ``_ns`` forms are exact, in whole
-nanoseconds (an int64, as Go's time.Duration).
+nanoseconds (an int64, as Go's time.Duration). `human_duration` is kubectl's age column
+(apimachinery's ``duration.HumanDuration``), which the CLI and the dashboard print.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Final
 
 __all__ = [
     "DurationError",
     "format_duration",
     "format_duration_ns",
+    "human_duration",
     "parse_duration",
     "parse_duration_ns",
 ]
@@ -130,3 +133,35 @@ def format_duration_ns(ns: int) -> str:
         if hours:
             out = f"{hours}h{out}"
     return sign + out
+
+
+def human_duration(delta: dt.timedelta) -> str:
+    """kubectl's HumanDuration: two significant units for short spans, one for long ones."""
+    seconds = int(delta.total_seconds())
+    if seconds < -1:
+        return "<invalid>"
+    if seconds < 0:
+        return "0s"
+    if seconds < 120:
+        return f"{seconds}s"
+    minutes = seconds // 60
+    if minutes < 10:
+        rest = seconds % 60
+        return f"{minutes}m{rest}s" if rest else f"{minutes}m"
+    if minutes < 180:
+        return f"{minutes}m"
+    hours = minutes // 60
+    if hours < 8:
+        rest = minutes % 60
+        return f"{hours}h{rest}m" if rest else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    if hours < 24 * 8:
+        rest = hours % 24
+        return f"{hours // 24}d{rest}h" if rest else f"{hours // 24}d"
+    if hours < 24 * 365 * 2:
+        return f"{hours // 24}d"
+    if hours < 24 * 365 * 8:
+        years, days = hours // (24 * 365), (hours // 24) % 365
+        return f"{years}y{days}d" if days else f"{years}y"
+    return f"{hours // (24 * 365)}y"
