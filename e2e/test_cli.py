@@ -538,8 +538,9 @@ async def test_job_list_watch_prints_a_row_per_change(
 
 
 @pytest.fixture
-async def queue_names(kube: KubeClient, namespace: str) -> AsyncIterator[list[str]]:
-    """Unique queue names for this test (queues are cluster-scoped); deleted afterwards."""
+async def queue_names(kube: KubeClient, namespace: str, crds: Path) -> AsyncIterator[list[str]]:
+    """Unique queue names for this test (queues are cluster-scoped); deleted afterwards, with
+    the Commands made for them (so the CRDs must be there, also when this test runs alone)."""
     names = [f"{namespace}-a", f"{namespace}-b"]
     yield names
     for name in names:
