@@ -26,12 +26,13 @@ from typing import Any, Final
 from caldera.api.core import Event, Pod
 from caldera.api.duration import DurationError, parse_duration
 from caldera.api.jobspec import default_task_name
-from caldera.api.kinds import COMMAND, EVENT, JOB, POD, PODGROUP, QUEUE
+from caldera.api.kinds import COMMAND, JOB, POD, PODGROUP, QUEUE
 from caldera.api.meta import WatchEventType, controller_of
 from caldera.api.quantity import QuantityError, milli_value
 from caldera.api.volcano import JOB_NAME_KEY, Action, Command, Job, JobPhase, PodGroup, Queue
 from caldera.kube.client import KubeClient
 from caldera.kube.errors import AlreadyExists, Forbidden, Gone, NotFound, error_from_status
+from caldera.kube.events import events_about
 from cli import output, why
 from cli.cluster import (
     already_exists,
@@ -356,17 +357,8 @@ async def job_context(client: KubeClient, job: Job) -> JobContext:
 async def own_events(client: KubeClient, namespace: str, uids: list[str]) -> list[Event]:
     """The events whose involvedObject is one of `uids` (the job, its PodGroup, its pods),
     each read with a field selector: the namespace's other events are never fetched."""
-    limit = asyncio.Semaphore(EVENT_READS)
-
-    async def of(uid: str) -> list[Event]:
-        async with limit:
-            found = await client.list(
-                EVENT, namespace=namespace, field_selector=f"involvedObject.uid={uid}"
-            )
-            return list(found.items)
-
-    found = await asyncio.gather(*(of(uid) for uid in dict.fromkeys(uids)))
-    return related_events([e for events in found for e in events], set(uids))
+    found = await events_about(client, namespace, uids, limit=asyncio.Semaphore(EVENT_READS))
+    return related_events(found, set(uids))
 
 
 def view_job(args: argparse.Namespace) -> int:

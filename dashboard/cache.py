@@ -19,7 +19,6 @@ from typing import Any, Final, TypeVar
 
 from caldera.api.core import Event, Node, Pod, PriorityClass
 from caldera.api.kinds import (
-    EVENT,
     HYPERNODE,
     JOB,
     NODE,
@@ -34,6 +33,7 @@ from caldera.api.topology import HyperNode
 from caldera.api.volcano import JOB_NAME_KEY, Job, PodGroup, Queue
 from caldera.kube.client import KubeClient
 from caldera.kube.errors import ApiConnectionError, ApiError, Forbidden
+from caldera.kube.events import events_about
 from dashboard import topics
 from dashboard.live import Hub
 from dashboard.overview import queue_of
@@ -237,18 +237,9 @@ class EventReader:
         """The Events whose involvedObject is one of the first `MAX_EVENT_OBJECTS` of `uids`;
         None when the user may not list Events there, or the API server did not answer in
         time (the page then says so and shows the rest)."""
-
-        async def of(uid: str) -> list[Event]:
-            async with self._limit:
-                found = await self._client.list(
-                    EVENT, namespace=namespace, field_selector=f"involvedObject.uid={uid}"
-                )
-                return list(found.items)
-
         wanted = [u for u in dict.fromkeys(uids) if u][:MAX_EVENT_OBJECTS]
         try:
             async with asyncio.timeout(EVENT_TIMEOUT):
-                found = await asyncio.gather(*(of(uid) for uid in wanted))
+                return await events_about(self._client, namespace, wanted, limit=self._limit)
         except (Forbidden, ApiError, ApiConnectionError, TimeoutError):
             return None
-        return [e for events in found for e in events]

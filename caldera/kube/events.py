@@ -30,7 +30,7 @@ import collections
 import dataclasses
 import datetime as dt
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 import structlog
@@ -43,13 +43,31 @@ from caldera.kube.client import KubeClient
 from caldera.kube.errors import AlreadyExists, NotFound
 from caldera.kube.requests import PatchType
 
-__all__ = ["EventRecorder", "event_name"]
+__all__ = ["EventRecorder", "event_name", "events_about"]
 
 EVENT_TYPES: Final = frozenset({"Normal", "Warning"})
 MAX_MESSAGE: Final = 1024  # what events.k8s.io/v1 accepts for a note; longer says nothing more
 _MAX_NAME: Final = 253
 
 _Key = tuple[str, str, str, str, str, str, str]
+
+
+async def events_about(
+    client: KubeClient, namespace: str, uids: Sequence[str], *, limit: asyncio.Semaphore
+) -> list[Event]:
+    """The Events of ``namespace`` whose involvedObject is one of ``uids``, each object's read
+    with a field selector (the namespace's other Events are never fetched), at most ``limit``
+    lists at a time. Errors propagate."""
+
+    async def of(uid: str) -> list[Event]:
+        async with limit:
+            found = await client.list(
+                EVENT, namespace=namespace, field_selector=f"involvedObject.uid={uid}"
+            )
+            return list(found.items)
+
+    found = await asyncio.gather(*(of(uid) for uid in dict.fromkeys(uids)))
+    return [event for events in found for event in events]
 
 
 def event_name(involved_name: str, nanos: int) -> str:
