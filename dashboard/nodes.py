@@ -1,9 +1,10 @@
 """The nodes page's model: each node's allocatable and requested resources and its GPU cards
 (``nvidia.com/gpu``: how many, how many bound pods use, and which pods).
 
-What a node has requested of it is what its bound, unfinished pods request: the sum of their
-containers' requests (a container's limits when it sets no request), raised to the largest init
-container's, as the kubelet reserves it. Without the right to list pods in every namespace, a
+What a node has requested of it is what its bound, unfinished pods request, with Kubernetes'
+arithmetic (`caldera.api.resources.pod_spec_requests`: the containers' requests, a container's
+limits where it sets no request, raised to the largest init container's, sidecars and the pod
+overhead added), as the kubelet reserves it. Without the right to list pods in every namespace, a
 user's page counts the pods it may see only, and says so (`NodesPage.partial`).
 
 A purely computational module with no side-effects.
@@ -12,11 +13,13 @@ A purely computational module with no side-effects.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from caldera.api.core import Container, Node, Pod, PodPhase
+from caldera.api.core import Node, Pod, PodPhase
+from caldera.api.quantity import QuantityError
+from caldera.api.resources import pod_spec_requests
 from caldera.api.volcano import JOB_NAME_KEY
 from dashboard.format import amount
 from dashboard.overview import GPU, milli_amounts, node_ready
@@ -76,20 +79,13 @@ class NodesPage:
     partial: bool
 
 
-def _container(c: Container) -> dict[str, int]:
-    return milli_amounts({**c.resources.limits, **c.resources.requests})
-
-
-def pod_request(pod: Pod) -> dict[str, int]:
-    """What a pod holds on its node, in thousandths, per resource (see the module docstring)."""
-    total: dict[str, int] = defaultdict(int)
-    for c in pod.spec.containers:
-        for resource, milli in _container(c).items():
-            total[resource] += milli
-    for c in pod.spec.init_containers:
-        for resource, milli in _container(c).items():
-            total[resource] = max(total[resource], milli)
-    return total
+def pod_request(pod: Pod) -> Mapping[str, int]:
+    """What a pod holds on its node, in thousandths, per resource (see the module docstring);
+    nothing for a quantity that does not parse (the page shows the rest)."""
+    try:
+        return dict(pod_spec_requests(pod.spec).items())
+    except QuantityError:
+        return {}
 
 
 def build_nodes(nodes: Sequence[Node], pods: Iterable[Pod], *, partial: bool = False) -> NodesPage:

@@ -6,12 +6,14 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from caldera.api.core import PodSpec
 from caldera.api.quantity import QuantityError, QuantityLike
-from caldera.api.resources import Missing, Resources, pod_requests, to_milli
+from caldera.api.resources import Missing, Resources, pod_requests, pod_spec_requests, to_milli
 
 GI = 2**30
 
@@ -329,6 +331,17 @@ def test_pod_requests(spec: dict[str, Any], expected: dict[str, QuantityLike]) -
     got = pod_requests(spec)
     assert got == Resources.from_list(expected)
     assert "pods" not in got
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"), [(spec, exp) for _, spec, exp in POD_CASES], ids=[c[0] for c in POD_CASES]
+)
+def test_pod_spec_requests_reads_a_decoded_spec_alike(
+    spec: dict[str, Any], expected: dict[str, QuantityLike]
+) -> None:
+    """The typed form (a decoded PodSpec, as the dashboard holds it) gives the same figures."""
+    decoded = msgspec.convert(spec, PodSpec)
+    assert pod_spec_requests(decoded) == Resources.from_list(expected)
 
 
 def test_pod_requests_error_names_container() -> None:

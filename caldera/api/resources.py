@@ -33,11 +33,14 @@ from __future__ import annotations
 import math
 from collections.abc import ItemsView, Iterable, Mapping
 from fractions import Fraction
-from typing import Any, Final, Literal, TypeAlias, final
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, final
 
 from caldera.api.quantity import QuantityError, QuantityLike, format_milli, int_value, milli_value
 
-__all__ = ["Missing", "Resources", "pod_requests", "to_milli"]
+if TYPE_CHECKING:
+    from caldera.api.core import PodSpec
+
+__all__ = ["Missing", "Resources", "pod_requests", "pod_spec_requests", "to_milli"]
 
 Missing: TypeAlias = Literal["zero", "unbounded"]
 """How a comparison reads a resource the right-hand side does not list."""
@@ -287,16 +290,49 @@ class Resources:
         return f"Resources({listed})"
 
 
+def _requests(
+    name: object, requests: Mapping[str, QuantityLike], limits: Mapping[str, QuantityLike]
+) -> Resources:
+    # Kubernetes defaults each request the container leaves out to its limit.
+    merged = {**limits, **requests}
+    try:
+        return Resources.from_list(merged)
+    except QuantityError as err:
+        raise QuantityError(f"container {name!r}: {err}") from err
+
+
 def _container_requests(container: Mapping[str, Any]) -> Resources:
     resources: Mapping[str, Any] = container.get("resources") or {}
-    requests: dict[str, QuantityLike] = dict(resources.get("requests") or {})
-    # Kubernetes defaults each request the container leaves out to its limit.
-    for name, limit in (resources.get("limits") or {}).items():
-        requests.setdefault(name, limit)
-    try:
-        return Resources.from_list(requests)
-    except QuantityError as err:
-        raise QuantityError(f"container {container.get('name')!r}: {err}") from err
+    return _requests(
+        container.get("name"), resources.get("requests") or {}, resources.get("limits") or {}
+    )
+
+
+def _total(
+    containers: Iterable[Resources],
+    init_containers: Iterable[tuple[Resources, bool]],
+    overhead: Mapping[str, QuantityLike] | None,
+) -> Resources:
+    """`pod_requests`'s arithmetic over the containers' requests, the init containers'
+    (with whether each is a sidecar) and the overhead."""
+    total = Resources.sum(containers)
+    sidecars = Resources()
+    init_peak = Resources()
+    for requests, sidecar in init_containers:
+        if sidecar:
+            sidecars = sidecars + requests
+            total = total + requests
+            running = sidecars
+        else:
+            running = sidecars + requests
+        init_peak = init_peak.max(running)
+    result = total.max(init_peak)
+    if overhead:
+        try:
+            result = result + Resources.from_list(overhead)
+        except QuantityError as err:
+            raise QuantityError(f"pod overhead: {err}") from err
+    return result
 
 
 def pod_requests(spec: Mapping[str, Any]) -> Resources:
@@ -312,23 +348,26 @@ def pod_requests(spec: Mapping[str, Any]) -> Resources:
     Pod-level ``spec.resources`` (a newer Kubernetes feature) is not read.
     Raises ``QuantityError`` naming the container and resource.
     """
-    total = Resources.sum(_container_requests(c) for c in spec.get("containers") or ())
-    sidecars = Resources()
-    init_peak = Resources()
-    for container in spec.get("initContainers") or ():
-        requests = _container_requests(container)
-        if container.get("restartPolicy") == "Always":
-            sidecars = sidecars + requests
-            total = total + requests
-            running = sidecars
-        else:
-            running = sidecars + requests
-        init_peak = init_peak.max(running)
-    result = total.max(init_peak)
-    overhead = spec.get("overhead")
-    if overhead:
-        try:
-            result = result + Resources.from_list(overhead)
-        except QuantityError as err:
-            raise QuantityError(f"pod overhead: {err}") from err
-    return result
+    return _total(
+        (_container_requests(c) for c in spec.get("containers") or ()),
+        (
+            (_container_requests(c), c.get("restartPolicy") == "Always")
+            for c in spec.get("initContainers") or ()
+        ),
+        spec.get("overhead"),
+    )
+
+
+def pod_spec_requests(spec: PodSpec) -> Resources:
+    """`pod_requests` of a decoded pod spec, without converting it to a dict first."""
+    return _total(
+        (_requests(c.name, c.resources.requests, c.resources.limits) for c in spec.containers),
+        (
+            (
+                _requests(c.name, c.resources.requests, c.resources.limits),
+                c.restart_policy == "Always",
+            )
+            for c in spec.init_containers
+        ),
+        spec.overhead,
+    )
