@@ -137,3 +137,19 @@ def test_preempt_waits_for_the_cooldown_then_evicts() -> None:
     cluster, _low, _high = low_and_high("30m")
     ssn = run_conf(cluster, CONF)
     assert [e.reason for e in ssn.result.evictions] == ["preempt"]
+
+
+def test_the_cluster_bounds_the_cooldown_a_pod_may_claim() -> None:
+    """With cdp.max-cooldown-time, a pod claiming 100 days is protected for the bound only; a
+    bound that is no duration is refused, naming the argument."""
+    plugin = CooldownProtectionPlugin(Arguments("cdp", {"cdp.max-cooldown-time": "90m"}))
+    ssn = open_session(cpu_cluster({"n0": "4"}), [plugin])
+    preemptor = make_task("high", 0, priority=10)
+    greedy = running(0, label="2400h")  # scheduled an hour ago: 30 min of the bound left
+    assert ssn.preemptable(preemptor, [greedy]) == []
+    assert ssn.result.revisit_after == 30 * 60
+    short = CooldownProtectionPlugin(Arguments("cdp", {"cdp.max-cooldown-time": "30m"}))
+    ssn = open_session(cpu_cluster({"n0": "4"}), [short])
+    assert ssn.preemptable(preemptor, [greedy]) == [greedy]
+    with pytest.raises(ValueError, match=r"plugin cdp: argument cdp\.max-cooldown-time"):
+        CooldownProtectionPlugin(Arguments("cdp", {"cdp.max-cooldown-time": "forever"}))

@@ -16,7 +16,9 @@ Beyond Volcano:
 - a protected candidate asks for a session when its cooldown ends (``SessionResult.revisit``),
   so a preemptor waiting for it is served then, not at the next unrelated change;
 - a value that is not a duration gives a Warning Event ``InvalidCooldownTime`` on the pod (once
-  per session) instead of a log line only; the pod has no protection, as in Volcano.
+  per session) instead of a log line only; the pod has no protection, as in Volcano;
+- the argument ``cdp.max-cooldown-time`` bounds what a pod may claim: the label is the tenant's,
+  and without a bound a queue's pods could escape reclaim by other queues indefinitely.
 
 Like every victim filter, configure it in the tier whose plugins decide victims (the session
 takes the first tier that has any; docs/compatibility.md).
@@ -34,6 +36,10 @@ from scheduler.framework.plugin import Arguments
 from scheduler.framework.session import Session
 
 COOLDOWN_TIME = "volcano.sh/cooldown-time"
+# Caldera's argument: the longest cooldown a pod may claim (a Go duration; unset: no bound, as in
+# Volcano). The key is the tenant's: a bound keeps one queue's pods from escaping reclaim by
+# other queues for as long as they like.
+MAX_COOLDOWN = "cdp.max-cooldown-time"
 EVENT_REASON = "InvalidCooldownTime"
 
 
@@ -67,6 +73,13 @@ class CooldownProtectionPlugin:
 
     def __init__(self, arguments: Arguments) -> None:
         self.arguments = arguments
+        self.max_cooldown: dt.timedelta | None = None
+        text = arguments.string(MAX_COOLDOWN, "")
+        if text:
+            try:
+                self.max_cooldown = dt.timedelta(seconds=parse_duration(text))
+            except DurationError as err:
+                raise ValueError(f"plugin cdp: argument {MAX_COOLDOWN}: {err}") from None
         self._reported: set[str] = set()
 
     def on_session_open(self, ssn: Session) -> None:
@@ -99,7 +112,11 @@ class CooldownProtectionPlugin:
         except DurationError as err:
             self._report(ssn, task, str(err))
             return None
-        return None if cooling is None else protected_until(task, cooling)
+        if cooling is None:
+            return None
+        if self.max_cooldown is not None:
+            cooling = min(cooling, self.max_cooldown)
+        return protected_until(task, cooling)
 
     def _report(self, ssn: Session, task: TaskInfo, message: str) -> None:
         if task.key in self._reported:
