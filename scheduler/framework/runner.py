@@ -83,7 +83,7 @@ def run_session(session: Session, conf: SchedulerConf, registry: Registry) -> Se
         plugin.on_session_close(session)
         timings.plugin_seconds[(plugin.name, "OnSessionClose")] = time.perf_counter() - started
     incremental = session.incremental
-    settled, notes = incremental.settled(), session.wait_notes
+    settled, notes, settling = incremental.settled(), session.wait_notes, incremental.settling
     # A settled job keeps its status and a ready phase, and has no wait record to write
     # (scheduler.api.settled), unless a note about it came in this session.
     noted = any(key in settled for key in notes)
@@ -114,12 +114,13 @@ def run_session(session: Session, conf: SchedulerConf, registry: Registry) -> Se
             if record is not None:
                 session.result.podgroup_why[key] = record
             session.result.why_deferred += held
-        incremental.settle_if_quiet(
-            job,
-            phase,
-            status_unchanged=unchanged,
-            wait_quiet=found is None and record is None and not held,
-        )
+        if key in settling:  # only gang's proposals may settle (asked first: most jobs are not)
+            incremental.settle_if_quiet(
+                job,
+                phase,
+                status_unchanged=unchanged,
+                wait_quiet=found is None and record is None and not held,
+            )
     session.result.queue_allocated = queue_allocation(session)
     for bind in session.result.binds:
         placed = session.jobs.get(bind.task.job)

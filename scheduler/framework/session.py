@@ -305,20 +305,28 @@ class Session:
     # ---- registration -----------------------------------------------------------------------
 
     def _add(self, kind: CallbackKind, plugin: str, fn: Any) -> None:
-        entry = self._options.get(plugin)  # (a default built only when needed: sessions
-        # register some forty callbacks each)
-        tier, option = entry if entry is not None else (len(self.tiers), PluginOption(plugin))
+        # Lines count here: sessions register some forty callbacks each, and the simulator
+        # opens a session per event. So a plugin's (tier, option) defaults only when it is not
+        # configured (entries are non-empty tuples), and what registration invalidates is
+        # cleared only once something was derived (plugins register before anything is).
+        tier, option = self._options.get(plugin) or (len(self.tiers), PluginOption(plugin))
         if not kind.switch or option.enabled(kind.switch):
             self._fns.setdefault(kind, []).append(_Registered(tier, plugin, fn))
-            self._tiers.pop(kind, None)
-            self._hooks.clear()
+            if self._tiers or self._hooks:
+                self._forget_derived()
+
+    def _forget_derived(self) -> None:
+        """Drop what was derived from the registrations (``_tiers``, ``_hooks``)."""
+        self._tiers.clear()
+        self._hooks.clear()
 
     def add_speedups(self, plugin: str, speedups: Speedups) -> None:
         """Opt ``plugin`` into the incremental layer: its speed hooks, each standing for its
         callback of that kind (scheduler.framework.incremental). Optional: without them the
         session calls the callbacks."""
         self.incremental.add(plugin, speedups)
-        self._hooks.clear()
+        if self._hooks:
+            self._hooks.clear()
 
     def add_job_order_fn(self, plugin: str, fn: OrderFn[JobInfo]) -> None:
         self._add(_JOB_ORDER, plugin, fn)
