@@ -3,6 +3,9 @@ queue order, overused, allocatable, enqueueable and reclaimable as Volcano defin
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -94,6 +97,41 @@ def test_water_fill_invariants(total: int, claims: list[Claim]) -> None:
     ]
     if levels:
         assert max(levels) - min(levels) <= 1
+
+
+def _plain_water_fill(total: int, claims: list[Claim]) -> list[int]:
+    """The deserved split by its definition, in Fractions: the level at which the claims'
+    amounts (weight x level between guarantee and ceiling) add up to the total, found by
+    bisecting exactly between the amounts' breakpoints."""
+
+    def amount(claim: Claim, level: Fraction) -> Fraction:
+        return max(min(claim.weight * level, Fraction(claim.ceiling)), Fraction(claim.guarantee))
+
+    if sum(max(c.ceiling, c.guarantee) for c in claims) <= total:
+        return [max(c.ceiling, c.guarantee) for c in claims]
+    if sum(c.guarantee for c in claims) >= total:
+        return [c.guarantee for c in claims]
+    points = sorted(
+        {Fraction(c.guarantee, c.weight) for c in claims}
+        | {Fraction(c.ceiling, c.weight) for c in claims}
+    )
+    high = next(p for p in points if sum(amount(c, p) for c in claims) >= total)
+    lower = [p for p in points if p < high]
+    low = lower[-1] if lower else Fraction(0)
+    low_sum = sum(amount(c, low) for c in claims)
+    high_sum = sum(amount(c, high) for c in claims)
+    level = (
+        high
+        if high_sum == low_sum
+        else low + (total - low_sum) * (high - low) / (high_sum - low_sum)
+    )
+    return [math.floor(amount(c, level)) for c in claims]
+
+
+@given(total=st.integers(0, 100_000), claims=_claims)
+def test_water_fill_is_the_plain_split(total: int, claims: list[Claim]) -> None:
+    """The integer-scaled water-fill hands out exactly what the definition in Fractions does."""
+    assert water_fill(total, claims) == _plain_water_fill(total, claims)
 
 
 def test_saturated_queues_split_three_to_one() -> None:

@@ -60,7 +60,6 @@ allocate handlers, so the order and the checks see every decision as it is taken
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -120,8 +119,12 @@ class Claim(NamedTuple):
     guarantee: int = 0
 
 
-def _level_amount(claim: Claim, level: Fraction) -> Fraction:
-    return max(min(claim.weight * level, Fraction(claim.ceiling)), Fraction(claim.guarantee))
+def _scaled_amounts(claims: Sequence[Claim], level: Fraction) -> list[int]:
+    """Each claim's amount at ``level`` (its weight times the level, between its guarantee and
+    its ceiling), times the level's denominator: integers, so a session builds no Fraction
+    per claim (the simulator water-fills every session), and exact, as Fractions would be."""
+    num, den = level.numerator, level.denominator
+    return [max(min(c.weight * num, c.ceiling * den), c.guarantee * den) for c in claims]
 
 
 def water_fill(total: int, claims: Sequence[Claim]) -> list[int]:
@@ -137,7 +140,7 @@ def water_fill(total: int, claims: Sequence[Claim]) -> list[int]:
     )
 
     def filled(level: Fraction) -> Fraction:
-        return sum((_level_amount(c, level) for c in claims), Fraction(0))
+        return Fraction(sum(_scaled_amounts(claims, level)), level.denominator)
 
     # The first breakpoint at which the queues hold the total exists: at the last one every
     # queue is at max(ceiling, guarantee), and those add up to more than the total.
@@ -157,7 +160,7 @@ def water_fill(total: int, claims: Sequence[Claim]) -> list[int]:
         if high_sum == low_sum
         else low + (total - low_sum) * (high - low) / (high_sum - low_sum)
     )
-    return [math.floor(_level_amount(c, level)) for c in claims]
+    return [scaled // level.denominator for scaled in _scaled_amounts(claims, level)]
 
 
 # What proportion sums per queue, in this order (``job_figures``).
