@@ -26,7 +26,7 @@ import yaml
 
 # SchedulerConf lives with the framework that runs it (the framework does not import this
 # parser); it is re-exported here for the process, the simulator and the benches.
-from scheduler.framework.plugin import PluginOption
+from scheduler.framework.plugin import Arguments, PluginOption
 from scheduler.framework.plugin import SchedulerConf as SchedulerConf
 
 DEFAULT_CONF = """\
@@ -121,7 +121,30 @@ def parse_conf(text: str, *, actions: Collection[str], plugins: Collection[str])
     if not found_actions:
         raise ConfError("the configuration names no actions")
     _check_exclusive(tiers)
-    return SchedulerConf(found_actions, tuple(tiers), action_args)
+    conf = SchedulerConf(found_actions, tuple(tiers), action_args)
+    _check_arguments(conf, actions, plugins)
+    return conf
+
+
+def _check_arguments(
+    conf: SchedulerConf, actions: Collection[str], plugins: Collection[str]
+) -> None:
+    """Build each configured plugin and action once when their factories are given (the
+    registry's mappings): a bad argument is refused when the file is loaded, naming the plugin
+    and the argument, rather than failing every session the scheduler opens."""
+    if isinstance(plugins, Mapping):
+        for tier in conf.tiers:
+            for option in tier:
+                try:
+                    plugins[option.name](Arguments(option.name, option.arguments))
+                except (ValueError, TypeError) as exc:
+                    raise ConfError(str(exc)) from None
+    if isinstance(actions, Mapping):
+        for name in conf.actions:
+            try:
+                actions[name](conf.action_arguments.get(name, {}))
+            except (ValueError, TypeError) as exc:
+                raise ConfError(f"action {name}: {exc}") from None
 
 
 # Plugins that divide the cluster between queues in incompatible ways: one at most.

@@ -19,6 +19,7 @@ from scheduler.framework.incremental import Speedups
 from scheduler.framework.plugin import Arguments, CallbackKind, PluginOption
 from scheduler.framework.session import Session
 from scheduler.framework.status import podgroup_status, queue_allocation, status_changed
+from scheduler.registry import REGISTRY
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
@@ -333,6 +334,32 @@ def test_bad_conf_names_line_and_key(text: str, message: str) -> None:
         parse_conf(text, actions={"enqueue", "allocate"}, plugins={"gang"})
 
 
+@pytest.mark.parametrize(
+    ("plugin", "arguments", "message"),
+    [
+        (
+            "binpack",
+            "binpack.weight: abc",
+            "plugin binpack: argument binpack.weight must be a number",
+        ),
+        ("cdp", "cdp.max-cooldown-time: soon", "plugin cdp: argument cdp.max-cooldown-time"),
+    ],
+)
+def test_bad_plugin_argument_is_refused_when_loaded(
+    plugin: str, arguments: str, message: str
+) -> None:
+    """Given the registry's factories, a plugin argument its plugin cannot read is refused when
+    the file is parsed, not by every session the scheduler then opens."""
+    text = (
+        f'actions: "allocate"\ntiers:\n- plugins:\n  - name: {plugin}\n'
+        f"    arguments:\n      {arguments}\n"
+    )
+    with pytest.raises(ConfError, match=message):
+        parse_conf(text, actions=REGISTRY.actions, plugins=REGISTRY.plugins)
+    # The names alone cannot check arguments: the same text parses.
+    assert parse_conf(text, actions={"allocate"}, plugins={plugin}).actions == ("allocate",)
+
+
 def test_plugin_arguments_are_typed_with_clear_errors() -> None:
     """Plugin arguments convert to numbers and booleans or say what is wrong."""
     args = Arguments(
@@ -412,9 +439,6 @@ def test_job_order_keys_sort_as_the_plugins_order_functions(
 ) -> None:
     """priority, gang, drf (and sla) give job order keys: jobs sort by them exactly as the
     order functions compared at each comparison sort them."""
-    from scheduler.framework.plugin import Arguments
-    from scheduler.registry import REGISTRY
-
     cluster = _cluster(jobs={}, node_cpu="100")
     for index, (priority, size, running, minute) in enumerate(specs):
         job = JobInfo(
