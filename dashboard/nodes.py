@@ -13,16 +13,14 @@ A purely computational module with no side-effects.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
 from caldera.api.core import Node, Pod, PodPhase
-from caldera.api.quantity import QuantityError
-from caldera.api.resources import pod_spec_requests
 from caldera.api.volcano import JOB_NAME_KEY
 from dashboard.format import amount
-from dashboard.overview import GPU, milli_amounts, node_ready
+from dashboard.overview import GPU, milli_amounts, node_ready, pod_request
 
 __all__ = ["MAX_GPU_PODS", "MAX_NODES", "GpuPod", "NodeRow", "NodesPage", "Usage", "build_nodes"]
 
@@ -77,15 +75,6 @@ class NodesPage:
     gpus: int
     gpus_used: int
     partial: bool
-
-
-def pod_request(pod: Pod) -> Mapping[str, int]:
-    """What a pod holds on its node, in thousandths, per resource (see the module docstring);
-    nothing for a quantity that does not parse (the page shows the rest)."""
-    try:
-        return dict(pod_spec_requests(pod.spec).items())
-    except QuantityError:
-        return {}
 
 
 def build_nodes(nodes: Sequence[Node], pods: Iterable[Pod], *, partial: bool = False) -> NodesPage:

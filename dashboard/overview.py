@@ -14,7 +14,7 @@ from typing import Final
 
 from caldera.api.core import Node, Pod, PodPhase
 from caldera.api.quantity import QuantityError, QuantityLike
-from caldera.api.resources import to_milli
+from caldera.api.resources import pod_spec_requests, to_milli
 from caldera.api.volcano import DEFAULT_QUEUE, Job, JobPhase, Queue, QueueState
 from dashboard.format import amount
 
@@ -28,6 +28,7 @@ __all__ = [
     "is_pending",
     "milli_amounts",
     "node_ready",
+    "pod_request",
     "queue_bars",
     "queue_of",
 ]
@@ -180,13 +181,15 @@ def node_ready(node: Node) -> bool:
     return any(c.type == "Ready" and c.status == "True" for c in node.status.conditions)
 
 
-def _gpu_request(pod: Pod) -> int:
-    total = 0
-    for c in pod.spec.containers:
-        value = c.resources.requests.get(GPU, c.resources.limits.get(GPU))
-        if value is not None:
-            total += _milli(GPU, value) or 0
-    return total
+def pod_request(pod: Pod) -> Mapping[str, int]:
+    """What a pod holds on its node, in thousandths, per resource, counted as the kubelet
+    reserves it (``caldera.api.resources.pod_spec_requests``: containers, sidecars and init
+    containers, the pod overhead); nothing for a quantity that does not parse (the page shows
+    the rest)."""
+    try:
+        return dict(pod_spec_requests(pod.spec).items())
+    except QuantityError:
+        return {}
 
 
 def _nodes(nodes: Sequence[Node], pods: Iterable[Pod]) -> NodeSummary:
@@ -194,7 +197,7 @@ def _nodes(nodes: Sequence[Node], pods: Iterable[Pod]) -> NodeSummary:
     for node in nodes:
         sums.update(milli_amounts(node.status.allocatable))
     requested = sum(
-        _gpu_request(p)
+        pod_request(p).get(GPU, 0)
         for p in pods
         if p.spec.node_name and p.status.phase not in (PodPhase.SUCCEEDED, PodPhase.FAILED)
     )

@@ -121,6 +121,23 @@ def test_nodes_and_gpus() -> None:
     assert dict(summary.allocatable) == {"cpu": "48", "memory": "192Gi", "nvidia.com/gpu": "12"}
 
 
+def test_gpus_requested_count_what_the_kubelet_reserves() -> None:
+    """A sidecar's GPU (an init container that keeps running) is held as long as the pod runs,
+    so the overview counts it, as the nodes page does."""
+    j = job("j")
+    main = pod(j, 0, phase="Running", node="n0", gpus=1)
+    sidecar = Container(
+        name="side",
+        restart_policy="Always",
+        resources=ResourceRequirements(requests={"nvidia.com/gpu": "2"}),
+    )
+    with_sidecar = msgspec.structs.replace(
+        main, spec=msgspec.structs.replace(main.spec, init_containers=(sidecar,))
+    )
+    summary = build_overview([], [], [node("n0")], [with_sidecar]).nodes
+    assert summary.gpus_requested == 3
+
+
 # --- the job list --------------------------------------------------------------------------
 
 
