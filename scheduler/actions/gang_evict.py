@@ -9,9 +9,10 @@ hard, one HyperNode's nodes at a time, ``scheduler.actions.topology.eviction_dom
               is already pipelined, as Volcano's running-job case; else as many as make it
               pipelined: minAvailable and each task's minAvailable)
     need    = what the first pods the gang still lacks request
-    bundles = the victim bundles the domain offers (``scheduler.actions.gang_victims``), with
-              the pods the plugins' victim functions allow (gang's vote is the bundle model
-              itself); in victim order
+    bundles = the victim bundles the domain offers (``scheduler.actions.gang_victims``), in
+              victim order, with the pods the plugins' victim functions allow (gang's vote is
+              the bundle model itself), asked bundle by bundle about the pods accepted so far
+              plus the bundle's, until they cover twice the need
     evict bundle after bundle (a safe bundle pod by pod) in one Statement; once the domain's
     future idle plus what was evicted covers ``need``, try to pipeline the target on the
     domain's nodes (queue permitting, ``scheduler.actions.room.queue_takes``) in a nested trial;
@@ -276,10 +277,30 @@ class GangEvictor:
             return []
         job_rank = {j.key: i for i, j in enumerate(ssn.sorted_jobs(victims))}
         found = gang_victims.ordered(found, need, job_rank=job_rank, queue_rank=queue_rank)
-        flat = [t for b in found for t in b.tasks]
-        allowed = ssn.victims_without(self.kind, preemptor, flat, BUNDLE_PLUGINS)
-        kept = gang_victims.allowed_only(found, {t.uid for t in allowed})
-        return gang_victims.ordered(kept, need, job_rank=job_rank, queue_rank=queue_rank)
+        # The plugins are asked bundle by bundle, each time about the pods accepted so far
+        # plus the bundle's: plugins that judge victims together (proportion keeps a queue
+        # at its deserved share) then spend their allowance on whole bundles in victim order,
+        # not on the first pods of a flat list, which would cut a whole bundle in two and lose
+        # it. Asking stops once what was accepted covers twice the need (slack for trials
+        # that fail on fragmentation).
+        accepted: list[gang_victims.Bundle] = []
+        taken: list[TaskInfo] = []
+        covered = Resources()
+        enough = need.multiply(2)
+        for bundle in found:
+            allowed = ssn.victims_without(
+                self.kind, preemptor, [*taken, *bundle.tasks], BUNDLE_PLUGINS
+            )
+            uids = {t.uid for t in allowed}
+            if any(t.uid not in uids for t in taken):
+                continue  # the bundle would cost an accepted pod its place
+            for kept in gang_victims.allowed_only([bundle], uids):
+                accepted.append(kept)
+                taken.extend(kept.tasks)
+                covered = covered + kept.local
+            if enough.less_equal(covered):
+                break
+        return accepted
 
     def _node_ready(self, name: str) -> bool:
         node = self.ssn.nodes.get(name)
