@@ -27,6 +27,7 @@ from scheduler.framework.runner import Registry
 from scheduler.framework.session import Session
 from scheduler.registry import ACTIONS, PLUGINS
 from scheduler.why import DETAIL
+from simulator.results import JobResult, PodRun, evictions_without_placement
 from simulator.stepping import SteppedSimulation
 from unit.sched_fixtures import (
     StandInGang,
@@ -402,3 +403,33 @@ def test_gang_eviction_invariants(scenario: Scenario) -> None:
     for _ in range(10):
         sim.step()
     assert evictions(sim.history[settled:]) == []  # (c)
+
+
+# ---- the simulator's measure ------------------------------------------------------------------
+
+
+def test_evictions_without_placement_counts_room_nobody_took() -> None:
+    """An evicted pod whose node gets another job's pod within the window made room for it;
+    one whose node gets only its own job's pod back, or nothing, led to no placement."""
+    victim = JobResult(
+        job="ns/low",
+        queue="q",
+        arrival=0,
+        pods=[
+            PodRun(pod="low-0", attempt=1, node="n0", bound=1, ended=100, outcome="Evicted"),
+            PodRun(pod="low-1", attempt=1, node="n1", bound=1, ended=100, outcome="Evicted"),
+            PodRun(pod="low-1", attempt=2, node="n1", bound=102),
+            PodRun(pod="low-2", attempt=1, node="n2", bound=1, ended=100, outcome="Evicted"),
+        ],
+    )
+    preemptor = JobResult(
+        job="ns/high",
+        queue="q",
+        arrival=90,
+        pods=[
+            PodRun(pod="high-0", attempt=1, node="n0", bound=101),
+            PodRun(pod="high-1", attempt=1, node="n2", bound=500),
+        ],
+    )
+    assert evictions_without_placement([victim, preemptor], within=10) == 2
+    assert evictions_without_placement([victim, preemptor], within=1000) == 1
