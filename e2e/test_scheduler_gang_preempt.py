@@ -1,6 +1,7 @@
-"""gangpreempt on the real API server with kwok nodes: a high-priority gang that cannot fit
-evicts nothing; one that fits once a low-priority gang at its minAvailable is gone evicts that
-gang whole (preempt would take none of its pods) and runs."""
+"""gangpreempt and gangreclaim on the real API server with kwok nodes: a high-priority gang
+that cannot fit evicts nothing; one that fits once a low-priority gang at its minAvailable is
+gone evicts that gang whole (preempt would take none of its pods) and runs; a queue below its
+share takes a whole gang back from an overused queue."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from e2e.test_scheduler_experiments import (
     _by_group,
     _counts,
     _ready,
+    dedicated_plane,  # noqa: F401  (fixture)
+    dexp,  # noqa: F401  (fixture)
     exp,  # noqa: F401  (fixture)
 )
 from e2e.waiting import eventually
@@ -22,7 +25,7 @@ pytestmark = pytest.mark.e2e
 # No enqueue action: allocate admits PodGroups itself, so a gang arriving to a full cluster is
 # a preemptor (with enqueue and overcommit it would stay Pending).
 GANG_CONF = """\
-actions: "allocate, gangpreempt, backfill"
+actions: "allocate, gangreclaim, gangpreempt, backfill"
 tiers:
 - plugins:
   - name: priority
@@ -71,3 +74,33 @@ async def test_gang_preempts_a_gang_whole_or_not_at_all(exp: Experiment) -> None
     await eventually(four_runs, timeout=90, what="the high-priority gang of 4 running")
     after = await exp.settle(lambda: _counts(exp, ["low", "four", "huge"]), 3)
     assert after == {"low": 0, "four": 4, "huge": 0}, "the low gang went whole"
+
+
+async def test_gang_reclaims_a_whole_gang(dexp: Experiment) -> None:  # noqa: F811
+    """On 8 cpu, queue 'a' runs two gangs of 4 (minAvailable 4). A gang of 4 arrives in queue
+    'b' of the same weight: it deserves 4 cpu, so gangreclaim evicts one of a's gangs whole
+    (reclaim could take no pod of a gang at its minAvailable), and a's other gang keeps all its
+    pods."""
+    dexp.make_nodes(2, 4)
+    a = await dexp.make_queue("a")
+    b = await dexp.make_queue("b")
+    for group in ("a1", "a2"):
+        await dexp.podgroup(group, 4, queue=a)
+        await dexp.pods([f"{group}-{i}" for i in range(4)], group)
+    scheduler = dexp.scheduler(GANG_CONF)
+    await eventually(lambda: _ready(scheduler), timeout=30, what="scheduler readiness")
+
+    async def full() -> bool:
+        return _by_group(await dexp.placed(), ["a1", "a2"]) == {"a1": 4, "a2": 4}
+
+    await eventually(full, timeout=60, what="queue a's gangs running")
+    await dexp.podgroup("b1", 4, queue=b)
+    await dexp.pods([f"b1-{i}" for i in range(4)], "b1")
+
+    async def b_runs() -> bool:
+        return _by_group(await dexp.placed(), ["b1"]) == {"b1": 4}
+
+    await eventually(b_runs, timeout=90, what="queue b's gang running")
+    after = await dexp.settle(lambda: _counts(dexp, ["a1", "a2", "b1"]), 3)
+    assert after["b1"] == 4
+    assert sorted((after["a1"], after["a2"])) == [0, 4], "one of a's gangs went whole"
