@@ -433,3 +433,50 @@ def test_evictions_without_placement_counts_room_nobody_took() -> None:
     )
     assert evictions_without_placement([victim, preemptor], within=10) == 2
     assert evictions_without_placement([victim, preemptor], within=1000) == 1
+
+
+# ---- hard network topology --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("wide_min", "evicted_nodes"), [(2, set()), (1, {"n0", "n1"})])
+def test_victims_stay_in_one_rack_and_no_gang_is_cut_across_racks(
+    wide_min: int, evicted_nodes: set[str]
+) -> None:
+    """Two racks of two 8-cpu nodes, full: gang 'wide' has a pod in each rack (n0, n2), 'l1' on
+    n1 and 'l3' on n3. A hard-mode gang of two 8-cpu pods must take one rack. With wide at its
+    minAvailable (2) neither rack can be freed without cutting wide in two, so nothing is
+    evicted (Volcano evicts wide's pod in the rack and leaves it running broken); with wide's
+    minAvailable 1 its pod on n0 is spare, and r0 is freed: both victims in r0."""
+    from scheduler.conf import SchedulerConf
+    from scheduler.framework.plugin import PluginOption
+    from scheduler.framework.runner import run_session
+    from unit.test_sched_topology import topology_cluster, with_topology
+
+    cluster, where = topology_cluster(spines=1, racks=2, nodes=2)
+    wide = add_job(cluster, "wide", running=["n0", "n2"], size="8", priority=1)
+    wide.min_available = wide_min
+    add_job(cluster, "l1", running=["n1"], size="8", priority=1)
+    add_job(cluster, "l3", running=["n3"], size="8", priority=1)
+    job = add_job(
+        cluster, "high", pending=2, size="8", min_available=2, priority=100, phase="Inqueue"
+    )
+    with_topology(job, highest_tier_allowed=1)
+    tiers = (
+        ("priority", "gang", "conformance"),
+        ("predicates", "nodeorder", "network-topology-aware"),
+    )
+    conf = SchedulerConf(
+        actions=("allocate", "gangpreempt"),
+        tiers=tuple(tuple(PluginOption(p) for p in tier) for tier in tiers),
+    )
+    ssn = Session(cluster, conf.tiers)
+    run_session(ssn, conf, Registry(plugins=PLUGINS, actions=ACTIONS))
+    evicted = {e.task.node_name for e in ssn.result.evictions}
+    assert evicted == evicted_nodes
+    if evicted_nodes:
+        assert {where[n][0] for n in evicted} == {"r0"}
+        assert {t.node_name for t in job.tasks.values()} == evicted_nodes
+        assert wide.count(TaskStatus.RUNNING) == 1  # its spare pod went, the gang runs on
+    else:
+        assert job.count(TaskStatus.PIPELINED) == 0
+        assert wide.count(TaskStatus.RUNNING) == 2
