@@ -24,6 +24,9 @@ Cases (1-cpu / 2Gi pods, nodes of 16 cpu / 64Gi, gangs whose minAvailable is the
 - mixed: the idle cluster plus 10,000 pending pods in 500 gangs that fit;
 - fits: 50,000 pending pods in 2,500 gangs on 5,000 empty nodes, default configuration +
   binpack: placements per second of session time;
+- backlog (gangpreempt, gangreclaim): the 30,000 backlog with the v1.15 gang actions in place
+  of ``reclaim, preempt``, timed beside the plain backlog in the same run (issue 41: within
+  1.2x of its session time); ``--gang`` runs only these two;
 - backlog (capacity, queue tree): the 30,000 backlog with capacity (``enableHierarchy``) in
   place of proportion, its 10 queues projects under two teams under root, each deserving a
   tenth of the cluster: what the capacity plugin costs, beside the proportion backlog.
@@ -89,6 +92,9 @@ tiers:
 """
 # capacity over a queue tree instead of proportion (issue 21): the same backlog, each of the 10
 # queues a project deserving a tenth of the cluster, under two teams under root.
+# Volcano v1.15's gang actions in place of reclaim and preempt (issue 41).
+GANG_ACTIONS = FULL.replace("reclaim, preempt", "gangreclaim, gangpreempt")
+GANG_GOAL = 1.2  # times the plain backlog's session
 CAPACITY = FULL.replace("{name: proportion}", "{name: capacity, enableHierarchy: true}")
 BINPACK = "  - name: binpack\n"
 GANG = 20
@@ -393,6 +399,34 @@ def slope(small: Row, large: Row, attribute: Callable[[Row], int]) -> str:
     return f"{per:.3f} s"
 
 
+def gang_side_by_side(scale: int, smoke: bool) -> tuple[list[Row], str]:
+    """The 30,000 backlog with ``reclaim, preempt`` and with ``gangreclaim, gangpreempt``,
+    timed one after the other in this run; the second's goal is 1.2x the first's session."""
+    full, gang = conf_of(FULL), conf_of(GANG_ACTIONS)
+    pending, nodes = 30_000 // scale, 1000 // scale
+    legacy = cycle(
+        *split(cluster_objects(nodes=nodes, running=0, pending=pending, queues=10)), full
+    )
+    ganged = cycle(
+        *split(cluster_objects(nodes=nodes, running=0, pending=pending, queues=10)), gang
+    )
+    goal = round(GANG_GOAL * legacy.session, 3)
+    rows = [
+        Row("backlog (reclaim, preempt)", pending, nodes, legacy, legacy.session, "s", None),
+        Row(
+            "backlog (gangreclaim, gangpreempt)", pending, nodes, ganged, ganged.session, "s", goal
+        ),
+    ]
+    ratio = ganged.session / max(legacy.session, 1e-9)
+    verdict = "met" if ratio <= GANG_GOAL or smoke else "MISS"
+    line = (
+        f"gangreclaim, gangpreempt vs reclaim, preempt, same backlog, same run: session "
+        f"{ganged.session:.3f} s vs {legacy.session:.3f} s ({ratio:.2f}x, goal <= "
+        f"{GANG_GOAL}x): {verdict}"
+    )
+    return rows, line
+
+
 def run(smoke: bool, reference_at_full: bool) -> bool:
     from unit.sched_reference import ReferencePreemptAction, ReferenceReclaimAction
 
@@ -429,6 +463,8 @@ def run(smoke: bool, reference_at_full: bool) -> bool:
     large = backlog(30_000 // scale, 1000 // scale, 1.0)
     double = backlog(60_000 // scale, 2000 // scale, 2.0, label=" 2x")
     rows += [large, double]
+    gang_rows, gang_line = gang_side_by_side(scale, smoke)
+    rows += gang_rows
     tree_objects = as_queue_tree(
         cluster_objects(nodes=1000 // scale, running=0, pending=30_000 // scale, queues=10)
     )
@@ -514,6 +550,7 @@ def run(smoke: bool, reference_at_full: bool) -> bool:
         f"{plain.measured.session / max(fast.measured.session, 1e-9):,.0f}x faster "
         "(issue 14 measured the plain walk at 266 s for the 30,000 backlog)"
     )
+    print(gang_line)
     print(
         f"capacity over a queue tree instead of proportion, same backlog: session "
         f"{tree.measured.session:.3f} s vs {large.measured.session:.3f} s "
@@ -540,8 +577,18 @@ def main() -> int:
         action="store_true",
         help="also time the plain walk on the 30,000 backlog (minutes)",
     )
+    parser.add_argument(
+        "--gang",
+        action="store_true",
+        help="only the backlog with gangreclaim, gangpreempt beside reclaim, preempt",
+    )
     args = parser.parse_args()
     print(machine())
+    if args.gang:
+        rows, line = gang_side_by_side(10 if args.smoke else 1, args.smoke)
+        print_rows(rows, args.smoke)
+        print(line)
+        return 0
     return 0 if run(args.smoke, args.reference_at_full) else 1
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 from scheduler.actions.allocate import AllocateAction
 from scheduler.actions.backfill import BackfillAction
 from scheduler.actions.enqueue import EnqueueAction
+from scheduler.actions.gangpreempt import GangPreemptAction
+from scheduler.actions.gangreclaim import GangReclaimAction
 from scheduler.actions.preempt import PreemptAction
 from scheduler.actions.reclaim import ReclaimAction
 from scheduler.framework.runner import ActionFactory, PluginFactory, Registry
@@ -54,7 +56,15 @@ PLUGINS: dict[str, PluginFactory] = {
 
 ACTIONS: dict[str, ActionFactory] = {
     cls.name: cls
-    for cls in (EnqueueAction, AllocateAction, BackfillAction, PreemptAction, ReclaimAction)
+    for cls in (
+        EnqueueAction,
+        AllocateAction,
+        BackfillAction,
+        PreemptAction,
+        ReclaimAction,
+        GangPreemptAction,
+        GangReclaimAction,
+    )
 }
 
 REGISTRY = Registry(plugins=PLUGINS, actions=ACTIONS)

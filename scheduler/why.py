@@ -6,7 +6,9 @@ Plugins and actions note what they find as the session runs (``Session.note_wait
   cluster's promised resources), with the numbers that decide it and what must free up;
 - allocate, through gang at session close: how many pods the gang needs at once and how many
   fit; each task's kube-scheduler style rejections come from the job's fit errors;
-- preempt and reclaim: that they were considered, and why no victim qualified.
+- preempt and reclaim: that they were considered, and why no victim qualified;
+- gangpreempt and gangreclaim: that a gang's preemption was abandoned ("gang would not fit
+  after evicting N pods: nothing evicted", ``scheduler.actions.gang_evict``).
 
 ``wait_record`` turns a job's notes into one bounded record; ``publish`` decides whether it
 is worth a write (the finding changed, and its stage changed or the last write is older than

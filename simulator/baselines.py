@@ -54,7 +54,7 @@ tiers:
 # Plugins that order jobs or divide the cluster by queue, and actions that take from one job
 # for another: what "first come, first served in one queue" has none of.
 FIFO_DROPPED_PLUGINS: Final = frozenset({"priority", "drf", "proportion"})
-FIFO_DROPPED_ACTIONS: Final = frozenset({"preempt", "reclaim"})
+FIFO_DROPPED_ACTIONS: Final = frozenset({"preempt", "reclaim", "gangpreempt", "gangreclaim"})
 
 OrderKey = Callable[[TaskInfo], tuple[float, int, int]]
 

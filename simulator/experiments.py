@@ -17,6 +17,7 @@ import argparse
 import dataclasses
 import html
 import itertools
+import math
 import sys
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -33,7 +34,7 @@ from simulator.baselines import Mode
 from simulator.engine import Limits, Simulation
 from simulator.loading import conf_text, load_conf, load_scenario, read_document
 from simulator.report import STYLE, gantt_figure, html_table, image, queues_figure
-from simulator.results import JobResult, RunResult
+from simulator.results import JobResult, RunResult, evictions_without_placement
 from simulator.spec import Scenario, SpecError, Strict, seconds
 
 ROOT = Path(__file__).resolve().parent.parent / "examples" / "experiments"
@@ -399,6 +400,59 @@ def _preemption_toleration(spec: ExperimentSpec, runs: Mapping[Key, RunResult]) 
     )
 
 
+def _gang_preemption(spec: ExperimentSpec, runs: Mapping[Key, RunResult]) -> Any:
+    """Pods evicted, of which for no placement (``evictions_without_placement``), and how long
+    the high-priority gangs that fit waited."""
+    expect: dict[str, int] = spec.expect
+    rows, holds = [], True
+    means: list[float] = []
+    by_label = _by_label(runs)
+    for label, run in by_label.items():
+        urgent = [j for j in run.jobs if j.job.split("/")[-1].startswith(("high-", "urgent-"))]
+        waits = [j.wait for j in urgent if j.wait is not None]
+        wasted = evictions_without_placement(run.jobs)
+        mean_wait = sum(waits) / len(waits) if waits else None
+        means.append(math.inf if mean_wait is None else mean_wait)
+        rows.append(
+            [
+                label,
+                str(run.evictions),
+                str(wasted),
+                f"{len(waits)} of {len(urgent)}",
+                "-" if mean_wait is None else f"{mean_wait / 60:.1f} min",
+                "-" if not waits else f"{max(waits) / 60:.1f} min",
+            ]
+        )
+        if label in expect:
+            holds = holds and wasted == expect[label]
+    # The gang actions' run (the last) must also shorten the high-priority gangs' wait.
+    holds = holds and len(means) > 1 and means[-1] < means[0]
+    verdict = "; ".join(
+        f"{r[0]}: {r[1]} pods evicted, {r[2]} for no placement, high-priority gangs waited "
+        f"{r[4]} on average"
+        for r in rows
+    )
+    figure = _bars(
+        "Pods evicted, and for no placement",
+        {r[0]: {"pods evicted": float(r[1]), "for no placement": float(r[2])} for r in rows},
+        "pods",
+    )
+    return (
+        [
+            "run",
+            "pods evicted",
+            "of which for no placement",
+            "high-priority gangs started",
+            "their mean wait",
+            "their longest wait",
+        ],
+        rows,
+        holds,
+        verdict,
+        figure,
+    )
+
+
 def _gpu_fragments(spec: ExperimentSpec, runs: Mapping[Key, RunResult]) -> Any:
     """How long the gang waited (whole minutes), and on how many nodes the other jobs' pods
     ran when it arrived: the nodes it could not have."""
@@ -439,6 +493,7 @@ EVALUATORS: dict[str, Callable[[ExperimentSpec, Mapping[Key, RunResult]], Any]] 
     "gpu-fragments": _gpu_fragments,
     "task-topology": _task_topology,
     "preemption-toleration": _preemption_toleration,
+    "gang-preemption": _gang_preemption,
 }
 
 

@@ -162,6 +162,35 @@ class RunResult(msgspec.Struct, kw_only=True):
         return [bisect.bisect_right(arrived, t) - bisect.bisect_right(left, t) for t in times]
 
 
+# How soon after an evicted pod is gone another job's pod must be bound on its node for the
+# eviction to count as having made room for someone: two sessions and a bind at the
+# simulator's default timing, with slack.
+PLACEMENT_WINDOW = 10.0
+
+
+def evictions_without_placement(jobs: Sequence[JobResult], within: float = PLACEMENT_WINDOW) -> int:
+    """Evicted pods after whose end (their node's room freed) no pod of another job was bound
+    on their node within ``within`` seconds: evictions that led to no placement, the waste a
+    preemptor that then does not fit causes."""
+    binds: dict[str, list[tuple[float, str]]] = {}
+    for job in jobs:
+        for pod in job.pods:
+            if pod.node:
+                binds.setdefault(pod.node, []).append((pod.bound, job.job))
+    wasted = 0
+    for job in jobs:
+        for pod in job.pods:
+            if pod.outcome != "Evicted" or pod.ended is None:
+                continue
+            end = pod.ended
+            placed = any(
+                other != job.job and end <= bound <= end + within
+                for bound, other in binds.get(pod.node, ())
+            )
+            wasted += not placed
+    return wasted
+
+
 def _left_waiting(job: JobResult) -> float:
     for when in (job.started, job.finished, job.deleted):
         if when is not None:

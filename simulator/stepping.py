@@ -29,6 +29,7 @@ from simulator.spec import Scenario, Submission
 from simulator.world import holds_node
 
 RECLAIM = "reclaim"
+RECLAIMING = frozenset({RECLAIM, "gangreclaim"})  # the eviction reasons of reclaim actions
 
 
 @dataclass
@@ -116,7 +117,7 @@ class SteppedSimulation(Simulation):
             step.bound_to[queue] = step.bound_to.get(queue, Resources()) + bind.task.resreq
         for evict in result.evictions:
             step.evictions.append((evict.task.name, evict.reason))
-            if evict.reason == RECLAIM:
+            if evict.reason in RECLAIMING:
                 queue = self.group_queue(evict.task.job)
                 lost = step.reclaimed_from.get(queue, Resources())
                 step.reclaimed_from[queue] = lost + evict.task.resreq

@@ -1,5 +1,6 @@
 """The figures that compare runs: one `Summary` per run (jobs by outcome, waits, completion
-times, makespan, utilisation, restarts, evictions, sessions), and the text table
+times, makespan, utilisation, restarts, evictions and those that led to no placement,
+sessions), and the text table
 ``caldera simulate`` prints. Pure."""
 
 from __future__ import annotations
@@ -8,7 +9,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from caldera.api.volcano import JobPhase
-from simulator.results import RunResult, mean, percentile, time_average
+from simulator.results import (
+    RunResult,
+    evictions_without_placement,
+    mean,
+    percentile,
+    time_average,
+)
 
 GPU = "nvidia.com/gpu"
 
@@ -25,6 +32,7 @@ class Summary:
     unfinished: int
     restarts: int
     evictions: int
+    evictions_unplaced: int  # evicted pods whose room no other job's pod took (results.py)
     mean_wait: float | None
     p50_wait: float | None
     p95_wait: float | None
@@ -55,6 +63,7 @@ def summarize(run: RunResult) -> Summary:
         unfinished=sum(1 for p in phases if p not in done),
         restarts=sum(job.restarts for job in run.jobs),
         evictions=run.evictions,
+        evictions_unplaced=evictions_without_placement(run.jobs),
         mean_wait=mean(waits),
         p50_wait=percentile(waits, 50),
         p95_wait=percentile(waits, 95),
@@ -99,6 +108,7 @@ def rows(summaries: Sequence[Summary]) -> list[tuple[str, list[str]]]:
         ("unfinished at the end", [str(s.unfinished) for s in summaries]),
         ("restarts (retryCount)", [str(s.restarts) for s in summaries]),
         ("pods evicted", [str(s.evictions) for s in summaries]),
+        ("  of which for no placement", [str(s.evictions_unplaced) for s in summaries]),
         ("mean wait", [duration(s.mean_wait) for s in summaries]),
         ("median wait", [duration(s.p50_wait) for s in summaries]),
         ("95th percentile wait", [duration(s.p95_wait) for s in summaries]),

@@ -610,6 +610,25 @@ class Session:
             return []
         return self._intersect(deciding, preemptor, candidates, narrowing=True)
 
+    def victims_without(
+        self,
+        kind: CallbackKind,
+        preemptor: TaskInfo,
+        candidates: Sequence[TaskInfo],
+        without: frozenset[str],
+    ) -> list[TaskInfo]:
+        """``preemptable`` or ``reclaimable`` (by ``kind``) with the plugins in ``without``
+        permitting every candidate instead of voting (gangpreempt and gangreclaim: their
+        whole-gang victim bundles replace gang's minAvailable vote, as gang's
+        UnifiedEvictableFn permits every candidate in Volcano)."""
+        deciding = self._deciding(kind)
+        if not deciding:
+            return []
+        voting = [reg for reg in deciding if reg.plugin not in without]
+        if not voting:
+            return list(candidates)
+        return self._intersect(voting, preemptor, candidates, narrowing=kind is not _PREEMPTABLE)
+
     def preemptive(self, queue: QueueInfo, tasks: Sequence[TaskInfo]) -> bool:
         """Whether ``queue`` may take resources from other queues for ``tasks``."""
         return all(reg.fn(queue, tasks) for reg in self._registered(_PREEMPTIVE))
