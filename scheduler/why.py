@@ -7,8 +7,9 @@ Plugins and actions note what they find as the session runs (``Session.note_wait
 - allocate, through gang at session close: how many pods the gang needs at once and how many
   fit; each task's kube-scheduler style rejections come from the job's fit errors;
 - preempt and reclaim: that they were considered, and why no victim qualified;
-- allocate, for a job with partitions (sub-groups): each partition that did not fit, and why
-  (``partition_text``: "partition 3 of 4 (task worker, ...) has no rack with room").
+- allocate, for a job with partitions (sub-groups): each partition that did not fit, and why,
+  as its pods' fit error (``partition_text``: "partition 3 of 4 (task worker, ...) has no rack
+  with room").
 
 ``wait_record`` turns a job's notes into one bounded record; ``publish`` decides whether it
 is worth a write (the finding changed, and its stage changed or the last write is older than

@@ -140,7 +140,8 @@ def test_a_partition_never_spans_racks_even_when_the_pods_would_fit() -> None:
     assert (
         expected == "partition 3 of 4 (task worker, partition-id 2, 4 pods) has no rack with room"
     )
-    assert ("detail", expected) in ssn.wait_notes["ns/a"]
+    record = ssn.result.podgroup_why["ns/a"]
+    assert f"task worker (16 pending): {expected}" in record.details
     assert ssn.result.unschedulable["ns/a-8"] == expected
     assert expected in ssn.job_conditions["ns/a"].message
 

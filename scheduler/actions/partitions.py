@@ -24,8 +24,9 @@ Caldera places every sub-group that fits in one turn (the elastic ones beyond mi
 too); Volcano gives elastic sub-groups later turns. A job that also sets a job-level
 networkTopology places its sub-groups within the HyperNode its trial is on (``within``).
 
-Why a sub-group did not fit is noted for the wait record (``scheduler.why.partition_text``):
-"partition 3 of 4 (task worker, 2 pods) has no rack with room".
+Why a sub-group did not fit is its pods' fit error, so their message, the PodGroup's condition
+and a line of the job's wait record (``scheduler.why.partition_text``): "partition 3 of 4
+(task worker, partition-id 2, 4 pods) has no rack with room".
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from scheduler.api.subgroups import SubGroup, sub_groups
 from scheduler.api.types import JobInfo, QueueInfo, TaskInfo, TaskStatus
 from scheduler.framework.hypernodes import Constraint, constraint
 from scheduler.framework.statement import Statement
-from scheduler.why import DETAIL, partition_text
+from scheduler.why import partition_text
 
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
@@ -172,10 +173,10 @@ def place_with_sub_groups(
         if stmt is not None:
             kept.append(stmt)
             continue
+        # The pods' fit error: their message, and a line of the job's wait record each.
         text = partition_text(group.index, totals[group.policy], group.policy, group.size, why)
         for task in pending:
             job.fit_errors[task.uid] = task.fit_error = text
-        ssn.note_wait(job.key, DETAIL, text)
     rest = [t for t in tasks if t.uid not in grouped and t.status == TaskStatus.PENDING]
     if rest:
         stmt = ssn.statement()
