@@ -77,13 +77,15 @@ async def processes(
     assert controllers.stop() == 0, controllers.log()[-3000:]
 
 
-def _partitioned_job(namespace: str) -> dict[str, Any]:
+def _partitioned_job(
+    namespace: str, name: str = "train", partitions: int = PARTITIONS
+) -> dict[str, Any]:
     worker = task(
         "worker",
-        PARTITIONS * SIZE,
+        partitions * SIZE,
         cpu="4",
         partitionPolicy={
-            "totalPartitions": PARTITIONS,
+            "totalPartitions": partitions,
             "partitionSize": SIZE,
             "networkTopology": {"mode": "hard", "highestTierName": RACK_LABEL},
         },
@@ -92,7 +94,7 @@ def _partitioned_job(namespace: str) -> dict[str, Any]:
     spec = worker["template"]["spec"]
     spec["nodeSelector"] = {"e2e-topology": namespace}
     spec["tolerations"] = [{"operator": "Exists"}]
-    return job("train", [worker])
+    return job(name, [worker])
 
 
 async def _live_running(kube: KubeClient, namespace: str, count: int) -> dict[str, Pod] | None:
@@ -124,7 +126,9 @@ async def test_partitions_land_one_per_rack_and_restart_alone(
 ) -> None:
     """Three 4-pod partitions of a hard-mode rack tier run one per rack; a pod of partition 1
     fails, and RestartPartition recreates partition 1's pods only (the others keep their
-    UIDs), which run in one rack again; the job view counts the partitions placed."""
+    UIDs), which run in one rack again; the job view counts the partitions placed. A second
+    job of two rack-sized partitions, with one rack left, places neither (one whole partition
+    is not enough) and its PodGroup says which partition has no rack."""
     await kube.create(JOB, _partitioned_job(namespace), namespace=namespace)
     pods = await eventually(
         lambda: _live_running(kube, namespace, PARTITIONS * SIZE), timeout=60, what="all running"
@@ -164,3 +168,21 @@ async def test_partitions_land_one_per_rack_and_restart_alone(
     )
     assert shown.returncode == 0, shown.stderr
     assert "Partitions worker: 3 of 3 placed (minSubGroups 0, 4 pods each)" in shown.stdout
+
+    # One rack is left: a job of two rack-sized partitions places neither.
+    await kube.create(JOB, _partitioned_job(namespace, "second", 2), namespace=namespace)
+
+    async def waits() -> str | None:
+        for pg in (await kube.list(PODGROUP, namespace=namespace)).items:
+            if not pg.metadata.name.startswith("second-"):
+                continue
+            for cond in pg.status.conditions:
+                if cond.type == "Unschedulable" and "partition 2 of 2" in cond.message:
+                    return cond.message
+        return None
+
+    message = await eventually(waits, timeout=30, what="second to wait for a rack")
+    assert f"(task worker, partition-id 1, 4 pods) has no {RACK_LABEL} with room" in message
+    second = await pods_of(kube, namespace, "second")
+    assert len(second) == 4 * 2
+    assert not [p for p in second.values() if p.spec.node_name]
