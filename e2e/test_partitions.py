@@ -2,7 +2,8 @@
 under spines: the job controller labels each pod with its partition and gives the PodGroup a
 subGroupPolicy; the scheduler places each partition whole in one rack (hard mode, tier named
 by the rack label); a failed pod's ``RestartPartition`` restarts its partition only, which
-lands in one rack again; ``caldera job view`` shows the partitions.
+lands in one rack again; ``caldera job view`` shows the partitions; and a job whose second
+partition finds no rack places neither, its PodGroup naming that partition.
 """
 
 from __future__ import annotations
