@@ -169,6 +169,39 @@ def test_partitions_without_topology_are_still_whole() -> None:
     assert sorted(Counter(partition_of(p, 4) for p in placed).values()) == [4, 4]
 
 
+def test_an_unknown_partition_tier_is_named_as_missing() -> None:
+    """A partition tier name no HyperNode carries places nothing and says the tier is missing."""
+    cluster, _ = topology_cluster()
+    zone = NetworkTopologySpec(mode="hard", highest_tier_name="zone")
+    partitioned(cluster, "a", partitions=1, size=2, minimum=0, topology=zone)
+    ssn = run(cluster, tiers=TOPOLOGY_PLUGINS)
+    assert binds(ssn) == {}
+    assert ssn.result.unschedulable["ns/a-0"].endswith(
+        "has no hypernode of tier 'zone' (no HyperNode has that tier) with room"
+    )
+
+
+def test_partitions_stay_within_the_jobs_hypernode() -> None:
+    """A job-level hard spine tier and rack-tier partitions: both partitions in one spine,
+    each in one rack of it. Rack r0 is half used, so the first free racks by name (r1, r2)
+    are in different spines: the job goes to spine s1 instead."""
+    cluster, where = topology_cluster()
+    occupy(cluster, "n0", "8")
+    job = partitioned(cluster, "a", partitions=2, size=4, minimum=0)
+    assert job.podgroup is not None
+    spine = NetworkTopologySpec(mode="hard", highest_tier_name="spine")
+    job.podgroup = msgspec.structs.replace(
+        job.podgroup,
+        spec=msgspec.structs.replace(job.podgroup.spec, network_topology=spine),
+    )
+    placed = binds(run(cluster, tiers=TOPOLOGY_PLUGINS))
+    placed = {k: n for k, n in placed.items() if k.startswith("a-")}
+    assert len(placed) == 8
+    assert {where[n][1] for n in placed.values()} == {"s1"}
+    assert all(len(r) == 1 for r in racks_by_partition(placed, where, 4).values())
+    assert len(set().union(*racks_by_partition(placed, where, 4).values())) == 2
+
+
 @settings(max_examples=40, deadline=None)
 @given(
     racks=st.integers(1, 4),

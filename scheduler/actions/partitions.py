@@ -62,7 +62,10 @@ _HOLDING = frozenset(
 
 def tier_label(tree: HyperNodeTree, rule: Constraint) -> str:
     """What a HyperNode of the rule's highest tier is called: its tier name ("rack") when the
-    HyperNodes of that tier carry one, else "hypernode of tier <= N"."""
+    HyperNodes of that tier carry one, else "hypernode of tier <= N"; for a tier name no
+    HyperNode carries, says so."""
+    if rule.highest_tier is None:
+        return f"hypernode of {rule.describe()} (no HyperNode has that tier)"
     if rule.spec.highest_tier_name:
         return rule.spec.highest_tier_name
     for island in tree.islands.values():
