@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import msgspec
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from caldera.api import volcano as v
 from caldera.api.core import Pod, PodStatus
@@ -69,6 +71,16 @@ def test_pods_carry_their_partition_by_index() -> None:
     assert ids == ["0", "0", "1", "1", "2", "2"]
     assert v.PARTITION_ID_KEY not in build_pod(job, job.spec.tasks[1], 0).pod["metadata"]["labels"]
     assert partition_of(job.spec.tasks[1], 0) is None
+
+
+@given(total=st.integers(1, 20), size=st.integers(1, 20))
+def test_partitions_are_contiguous_runs_of_partition_size(total: int, size: int) -> None:
+    """For any totalPartitions x partitionSize, the pods' partition ids are 0..total-1, each
+    held by exactly partitionSize consecutive pods."""
+    task = _task(total=total, size=size)
+    ids = [partition_of(task, i) or 0 for i in range(task.replicas)]
+    assert ids == sorted(ids)
+    assert {i: ids.count(i) for i in set(ids)} == dict.fromkeys(range(total), size)
 
 
 def test_podgroup_gets_one_sub_group_policy_per_partitioned_task() -> None:

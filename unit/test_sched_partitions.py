@@ -169,6 +169,19 @@ def test_partitions_without_topology_are_still_whole() -> None:
     assert sorted(Counter(partition_of(p, 4) for p in placed).values()) == [4, 4]
 
 
+def test_soft_mode_partitions_prefer_a_rack_and_span_when_none_fits() -> None:
+    """Soft mode: a partition that fits no rack (every rack half used) is placed anyway,
+    whole, across racks."""
+    cluster, where = topology_cluster()
+    for node in ("n0", "n2", "n4", "n6"):
+        occupy(cluster, node, "8")
+    soft = NetworkTopologySpec(mode="soft", highest_tier_name="rack")
+    partitioned(cluster, "a", partitions=1, size=4, minimum=0, topology=soft)
+    placed = {k: n for k, n in binds(run(cluster, tiers=TOPOLOGY_PLUGINS)).items() if k[0] == "a"}
+    assert len(placed) == 4
+    assert len(racks_by_partition(placed, where, 4)[0]) >= 2
+
+
 def test_an_unknown_partition_tier_is_named_as_missing() -> None:
     """A partition tier name no HyperNode carries places nothing and says the tier is missing."""
     cluster, _ = topology_cluster()
