@@ -22,6 +22,7 @@ from caldera.api.core import Event, Pod
 from caldera.api.duration import human_duration
 from caldera.api.flow import JobFlow, JobTemplate
 from caldera.api.meta import parse_time
+from caldera.api.subgroups import group_key
 from caldera.api.topology import JOB_ALLOCATED_HYPERNODE_KEY
 from caldera.api.volcano import (
     JOB_NAME_KEY,
@@ -38,7 +39,6 @@ from caldera.api.volcano import (
     PodGroupPhase,
     Queue,
 )
-from scheduler.api.subgroups import group_key
 
 __all__ = [
     "CRONJOB_COLUMNS",

@@ -1,11 +1,12 @@
 """A job's sub-groups (PodGroup ``subGroupPolicy``, Volcano v1.14): gangs within the gang (pure).
 
 Volcano's ``SubJobInfo`` (pkg/scheduler/api/sub_job_info.go, job_info.go): each policy selects
-pods by ``labelSelector`` and groups them by the values of ``matchLabelKeys`` (the job
-controller's partitions: ``volcano.sh/task-spec: <task>``, grouped by
-``volcano.sh/partition-id``). A pod matched by no policy, or missing a key, belongs to no
-sub-group; so does every pod of a policy without ``matchLabelKeys`` (Volcano puts them in the
-job's default sub-job, which has no size of its own). The first policy that groups a pod wins.
+pods by ``labelSelector`` and groups them by the values of ``matchLabelKeys``
+(``caldera.api.subgroups.group_key``; the job controller's partitions:
+``volcano.sh/task-spec: <task>``, grouped by ``volcano.sh/partition-id``). A pod matched by no
+policy, or missing a key, belongs to no sub-group; so does every pod of a policy without
+``matchLabelKeys`` (Volcano puts them in the job's default sub-job, which has no size of its
+own). The first policy that groups a pod wins.
 
 A sub-group is ready when ``subGroupSize`` of its pods are placed (pending best-effort pods
 count, as for the job), pipelined when they are placed or pipelined. A job with sub-groups is
@@ -18,16 +19,15 @@ for it without looking at its pods.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from caldera.api.selectors import matches
-from caldera.api.volcano import NetworkTopologySpec, SubGroupPolicy
+from caldera.api.subgroups import group_key
+from caldera.api.volcano import NetworkTopologySpec
 from scheduler.api.types import READY_STATUSES, JobInfo, TaskInfo, TaskStatus
 
 __all__ = [
     "SubGroup",
-    "group_key",
     "has_sub_groups",
     "sub_groups",
     "sub_groups_pipelined",
@@ -72,22 +72,6 @@ class SubGroup:
 def has_sub_groups(job: JobInfo) -> bool:
     """Whether the job's PodGroup sets subGroupPolicy (a cheap check, asked per pod placed)."""
     return job.podgroup is not None and bool(job.podgroup.spec.sub_group_policy)
-
-
-def group_key(policy: SubGroupPolicy, labels: Mapping[str, str]) -> tuple[str, ...] | None:
-    """The pod's match values under ``policy`` (Volcano's getSubJobMatchValues), None when the
-    policy does not group it."""
-    if policy.label_selector is not None and not matches(policy.label_selector, labels):
-        return None
-    if not policy.match_label_keys:
-        return None
-    values = []
-    for key in policy.match_label_keys:
-        value = labels.get(key, "")
-        if not value:
-            return None
-        values.append(value)
-    return tuple(values)
 
 
 def _index(values: tuple[str, ...]) -> int:
