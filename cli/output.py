@@ -22,15 +22,18 @@ from caldera.api.core import Event, Pod
 from caldera.api.duration import human_duration
 from caldera.api.flow import JobFlow, JobTemplate
 from caldera.api.meta import parse_time
+from caldera.api.subgroups import group_key
 from caldera.api.topology import JOB_ALLOCATED_HYPERNODE_KEY
 from caldera.api.volcano import (
     JOB_NAME_KEY,
     JOB_TYPE_KEY,
+    PARTITION_ID_KEY,
     QUEUE_NAME_KEY,
     SCHEDULING_QUEUE_NAME_KEY,
     TASK_SPEC_KEY,
     CronJob,
     Job,
+    NetworkTopologySpec,
     PodGroup,
     PodGroupConditionType,
     PodGroupPhase,
@@ -615,8 +618,59 @@ def _job_tasks(job: Job) -> list[str]:
     return ["Tasks:", *_indent(render_table(headers, rows))]
 
 
-def _job_podgroup(podgroup: PodGroup | None, events: Sequence[Event]) -> list[str]:
-    """The ``PodGroup:`` section with its conditions, and why the gang waits, if it does."""
+def _topology_text(topology: NetworkTopologySpec) -> str:
+    limit = (
+        f"tier <= {topology.highest_tier_allowed}"
+        if topology.highest_tier_allowed is not None
+        else f"tier {topology.highest_tier_name!r}"
+        if topology.highest_tier_name
+        else "any tier"
+    )
+    return f"{topology.mode} mode, {limit}"
+
+
+def _holds_a_node(pod: Pod) -> bool:
+    return bool(pod.spec.node_name) and pod.status.phase != "Failed"
+
+
+def partition_lines(podgroup: PodGroup, pods: Sequence[Pod]) -> list[str]:
+    """One line per subGroupPolicy (a Job's partitioned task): how many of its partitions
+    have all their pods placed (``subGroupSize`` of them on a node, not failed), of how many,
+    and minSubGroups; then the partitions not (wholly) placed."""
+    policies = podgroup.spec.sub_group_policy
+    groups: dict[tuple[int, tuple[str, ...]], list[Pod]] = {}
+    for pod in pods:
+        for i, policy in enumerate(policies):
+            values = group_key(policy, pod.metadata.labels)
+            if values is not None:
+                groups.setdefault((i, values), []).append(pod)
+                break
+    lines = []
+    for i, policy in enumerate(policies):
+        mine = sorted(
+            ((values, members) for (j, values), members in groups.items() if j == i),
+            key=lambda item: (len(item[0][0]), item[0]),
+        )
+        size = max(policy.sub_group_size, 1)
+        placed = [v for v, members in mine if sum(map(_holds_a_node, members)) >= size]
+        text = (
+            f"Partitions {policy.name or '<none>'}: {len(placed)} of {len(mine)} placed "
+            f"(minSubGroups {policy.min_sub_groups}, {size} pods each)"
+        )
+        if policy.network_topology is not None:
+            text += f", network topology {_topology_text(policy.network_topology)}"
+        waiting = ["-".join(v) for v, _ in mine if v not in placed]
+        if waiting:
+            text += f"; not placed: {', '.join(waiting)}"
+        lines.append(text)
+    return lines
+
+
+def _job_podgroup(
+    podgroup: PodGroup | None, events: Sequence[Event], pods: Sequence[Pod] = ()
+) -> list[str]:
+    """The ``PodGroup:`` section with its conditions, its partitions, and why the gang waits,
+    if it does."""
     lines = ["PodGroup:"]
     if podgroup is None:
         lines.append("  <none>")
@@ -628,17 +682,11 @@ def _job_podgroup(podgroup: PodGroup | None, events: Sequence[Event]) -> list[st
         )
         topology = pg.spec.network_topology
         if topology is not None:
-            limit = (
-                f"tier <= {topology.highest_tier_allowed}"
-                if topology.highest_tier_allowed is not None
-                else f"tier {topology.highest_tier_name!r}"
-                if topology.highest_tier_name
-                else "any tier"
-            )
-            lines.append(f"  Network topology: {topology.mode} mode, {limit}")
+            lines.append(f"  Network topology: {_topology_text(topology)}")
         hypernode = pg.metadata.annotations.get(JOB_ALLOCATED_HYPERNODE_KEY)
         if hypernode:
             lines.append(f"  HyperNode: {hypernode}")
+        lines += [f"  {line}" for line in partition_lines(pg, pods)]
         for cond in pg.status.conditions:
             text = f"  Condition {cond.type}={cond.status}"
             if cond.reason:
@@ -656,23 +704,25 @@ def _job_pods(pods: Sequence[Pod], now: dt.datetime) -> list[str]:
     """The ``Pods:`` table."""
     if not pods:
         return ["Pods:", "  <none>"]
+    partitioned = any(PARTITION_ID_KEY in p.metadata.labels for p in pods)
     rows = []
     for pod in sorted(pods, key=lambda p: p.metadata.name):
         s = pod_status(pod, now)
-        rows.append(
-            [
-                pod.metadata.name,
-                s.ready,
-                s.status,
-                s.restarts,
-                pod.spec.node_name or "<none>",
-                format_age(pod.metadata.creation_timestamp, now),
-            ]
-        )
-    return [
-        "Pods:",
-        *_indent(render_table(["Name", "Ready", "Status", "Restart", "Node", "Age"], rows)),
-    ]
+        row = [
+            pod.metadata.name,
+            s.ready,
+            s.status,
+            s.restarts,
+            pod.spec.node_name or "<none>",
+            format_age(pod.metadata.creation_timestamp, now),
+        ]
+        if partitioned:
+            row.insert(5, pod.metadata.labels.get(PARTITION_ID_KEY, "<none>"))
+        rows.append(row)
+    headers = ["Name", "Ready", "Status", "Restart", "Node", "Age"]
+    if partitioned:
+        headers.insert(5, "Partition")
+    return ["Pods:", *_indent(render_table(headers, rows))]
 
 
 def _job_events(events: Sequence[Event], now: dt.datetime) -> list[str]:
@@ -706,10 +756,11 @@ def render_job_view(
     now: dt.datetime,
     why: Sequence[str] = (),
 ) -> str:
-    """`caldera job view`: the job's spec and status, its tasks, pods, PodGroup, why the gang
+    """`caldera job view`: the job's spec and status, its tasks, pods (with their partition,
+    for a job with partitions), PodGroup (with its partitions placed), why the gang
     waits (if it does), the ``Why`` lines of `cli.why` (``caldera job why``), and the events of
     the job, its PodGroup and its pods, oldest first."""
-    lines = [*_job_fields(job, now), *_job_tasks(job), *_job_podgroup(podgroup, events)]
+    lines = [*_job_fields(job, now), *_job_tasks(job), *_job_podgroup(podgroup, events, pods)]
     if why:
         lines += ["Why:", *(f"  {line}" for line in why)]
     lines += [*_job_pods(pods, now), *_job_events(events, now)]

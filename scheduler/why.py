@@ -9,6 +9,9 @@ Plugins and actions note what they find as the session runs (``Session.note_wait
 - preempt and reclaim: that they were considered, and why no victim qualified;
 - gangpreempt and gangreclaim: that a gang's preemption was abandoned ("gang would not fit
   after evicting N pods: nothing evicted", ``scheduler.actions.gang_evict``).
+- allocate, for a job with partitions (sub-groups): each partition that did not fit, and why,
+  as its pods' fit error (``partition_text``: "partition 3 of 4 (task worker, ...) has no rack
+  with room").
 
 ``wait_record`` turns a job's notes into one bounded record; ``publish`` decides whether it
 is worth a write (the finding changed, and its stage changed or the last write is older than
@@ -37,6 +40,14 @@ from caldera.api.why import (
 from scheduler.api.types import JobInfo, TaskStatus
 
 DETAIL = "detail"  # a note that only adds a line under the stage's summary
+
+
+def partition_text(index: int, total: int, group: str, size: int, why: str) -> str:
+    """Why a partition (a sub-group, ``index`` its ``volcano.sh/partition-id``) was not placed:
+    ``partition 3 of 4 (task worker, partition-id 2, 2 pods) has no rack with room``."""
+    return (
+        f"partition {index + 1} of {total} (task {group}, partition-id {index}, {size} pods) {why}"
+    )
 
 
 def amount(name: str, milli: int) -> str:

@@ -151,6 +151,32 @@ def test_podgroup_over_a_bound() -> None:
     assert validate_podgroup(pg, CLUSTER) == "spec.minMember: must be at most 10000 (got 2000000)"
 
 
+def test_podgroup_sub_group_policies_are_bounded() -> None:
+    """subGroupPolicy entries and one entry's matchLabelKeys are bounded (the scheduler matches
+    every pod of the job against them), at admission and in the CRD schema."""
+    spec = {
+        "minMember": 1,
+        "queue": "default",
+        "subGroupPolicy": [{"name": f"p{i}", "matchLabelKeys": ["k"] * 17} for i in range(129)],
+    }
+    pg = msgspec.convert({"metadata": {"name": "pg"}, "spec": spec}, PodGroup)
+    message = validate_podgroup(pg, CLUSTER)
+    assert "spec.subGroupPolicy: must have at most 128 items (got 129)" in message
+    assert "spec.subGroupPolicy[0].matchLabelKeys: must have at most 16 items (got 17)" in message
+    at_bound = {**spec, "subGroupPolicy": [{"name": "p", "matchLabelKeys": ["k"] * 16}]}
+    assert (
+        limits.podgroup_limit_errors(
+            msgspec.convert({"metadata": {"name": "pg"}, "spec": at_bound}, PodGroup).spec
+        )
+        == []
+    )
+    crd = next(c for c in crdgen.CRDS if c.info.kind == "PodGroup")
+    schema = crdgen.crd_document(crd)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    sub = schema["properties"]["spec"]["properties"]["subGroupPolicy"]
+    assert sub["maxItems"] == 128
+    assert sub["items"]["properties"]["matchLabelKeys"]["maxItems"] == 16
+
+
 def test_jobflow_over_a_bound() -> None:
     flow = msgspec.convert(
         {"metadata": {"name": "f"}, "spec": {"flows": [{"name": f"a{i}"} for i in range(129)]}},

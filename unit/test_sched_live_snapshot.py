@@ -5,8 +5,9 @@
 Random sequences add, change and delete nodes, queues, PodGroups, pods, PriorityClasses,
 ResourceQuotas and PodDisruptionBudgets, bind pods (first assumed, then seen bound), finish and
 delete them, and run whole sessions (Volcano's configuration with preempt and reclaim) on the
-live ClusterInfo, which change it as they plan. ``CALDERA_LIVE_SNAPSHOT_RUNS`` sets the number
-of sequences (CI: 150).
+live ClusterInfo, which change it as they plan. PodGroup g5 has a subGroupPolicy (partitions of
+2 pods by each pod's ``part`` label), so its jobs are placed partition by partition.
+``CALDERA_LIVE_SNAPSHOT_RUNS`` sets the number of sequences (CI: 150).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from caldera.api.volcano import (
     PodGroupStatus,
     Queue,
     QueueSpec,
+    SubGroupPolicy,
 )
 from scheduler.actions.retry import Retries
 from scheduler.api.types import ClusterInfo, JobInfo, NodeInfo, TaskInfo
@@ -149,6 +151,11 @@ def canonical(c: ClusterInfo) -> dict[str, object]:
     }
 
 
+_PARTITIONS = (
+    SubGroupPolicy(name="part", sub_group_size=2, min_sub_groups=1, match_label_keys=("part",)),
+)
+
+
 # ---- a random cache -----------------------------------------------------------------------------
 
 
@@ -200,7 +207,12 @@ class Cache:
             metadata=ObjectMeta(
                 name=name, namespace="ns", creation_timestamp=format_time(T0), uid=name
             ),
-            spec=PodGroupSpec(min_member=min_member, queue=queue, priority_class_name=cls),
+            spec=PodGroupSpec(
+                min_member=min_member,
+                queue=queue,
+                priority_class_name=cls,
+                sub_group_policy=_PARTITIONS if name == "g5" else (),
+            ),
             status=PodGroupStatus(phase=phase),
         )
         self.podgroups.items[f"ns/{name}"] = pg
@@ -218,6 +230,8 @@ class Cache:
                 namespace="ns",
                 uid=self.next_uid(),
                 annotations={KUBE_GROUP_NAME_KEY: group} if group else {},
+                # Derived from the name, not drawn: the random sequence stays as it was.
+                labels={"part": str(int(name[1:]) % 3)} if name[1:].isdigit() else {},
             ),
             spec=PodSpec(
                 scheduler_name=self.rng.choice(["volcano", "volcano", "default-scheduler"]),

@@ -32,11 +32,13 @@ __all__ = [
     "MAX_FLOWS",
     "MAX_JOB_REPLICAS",
     "MAX_JOB_VOLUMES",
+    "MAX_MATCH_LABEL_KEYS",
     "MAX_PLUGINS",
     "MAX_PLUGIN_ARGS",
     "MAX_PLUGIN_ARG_LENGTH",
     "MAX_POD_VOLUMES",
     "MAX_POLICIES",
+    "MAX_SUB_GROUP_POLICIES",
     "MAX_TASKS",
     "MAX_TASK_REPLICAS",
     "SCHEMA_BOUNDS",
@@ -58,6 +60,10 @@ MAX_JOB_VOLUMES: Final = 64  # spec.volumes
 MAX_CLAIM_TEMPLATES: Final = 16  # volumeClaimTemplates of one task (each is a PVC per pod)
 MAX_CONTAINERS: Final = 64  # containers, and init containers, of one pod template
 MAX_ENV: Final = 1024  # env entries of one container
+# PodGroup subGroupPolicy entries (the job controller writes one per partitioned task), and the
+# matchLabelKeys of one: the scheduler matches every pod of the job against them.
+MAX_SUB_GROUP_POLICIES: Final = MAX_TASKS
+MAX_MATCH_LABEL_KEYS: Final = 16
 MAX_POD_VOLUMES: Final = 256  # volumes of one pod template
 MAX_FLOWS: Final = MAX_TASKS  # flows of a JobFlow, and targets of one flow's dependsOn
 
@@ -152,6 +158,11 @@ def podgroup_limit_errors(spec: PodGroupSpec) -> list[str]:
     for task, member in list(spec.min_task_member.items())[: MAX_TASKS + 1]:
         if member > MAX_TASK_REPLICAS:
             errors.append(at_most(f"spec.minTaskMember[{task}]", MAX_TASK_REPLICAS, member))
+    policies = spec.sub_group_policy
+    errors += _count("spec.subGroupPolicy", policies, MAX_SUB_GROUP_POLICIES)
+    for i, policy in enumerate(policies[: MAX_SUB_GROUP_POLICIES + 1]):
+        keys = policy.match_label_keys
+        errors += _count(f"spec.subGroupPolicy[{i}].matchLabelKeys", keys, MAX_MATCH_LABEL_KEYS)
     return errors
 
 
@@ -199,6 +210,8 @@ SCHEMA_BOUNDS: Final[Mapping[str, Mapping[str, Mapping[str, int]]]] = {
         "spec.minMember": {"maximum": MAX_JOB_REPLICAS},
         "spec.minTaskMember": {"maxProperties": MAX_TASKS},
         "spec.minTaskMember.{}": {"maximum": MAX_TASK_REPLICAS},
+        "spec.subGroupPolicy": {"maxItems": MAX_SUB_GROUP_POLICIES},
+        "spec.subGroupPolicy.[].matchLabelKeys": {"maxItems": MAX_MATCH_LABEL_KEYS},
     },
     "JobFlow": {
         "spec.flows": {"maxItems": MAX_FLOWS},

@@ -37,6 +37,7 @@ from caldera.api.volcano import (
     CONTROLLER_OUT_OF_SYNC_KEY,
     JOB_NAME_KEY,
     JOB_VERSION_KEY,
+    PARTITION_ID_KEY,
     TASK_SPEC_KEY,
     Action,
     Command,
@@ -82,7 +83,8 @@ class Request:
     a Command and then wins over every policy. ``job_version`` is the pod's
     ``volcano.sh/job-version``; None for requests that do not come from a pod (they are never
     stale). ``job_uid`` is the UID of the Job the source object points to ("" when unknown).
-    PartitionID is not carried: RestartPartition is handled task-wide (see `policy`).
+    ``partition_id`` is the pod's ``volcano.sh/partition-id`` ("" for a pod of a task without
+    partitionPolicy): RestartPartition restarts that partition.
     """
 
     namespace: str
@@ -95,6 +97,7 @@ class Request:
     exit_code: int | None = None
     action: Action | None = None
     job_version: int | None = None
+    partition_id: str = ""
 
     @property
     def job_key(self) -> str:
@@ -142,6 +145,7 @@ def _pod_request(pod: Pod, event: Event, exit_code: int | None = None) -> Reques
         event=event,
         exit_code=exit_code,
         job_version=job_version,
+        partition_id=pod.metadata.labels.get(PARTITION_ID_KEY, ""),
     )
 
 

@@ -22,10 +22,10 @@ import msgspec
 from caldera.api import volcano as v
 from caldera.api.codec import copy_json
 from caldera.api.kinds import JOB, controller_reference
-from caldera.api.meta import ObjectMeta, OwnerReference, ResourceList
+from caldera.api.meta import LabelSelector, ObjectMeta, OwnerReference, ResourceList
 from caldera.api.names import pod_name, pvc_name
 from caldera.api.resources import Resources, pod_requests
-from caldera.api.volcano import Job, PodGroup, PodGroupSpec, TaskSpec
+from caldera.api.volcano import Job, PodGroup, PodGroupSpec, SubGroupPolicy, TaskSpec
 from controllers.job.sync import task_min_available
 
 DEFAULT_TASK_SPEC = "default"
@@ -153,6 +153,9 @@ def build_pod(job: Job, task: TaskSpec, index: int) -> PodPlan:
     for key in _COPIED_LABELS:
         if key in job.metadata.labels:
             labels[key] = job.metadata.labels[key]
+    partition = partition_of(task, index)
+    if partition is not None:
+        labels[v.PARTITION_ID_KEY] = str(partition)
 
     if not spec.get("schedulerName") and job.spec.scheduler_name:
         spec["schedulerName"] = job.spec.scheduler_name
@@ -275,9 +278,42 @@ def min_resources(job: Job, priority_of: Callable[[str], int]) -> Resources:
     return total
 
 
+def partition_of(task: TaskSpec, index: int) -> int | None:
+    """The partition of the task's pod ``index`` (Volcano's ``createJobPod``: pods
+    ``k*partitionSize .. (k+1)*partitionSize-1`` form partition k, the pod's
+    ``volcano.sh/partition-id`` label), None for a task without partitionPolicy."""
+    policy = task.partition_policy
+    if policy is None:
+        return None
+    return index // policy.partition_size if policy.partition_size > 0 else 0
+
+
+def sub_group_policy(task: TaskSpec) -> SubGroupPolicy | None:
+    """The PodGroup's subGroupPolicy for a partitioned task (Volcano's ``getSubGroupPolicy``):
+    named after the task, its pods selected by ``volcano.sh/task-spec`` and grouped by
+    ``volcano.sh/partition-id``, each group partitionSize pods, minPartitions of them needed."""
+    policy = task.partition_policy
+    if policy is None:
+        return None
+    return SubGroupPolicy(
+        name=task.name,
+        network_topology=policy.network_topology,
+        sub_group_size=policy.partition_size,
+        min_sub_groups=policy.min_partitions,
+        label_selector=LabelSelector(match_labels={v.TASK_SPEC_KEY: task.name}),
+        match_label_keys=(v.PARTITION_ID_KEY,),
+    )
+
+
+def sub_group_policies(job: Job) -> tuple[SubGroupPolicy, ...]:
+    """One subGroupPolicy per partitioned task, in task order."""
+    return tuple(p for t in job.spec.tasks if (p := sub_group_policy(t)) is not None)
+
+
 def build_podgroup(job: Job, priority_of: Callable[[str], int]) -> PodGroup:
     """The Job's PodGroup: its labels and annotations, minMember, minTaskMember, queue,
-    priorityClassName and minResources, owned by the Job."""
+    priorityClassName, minResources and networkTopology, and a subGroupPolicy per partitioned
+    task, owned by the Job."""
     return PodGroup(
         metadata=ObjectMeta(
             name=podgroup_name(job),
@@ -293,6 +329,7 @@ def build_podgroup(job: Job, priority_of: Callable[[str], int]) -> PodGroup:
             priority_class_name=job.spec.priority_class_name,
             min_resources=_resource_list(min_resources(job, priority_of)),
             network_topology=job.spec.network_topology,
+            sub_group_policy=sub_group_policies(job),
         ),
     )
 
@@ -319,6 +356,10 @@ def podgroup_drift(current: PodGroupSpec, desired: PodGroupSpec) -> dict[str, An
         current.min_resources or {}
     ) != Resources.from_list(desired.min_resources or {}):
         patch["minResources"] = desired.min_resources
+    # Volcano's updatePgSubGroupPolicy: partitionPolicy may change with the Job (a merge
+    # patch replaces the whole list).
+    if current.sub_group_policy != desired.sub_group_policy:
+        patch["subGroupPolicy"] = msgspec.to_builtins(desired.sub_group_policy)
     return {"spec": patch} if patch else {}
 
 

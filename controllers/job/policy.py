@@ -80,10 +80,14 @@ def policy_timeout(policy: LifecyclePolicy) -> float | None:
 def target_of(action: Action, request: Request) -> tuple[Action, Target]:
     """Volcano's ``GetStateAction``: the target of a targeted restart.
 
-    RestartTask and RestartPartition target the request's task (partitions are handled
-    task-wide), RestartPod the request's pod. Without a task (or pod) in the request, they become
-    RestartJob. Every other action targets the Job.
+    RestartTask targets the request's task, RestartPod the request's pod, RestartPartition the
+    partition of the request's pod (``volcano.sh/partition-id``). A RestartPartition whose pod
+    has no partition targets the pod's task (Volcano kills nothing then, and the failed pod
+    stays failed). Without a task (or pod) in the request, they become RestartJob. Every other
+    action targets the Job.
     """
+    if action is Action.RESTART_PARTITION and request.task_name and request.partition_id:
+        return action, Target.of_partition(request.task_name, request.partition_id)
     if action in (Action.RESTART_TASK, Action.RESTART_PARTITION) and request.task_name:
         return action, Target.of_task(request.task_name)
     if action is Action.RESTART_POD and request.pod_name:
@@ -212,8 +216,8 @@ class DelayedActions:
     - an event showing that a pod left Pending (PodRunning, PodFailed, PodEvicted,
       TaskCompleted) cancels the delayed PodPending action of the pod with that UID;
     - once a non-internal action has run, the other delayed actions of its scope are cancelled:
-      all of the Job's for a Job-wide action, the task's for RestartTask / RestartPartition, the
-      pod's for RestartPod.
+      all of the Job's for a Job-wide action, the task's for RestartTask, the partition's for
+      RestartPartition (Volcano's per-partition cancellation), the pod's for RestartPod.
 
     Entries are keyed by (job, pod name, event): a second request with the same key while one is
     pending keeps the first, so a timeout counts from the first occurrence. No timers, no clock,
@@ -299,6 +303,11 @@ class DelayedActions:
                 return False
             if target.kind is TargetKind.TASK:
                 return a.request.task_name == target.task
+            if target.kind is TargetKind.PARTITION:
+                return (
+                    a.request.task_name == target.task
+                    and a.request.partition_id == target.partition
+                )
             if target.kind is TargetKind.POD:
                 return a.request.pod_name == target.pod
             return True

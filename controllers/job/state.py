@@ -22,10 +22,11 @@ Job's current state. The I/O layer drives it in four steps:
 Retained phases: ``RETAIN_NONE`` kills every pod, ``RETAIN_SOFT`` keeps Succeeded and Failed pods.
 On the last retry (``retryCount >= maxRetry - 1``) every kill keeps finished pods.
 
-Versions: RestartTask and RestartPod kill only their target (Volcano v1.11+). RestartPartition
-(v1.14) is treated as RestartTask: the whole task of the triggering pod restarts, because the
-request carries no partition id yet. A targeted action without its target (a RestartTask
-from a Command or from a Job-level event) restarts the whole Job.
+Versions: RestartTask and RestartPod kill only their target (Volcano v1.11+), RestartPartition
+(v1.14) the pods of the triggering pod's partition (its task's pods with the same
+``volcano.sh/partition-id``). A targeted action without its target (a RestartTask from a
+Command or from a Job-level event) restarts the whole Job; a RestartPartition from a pod
+without a partition restarts its task (see ``controllers.job.policy.target_of``).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from msgspec.structs import replace
 
 from caldera.api.core import Pod, PodPhase
 from caldera.api.meta import format_time
-from caldera.api.volcano import Action, Job, JobPhase, JobState, JobStatus
+from caldera.api.volcano import PARTITION_ID_KEY, Action, Job, JobPhase, JobState, JobStatus
 from controllers.job.status import (
     PodCounts,
     append_condition,
@@ -99,15 +100,18 @@ class TargetKind(enum.StrEnum):
     JOB = "Job"
     TASK = "Task"
     POD = "Pod"
+    PARTITION = "Partition"
 
 
 @dataclass(frozen=True, slots=True)
 class Target:
-    """The scope of an action: the whole Job, one task, or one pod (with its task)."""
+    """The scope of an action: the whole Job, one task, one pod (with its task), or one
+    partition of a task."""
 
     kind: TargetKind = TargetKind.JOB
     task: str = ""
     pod: str = ""
+    partition: str = ""
 
     @classmethod
     def of_task(cls, task: str) -> Target:
@@ -119,12 +123,22 @@ class Target:
         """A pod target."""
         return cls(TargetKind.POD, task=task, pod=pod)
 
+    @classmethod
+    def of_partition(cls, task: str, partition: str) -> Target:
+        """A partition target: the task's pods labelled ``volcano.sh/partition-id: partition``."""
+        return cls(TargetKind.PARTITION, task=task, partition=partition)
+
     def covers(self, pod: Pod) -> bool:
         """Whether `pod` is in this scope."""
         if self.kind is TargetKind.JOB:
             return True
         if self.kind is TargetKind.TASK:
             return pod_task(pod) == self.task
+        if self.kind is TargetKind.PARTITION:
+            return (
+                pod_task(pod) == self.task
+                and pod.metadata.labels.get(PARTITION_ID_KEY) == self.partition
+            )
         return pod.metadata.name == self.pod
 
 
@@ -231,6 +245,8 @@ def _normalise(action: Action, target: Target) -> tuple[Action, Target]:
     if target.kind is TargetKind.TASK and target.task:
         return action, target
     if target.kind is TargetKind.POD and target.pod:
+        return action, target
+    if target.kind is TargetKind.PARTITION and target.task and target.partition:
         return action, target
     return Action.RESTART_JOB, JOB_TARGET
 

@@ -22,7 +22,8 @@ left to backfill.
 
 A job with networkTopology (and the network-topology-aware plugin configured) is placed under
 one HyperNode instead (``scheduler.actions.topology``); a soft-mode job that fits under none
-is then placed as here.
+is then placed as here. A job with sub-groups (PodGroup subGroupPolicy, a Job's partitions)
+is placed sub-group by sub-group, each whole (``scheduler.actions.partitions``).
 
 Speed: the best node comes from a ``scheduler.actions.placer.Placer``, which looks again only
 at the nodes that changed since a pod of the same class was placed; and on the live snapshot a
@@ -41,9 +42,11 @@ from typing import TYPE_CHECKING, Any
 
 from caldera.api.volcano import PodGroupCondition
 from scheduler.actions.enqueue import INQUEUE, queue_rounds
+from scheduler.actions.partitions import place_with_sub_groups
 from scheduler.actions.placer import Placer, fit_error_histogram, fits_idle
 from scheduler.actions.retry import Retries
 from scheduler.actions.topology import job_constraint, place_in_hypernode
+from scheduler.api.subgroups import has_sub_groups
 from scheduler.api.types import PENDING_PHASES, JobInfo, QueueInfo, TaskInfo, TaskStatus
 from scheduler.api.verdicts import FailedTurn
 from scheduler.framework.statement import Statement
@@ -166,6 +169,12 @@ class AllocateAction:
             if place_in_hypernode(ssn, placer, queue, job, tasks, rule):
                 return False
             retries = None  # a soft-mode job placed as here: its turns are not remembered
+        if has_sub_groups(job):
+            # Partitions: each placed whole, the job committed with minSubGroups of them.
+            pending = [t for t in tasks if t.status == TaskStatus.PENDING]
+            tasks.clear()
+            place_with_sub_groups(ssn, placer, queue, job, pending)
+            return False
         # A gang's failed turn that nothing it reads has changed since is replayed, not run
         # (scheduler.actions.retry).
         if retries is not None and retries.replay(queue, job, tasks):

@@ -18,7 +18,10 @@ network-topology-aware plugin:
   same HyperNode with fewer trials (``unit/test_sched_topology.py`` holds the two equal);
 - hard mode: nothing fits, nothing is placed; every waiting pod's fit error (and so the
   PodGroup's Unschedulable condition and Event) says "no hypernode of tier <= N fits M pods";
-- soft mode: nothing fits, the job is placed as a topology-blind one.
+- soft mode: nothing fits, the job is placed as a topology-blind one;
+- a job with sub-groups (partitions) places them, each whole and each under one HyperNode of
+  its own tier when it sets networkTopology, within the job's HyperNode
+  (``scheduler.actions.partitions``).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from caldera.api.resources import Resources
 from caldera.api.topology import JOB_ALLOCATED_HYPERNODE_KEY
 from caldera.api.topology_tree import HyperNodeTree
 from scheduler.actions.placer import Placer, fits_idle
+from scheduler.api.subgroups import has_sub_groups
 from scheduler.api.types import ALLOCATED_STATUSES, JobInfo, QueueInfo, TaskInfo, TaskStatus
 from scheduler.framework.hypernodes import Constraint, constraint, fits
 from scheduler.why import DETAIL
@@ -146,7 +150,13 @@ def trial(
     nodes: frozenset[str],
 ) -> bool:
     """Place ``pending`` on ``nodes`` only; True (statement committed or kept) when the gang is
-    ready or pipelined there, else everything undone."""
+    ready or pipelined there, else everything undone. A job with sub-groups places them, each
+    whole, within ``nodes`` (``scheduler.actions.partitions``)."""
+    if has_sub_groups(job):
+        # Imported here: partitions searches HyperNodes with this module's ``candidates``.
+        from scheduler.actions.partitions import place_with_sub_groups
+
+        return place_with_sub_groups(ssn, placer, queue, job, pending, within=nodes)
     stmt = ssn.statement()
     for task in pending:
         if task.status != TaskStatus.PENDING or not ssn.allocatable(queue, task):

@@ -5,7 +5,9 @@
   NotEnoughTasks / NotEnoughPodsOfTask. Allocate, backfill and preempt skip invalid jobs; the
   PodGroup's Unschedulable condition then carries that reason and message (Volcano computes
   them but, because its check runs before plugins register, never writes them: Caldera does);
-- job ready / pipelined: minAvailable pods placed (or pipelined), per task too;
+- job ready / pipelined: minAvailable pods placed (or pipelined), per task too, and for a job
+  with subGroupPolicy minSubGroups whole sub-groups of each policy (``scheduler.api.subgroups``;
+  a job with too few sub-groups is invalid, reason NotEnoughSubGroups, Caldera's name);
 - job order: jobs that are not ready yet come first; job starving;
 - preemptable / reclaimable: a job gives up only pods beyond its minAvailable;
 - at session close: the PodGroup condition (Unschedulable with NotEnoughResources and
@@ -26,6 +28,7 @@ from typing import TYPE_CHECKING
 from caldera.api.meta import format_time
 from caldera.api.volcano import PodGroupCondition
 from caldera.api.why import WaitStage
+from scheduler.api.subgroups import sub_groups_pipelined, sub_groups_ready, sub_groups_valid
 from scheduler.api.types import (
     ALLOCATED_STATUSES,
     READY_STATUSES,
@@ -44,6 +47,7 @@ if TYPE_CHECKING:
 NOT_ENOUGH_TASKS = "NotEnoughTasks"
 NOT_ENOUGH_PODS_OF_TASK = "NotEnoughPodsOfTask"
 NOT_ENOUGH_RESOURCES = "NotEnoughResources"
+NOT_ENOUGH_SUB_GROUPS = "NotEnoughSubGroups"
 SCHEDULED_REASON = "tasks in gang are ready to be scheduled"
 NOT_READY = "pod group is not ready"
 READY = "pod group is ready"
@@ -102,6 +106,10 @@ def _job_validity(job: JobInfo) -> ValidateResult | None:
             NOT_ENOUGH_TASKS,
             f"Not enough valid tasks for gang-scheduling, valid: {valid}, min: {job.min_available}",
         )
+    if not sub_groups_valid(job):
+        return ValidateResult(
+            False, NOT_ENOUGH_SUB_GROUPS, "Not enough sub-groups (minSubGroups) for gang-scheduling"
+        )
     return None
 
 
@@ -120,14 +128,20 @@ def is_ready(job: JobInfo, has_best_effort: bool = True) -> bool:
 
 
 def job_ready(job: JobInfo, has_best_effort: bool = True) -> bool:
-    return is_ready(job, has_best_effort) and _roles_satisfied(
-        job, tuple(READY_STATUSES), best_effort=True
+    return (
+        is_ready(job, has_best_effort)
+        and _roles_satisfied(job, tuple(READY_STATUSES), best_effort=True)
+        and sub_groups_ready(job)
     )
 
 
 def job_pipelined(job: JobInfo) -> int:
     statuses = (*READY_STATUSES, TaskStatus.PIPELINED)
-    if job.is_pipelined() and _roles_satisfied(job, statuses, best_effort=True):
+    if (
+        job.is_pipelined()
+        and _roles_satisfied(job, statuses, best_effort=True)
+        and sub_groups_pipelined(job)
+    ):
         return 1
     return -1
 
