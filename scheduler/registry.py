@@ -18,6 +18,7 @@ from scheduler.plugins.conformance import ConformancePlugin
 from scheduler.plugins.drf import DrfPlugin
 from scheduler.plugins.gang import GangPlugin
 from scheduler.plugins.network_topology_aware import NetworkTopologyAwarePlugin
+from scheduler.plugins.nodegroup import NodeGroupPlugin
 from scheduler.plugins.nodeorder import NodeOrderPlugin
 from scheduler.plugins.overcommit import OvercommitPlugin
 from scheduler.plugins.pdb import PdbPlugin
@@ -49,6 +50,7 @@ PLUGINS: dict[str, PluginFactory] = {
         PdbPlugin,
         NetworkTopologyAwarePlugin,
         CooldownProtectionPlugin,
+        NodeGroupPlugin,
     )
 }
 
