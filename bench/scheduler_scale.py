@@ -241,6 +241,13 @@ def in_node_groups(objects: Objects) -> Objects:
 # backlog's objects (``--plugin-cost``).
 PLUGIN_CASES: dict[str, tuple[str, Callable[[Objects], Objects]]] = {
     "nodegroup": ("{name: nodegroup}", in_node_groups),
+    "resource-strategy-fit": (
+        "{name: resource-strategy-fit, arguments: {"
+        "resources: {cpu: {type: MostAllocated, weight: 2}, memory: {type: LeastAllocated},"
+        " nvidia.com/*: {type: MostAllocated, weight: 3}},"
+        " sra: {enable: true, resources: nvidia.com/gpu, weight: 10}}}",
+        lambda objects: objects,
+    ),
 }
 
 

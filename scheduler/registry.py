@@ -26,6 +26,7 @@ from scheduler.plugins.predicates import PredicatesPlugin
 from scheduler.plugins.preemption_toleration import PreemptionTolerationPlugin
 from scheduler.plugins.priority import PriorityPlugin
 from scheduler.plugins.proportion import ProportionPlugin
+from scheduler.plugins.resource_strategy_fit import ResourceStrategyFitPlugin
 from scheduler.plugins.resourcequota import ResourceQuotaPlugin
 from scheduler.plugins.sla import SlaPlugin
 from scheduler.plugins.task_topology import TaskTopologyPlugin
@@ -51,6 +52,7 @@ PLUGINS: dict[str, PluginFactory] = {
         NetworkTopologyAwarePlugin,
         CooldownProtectionPlugin,
         NodeGroupPlugin,
+        ResourceStrategyFitPlugin,
     )
 }
 
