@@ -32,8 +32,8 @@ Cases (1-cpu / 2Gi pods, nodes of 16 cpu / 64Gi, gangs whose minAvailable is the
 The slopes (seconds per 1,000 pending pods, per 1,000 nodes) come from each case at two sizes.
 
 ``--plugin-cost NAME`` runs only the 30,000 backlog, without and with plugin NAME added to the
-second tier (on objects carrying what the plugin reads: ``PLUGIN_CASES``), side by side; the goal
-is at most 20% more session time (issue 46).
+second tier (hdrf: drf's ``enableHierarchy``), on objects carrying what the plugin reads
+(``PLUGIN_CASES``), side by side; the goal is at most 20% more session time (issue 46).
 """
 
 from __future__ import annotations
@@ -68,6 +68,8 @@ from caldera.api.core import (  # noqa: E402
 )
 from caldera.api.meta import ObjectMeta, format_time  # noqa: E402
 from caldera.api.volcano import (  # noqa: E402
+    HIERARCHY_KEY,
+    HIERARCHY_WEIGHTS_KEY,
     KUBE_GROUP_NAME_KEY,
     NODEGROUP_NAME_KEY,
     NodeGroupAffinity,
@@ -237,16 +239,45 @@ def in_node_groups(objects: Objects) -> Objects:
     return Objects(nodes, objects.pods, objects.podgroups, queues)
 
 
-# Per plugin: its entry in the configuration's second tier, and what it reads set on the
+def in_hierarchy(objects: Objects) -> Objects:
+    """For hdrf: the queues as leaves of two teams under the root, weighted 1 to 3."""
+    queues = [
+        msgspec.structs.replace(
+            q,
+            metadata=msgspec.structs.replace(
+                q.metadata,
+                annotations={
+                    **q.metadata.annotations,
+                    HIERARCHY_KEY: f"root/team{i % 2}/{q.metadata.name}",
+                    HIERARCHY_WEIGHTS_KEY: f"1/{1 + i % 2}/{1 + i % 3}",
+                },
+            ),
+        )
+        for i, q in enumerate(objects.queues)
+    ]
+    return Objects(objects.nodes, objects.pods, objects.podgroups, queues)
+
+
+def _added(entry: str) -> Callable[[str], str]:
+    return lambda conf: conf.replace("{name: binpack}]", f"{{name: binpack}}, {entry}]")
+
+
+# Per plugin: how it changes the backlog's configuration, and what it reads set on the
 # backlog's objects (``--plugin-cost``).
-PLUGIN_CASES: dict[str, tuple[str, Callable[[Objects], Objects]]] = {
-    "nodegroup": ("{name: nodegroup}", in_node_groups),
+PLUGIN_CASES: dict[str, tuple[Callable[[str], str], Callable[[Objects], Objects]]] = {
+    "nodegroup": (_added("{name: nodegroup}"), in_node_groups),
     "resource-strategy-fit": (
-        "{name: resource-strategy-fit, arguments: {"
-        "resources: {cpu: {type: MostAllocated, weight: 2}, memory: {type: LeastAllocated},"
-        " nvidia.com/*: {type: MostAllocated, weight: 3}},"
-        " sra: {enable: true, resources: nvidia.com/gpu, weight: 10}}}",
+        _added(
+            "{name: resource-strategy-fit, arguments: {"
+            "resources: {cpu: {type: MostAllocated, weight: 2}, memory: {type: LeastAllocated},"
+            " nvidia.com/*: {type: MostAllocated, weight: 3}},"
+            " sra: {enable: true, resources: nvidia.com/gpu, weight: 10}}}"
+        ),
         lambda objects: objects,
+    ),
+    "hdrf": (
+        lambda conf: conf.replace("{name: drf}", "{name: drf, enableHierarchy: true}"),
+        in_hierarchy,
     ),
 }
 
@@ -586,10 +617,10 @@ def run(smoke: bool, reference_at_full: bool) -> bool:
 
 def plugin_cost(name: str, smoke: bool) -> bool:
     """The 30,000 backlog without and with plugin ``name``, side by side."""
-    entry, prepare = PLUGIN_CASES[name]
+    configure, prepare = PLUGIN_CASES[name]
     scale = 10 if smoke else 1
     objects = cluster_objects(nodes=1000 // scale, running=0, pending=30_000 // scale, queues=10)
-    with_plugin = conf_of(FULL.replace("{name: binpack}]", f"{{name: binpack}}, {entry}]"))
+    with_plugin = conf_of(configure(FULL))
     base = cycle(*split(objects), conf_of(FULL))
     added = cycle(*split(prepare(objects)), with_plugin)
     ratio = added.session / max(base.session, 1e-9)
