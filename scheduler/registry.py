@@ -20,6 +20,7 @@ from scheduler.plugins.conformance import ConformancePlugin
 from scheduler.plugins.drf import DrfPlugin
 from scheduler.plugins.gang import GangPlugin
 from scheduler.plugins.network_topology_aware import NetworkTopologyAwarePlugin
+from scheduler.plugins.nodegroup import NodeGroupPlugin
 from scheduler.plugins.nodeorder import NodeOrderPlugin
 from scheduler.plugins.overcommit import OvercommitPlugin
 from scheduler.plugins.pdb import PdbPlugin
@@ -27,6 +28,7 @@ from scheduler.plugins.predicates import PredicatesPlugin
 from scheduler.plugins.preemption_toleration import PreemptionTolerationPlugin
 from scheduler.plugins.priority import PriorityPlugin
 from scheduler.plugins.proportion import ProportionPlugin
+from scheduler.plugins.resource_strategy_fit import ResourceStrategyFitPlugin
 from scheduler.plugins.resourcequota import ResourceQuotaPlugin
 from scheduler.plugins.sla import SlaPlugin
 from scheduler.plugins.task_topology import TaskTopologyPlugin
@@ -51,6 +53,8 @@ PLUGINS: dict[str, PluginFactory] = {
         PdbPlugin,
         NetworkTopologyAwarePlugin,
         CooldownProtectionPlugin,
+        NodeGroupPlugin,
+        ResourceStrategyFitPlugin,
     )
 }
 

@@ -18,7 +18,8 @@ node alone, which holds for the plugins in ``NODE_LOCAL_PLUGINS``; with a plugin
 ``JOB_LOCAL_PLUGINS`` (task-topology; both named by the incremental layer,
 ``scheduler.framework.incremental``) a class is further limited to one task of one job for
 jobs that describe a topology; any other configured plugin makes the placer evaluate every
-node for every pod.
+node for every pod, unless it names what else its verdicts read (``Speedups.node_class``,
+nodegroup's queue affinity): that value joins the pod's class.
 """
 
 from __future__ import annotations
@@ -101,7 +102,10 @@ class Placer:
         self.nodes = ssn.nodes if nodes is None else nodes
         self.log = ssn.node_changes
         configured = {opt.name for tier in ssn.tiers for opt in tier}
-        self.reuse = configured <= NODE_LOCAL_PLUGINS | JOB_LOCAL_PLUGINS
+        # Other plugins keep verdicts reusable by naming what else they read (node classes).
+        others = sorted(configured - NODE_LOCAL_PLUGINS - JOB_LOCAL_PLUGINS)
+        self.node_classes = ssn.incremental.node_classes(others) if others else []
+        self.reuse = self.node_classes is not None
         self.per_task = bool(configured & JOB_LOCAL_PLUGINS)
         self._job_local: dict[str, bool] = {}  # job key -> its pods score per job and task
         self.classes: dict[tuple[object, ...], Candidates] = {}
@@ -146,10 +150,18 @@ class Placer:
         """What makes pods equivalent here: requests and scheduling constraints, and, for a
         job-local pod, its job and task."""
         if self.per_task and self._is_job_local(task.job):
-            return (task.init_resreq, task.resreq, task.signature, task.job, task.role)
-        key = task.shared_class
-        if key is None:
-            key = task.shared_class = shared_class(task)
+            key: tuple[object, ...] = (
+                task.init_resreq,
+                task.resreq,
+                task.signature,
+                task.job,
+                task.role,
+            )
+        else:
+            key = task.shared_class or shared_class(task)
+            task.shared_class = key
+        if self.node_classes:
+            return (key, *[node_class(task) for node_class in self.node_classes])
         return key
 
     def _class(self, task: TaskInfo) -> Candidates:

@@ -34,7 +34,7 @@ differential tests run the built-in plugins both ways and require the same decis
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any, TypeVar, cast
@@ -51,6 +51,9 @@ V = TypeVar("V")
 # return a task of that job for this preemptor, whatever the candidates (so preempt and
 # reclaim may skip the job's nodes without asking); True promises nothing.
 JobScreenFn = Callable[[TaskInfo, JobInfo], bool]
+# A node class: what a plugin's predicates and node scores read beyond the pod and the node
+# (a queue's affinity, say); equal values give equal verdicts on an unchanged node.
+NodeClassFn = Callable[[TaskInfo], Hashable]
 _NOTHING_SETTLED: Mapping[str, str] = {}
 # PodGroup phases of a gang that is not ready (Volcano's unschedulable jobs).
 UNREADY_PHASES = frozenset(
@@ -73,6 +76,9 @@ class Speedups:
     - ``allocatable_state``: what the plugin's allocatable function reads of the session for a
       queue beyond the task, kept current by its allocate handler: equal states (``==``) give
       equal answers to equal pods, and after equal allocations.
+    - ``node_class``: for a plugin outside ``NODE_LOCAL_PLUGINS``, everything its predicates
+      and node scores read beyond the pod and the node, as a hashable value (``NodeClassFn``);
+      the placer adds it to a pod's class, so node verdicts stay reused with it configured.
     """
 
     job_order_key: Callable[[JobInfo], Any] | None = None
@@ -80,6 +86,7 @@ class Speedups:
     task_order_key: Callable[[TaskInfo], Any] | None = None
     victim_screen: JobScreenFn | None = None
     allocatable_state: Callable[[QueueInfo], object] | None = None
+    node_class: NodeClassFn | None = None
 
 
 # Volcano's default configuration's plugins, and binpack.
@@ -195,6 +202,17 @@ class Incremental:
                 return None
             keys.append(key)
         return keys
+
+    def node_classes(self, plugins: Iterable[str]) -> list[NodeClassFn] | None:
+        """The node class hooks of ``plugins``, in their order; None unless every one has
+        one."""
+        found = []
+        for plugin in plugins:
+            hook = self.of(plugin).node_class
+            if hook is None:
+                return None
+            found.append(hook)
+        return found
 
     def victim_screens(self, plugins: Iterable[str]) -> list[tuple[str, JobScreenFn]]:
         """The victim screens of ``plugins`` (the deciding victim functions'), by plugin."""

@@ -20,8 +20,9 @@ weighted share go first; a victim in another namespace is allowed when its names
 share after the loss stays above the preemptor namespace's after the gain, refused when it falls
 clearly below, and left to the job rule when the two are equal.
 
-Not done: Volcano's hierarchical mode (enableHierarchy, "hdrf" over ``volcano.sh/hierarchy``
-annotations), the only mode in which Volcano's drf also votes on reclaim.
+Hierarchical mode (the switch ``enableHierarchy: true``, Volcano's hdrf): queues are ordered by
+their place in the tree of ``volcano.sh/hierarchy`` annotations and drf also votes on reclaim
+(``scheduler.plugins.hdrf``); off, nothing of it is built.
 
 Shares follow every allocation, pipelining and eviction of the session through the session's
 allocate handlers. They stay readable on the plugin after the session (``job_shares``,
@@ -35,12 +36,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from caldera.api.resources import Resources
+from caldera.api.volcano import HIERARCHY_KEY, HIERARCHY_WEIGHTS_KEY
 from scheduler.api.job_sums import by_namespace, held
 from scheduler.api.overlay import Overlay
-from scheduler.api.types import JobInfo, TaskInfo
+from scheduler.api.types import JobInfo, QueueInfo, TaskInfo
 from scheduler.framework.incremental import Speedups
 from scheduler.framework.plugin import Arguments
 from scheduler.framework.session import Session
+from scheduler.plugins.hdrf import HdrfTree, path_of
 
 SHARE_DELTA = 1e-6  # Volcano's shareDelta: shares this close are equal
 # Names Volcano's Resource does not track as resources: "pods" is a task count there, and
@@ -49,6 +52,8 @@ UNTRACKED = ("pods", "ephemeral-storage", "storage")
 NAMESPACE_SUMS = "drf.namespaces"  # the snapshot's sums of what each namespace's jobs hold
 ALLOCATED_MAP = "drf.allocated"  # the per-job allocation (``Incremental.job_map``)
 SHARE_MAP = "drf.shares"  # and per-job dominant share, derived afresh when the total changes
+HIERARCHY_SWITCH = "enableHierarchy"
+REQUEST_MEMO = "drf.request"  # a job's total request (every task's), for hdrf's leaves
 _NOTHING = Resources()
 
 
@@ -86,6 +91,8 @@ class DrfPlugin:
         self.namespace_allocated: dict[str, Resources] = {}
         self.namespace_shares: dict[str, float] = {}
         self.namespace_weights: dict[str, int] = {}
+        self.tree: HdrfTree | None = None  # with enableHierarchy only
+        self.paths: dict[str, list[str]] = {}  # queue -> its levels below the root
 
     # ---- shares ------------------------------------------------------------------------------
 
@@ -109,6 +116,8 @@ class DrfPlugin:
         ns = held + delta if sign > 0 else held - delta
         self.namespace_allocated[task.namespace] = ns
         self.namespace_shares[task.namespace] = self.share(ns)
+        if self.tree is not None:
+            self.tree.change(job, allocated, delta, sign)
 
     def _on_allocate(self, task: TaskInfo) -> None:
         self._change(task, task.resreq, +1)
@@ -147,6 +156,54 @@ class DrfPlugin:
             ssn.add_speedups(self.name, Speedups(job_order_key=self.job_share))
         ssn.add_preemptable_fn(self.name, self.preemptable)
         ssn.add_allocate_handler(self.name, self._on_allocate, self._on_deallocate)
+        self.tree = None
+        if ssn.plugin_switch(self.name, HIERARCHY_SWITCH, False):
+            self._open_hierarchy(ssn)
+
+    def _open_hierarchy(self, ssn: Session) -> None:
+        """Build hdrf's tree and register its queue order and reclaim filter."""
+        self.tree = tree = HdrfTree(self.total)
+        self.paths = {}
+        levels_of: dict[str, list[tuple[str, float]]] = {}
+        for name, queue in ssn.queues.items():
+            notes = queue.queue.metadata.annotations if queue.queue is not None else {}
+            levels = path_of(notes.get(HIERARCHY_KEY, ""), notes.get(HIERARCHY_WEIGHTS_KEY, ""))
+            levels_of[name] = levels
+            self.paths[name] = [level for level, _ in levels]
+        for job in ssn.jobs.values():
+            placed = levels_of.get(job.queue)
+            if placed is not None:  # a job of a queue not in the cache has no place
+                request = ssn.incremental.memo_for_job(job, REQUEST_MEMO, _total_request)
+                tree.add_job(job.key, placed, job.allocated, request)
+        jobs = ssn.jobs
+
+        def queue_order(left: QueueInfo, right: QueueInfo) -> int:
+            found = tree.compare(self.paths.get(left.name, []), self.paths.get(right.name, []))
+            return -1 if found < 0 else 1 if found > 0 else 0
+
+        def reclaimable(reclaimer: TaskInfo, candidates: Sequence[TaskInfo]) -> list[TaskInfo]:
+            job = jobs.get(reclaimer.job)
+            if job is None or job.queue not in self.paths:
+                return []
+            mine = self.paths[job.queue]
+            base = self.job_allocated.get(job.key, _NOTHING)
+            tree.change(job.key, base + reclaimer.resreq, reclaimer.resreq, +1)
+            victims = []
+            for task in candidates:
+                victim_job = jobs.get(task.job)
+                if victim_job is None or victim_job.queue not in self.paths or task.job == job.key:
+                    continue
+                held = self.job_allocated.get(task.job, _NOTHING)
+                tree.change(task.job, held - task.resreq, task.resreq, -1)
+                found = tree.compare(mine, self.paths[victim_job.queue])
+                tree.change(task.job, held, task.resreq, +1)
+                if found < 0:
+                    victims.append(task)
+            tree.change(job.key, base, reclaimer.resreq, -1)
+            return victims
+
+        ssn.add_queue_order_fn(self.name, queue_order)
+        ssn.add_reclaimable_fn(self.name, reclaimable)
 
     def on_session_close(self, ssn: Session) -> None:
         """Report each job's (unless the session reports no per-job figures) and each
@@ -213,3 +270,8 @@ class DrfPlugin:
         order = {task.uid: i for i, task in enumerate(candidates)}
         victims.sort(key=lambda t: order[t.uid])
         return victims
+
+
+def _total_request(job: JobInfo) -> Resources:
+    """What all the job's tasks request (Volcano's JobInfo.TotalRequest)."""
+    return Resources.sum(task.resreq for task in job.tasks.values())
