@@ -12,12 +12,14 @@ from scheduler.actions.gangpreempt import GangPreemptAction
 from scheduler.actions.gangreclaim import GangReclaimAction
 from scheduler.actions.preempt import PreemptAction
 from scheduler.actions.reclaim import ReclaimAction
+from scheduler.extender_http import HttpTransport
 from scheduler.framework.runner import ActionFactory, PluginFactory, Registry
 from scheduler.plugins.binpack import BinpackPlugin
 from scheduler.plugins.capacity import CapacityPlugin
 from scheduler.plugins.cdp import CooldownProtectionPlugin
 from scheduler.plugins.conformance import ConformancePlugin
 from scheduler.plugins.drf import DrfPlugin
+from scheduler.plugins.extender import ExtenderPlugin
 from scheduler.plugins.gang import GangPlugin
 from scheduler.plugins.network_topology_aware import NetworkTopologyAwarePlugin
 from scheduler.plugins.nodegroup import NodeGroupPlugin
@@ -57,6 +59,8 @@ PLUGINS: dict[str, PluginFactory] = {
         ResourceStrategyFitPlugin,
     )
 }
+# The one plugin that talks to something: it is given its HTTP transport here.
+PLUGINS[ExtenderPlugin.name] = lambda args: ExtenderPlugin(args, HttpTransport)
 
 ACTIONS: dict[str, ActionFactory] = {
     cls.name: cls

@@ -10,14 +10,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from caldera.api.jobspec import PLUGINS
 from caldera.api.plugins import (
     IMPLEMENTED_PLUGINS,
     EnvOptions,
+    HCCLRankOptions,
     MPIOptions,
     MXNetOptions,
     PluginArgumentError,
     PluginOptions,
     PytorchOptions,
+    RayOptions,
     SSHOptions,
     SvcOptions,
     TensorflowOptions,
@@ -80,6 +83,14 @@ def job_with(plugins: dict[str, list[str]]) -> Job:
         ("mpi", ["--master=mpimaster", "--worker=mpiworker"], MPIOptions("mpimaster", "mpiworker")),
         ("mxnet", [], MXNetOptions()),
         ("mxnet", ["--port=9000", "--scheduler=sched"], MXNetOptions(scheduler="sched", port=9000)),
+        ("ray", [], RayOptions()),
+        (
+            "ray",
+            ["--head=h", "--headContainer=ray", "--dashboardPort=9000", "--clientPort", "10002"],
+            RayOptions(head="h", head_container="ray", dashboard_port=9000, client_port=10002),
+        ),
+        ("hcclrank", [], HCCLRankOptions()),
+        ("hcclrank", ["--master=chief", "--worker=npu"], HCCLRankOptions("chief", "npu")),
     ],
 )
 def test_valid_arguments_give_typed_options(
@@ -109,9 +120,16 @@ def test_valid_arguments_give_typed_options(
         # missing value, positional argument
         ("pytorch", ["--port"], ["pytorch", "-port", "needs an argument"]),
         ("mpi", ["master"], ["mpi", "'master'", "--name=value"]),
-        # unknown plugin, and a Volcano plugin Caldera does not run
+        # ray: roles, containers, and three distinct ports of one Service
+        ("ray", ["--worker=head"], ["ray", "--head", "--worker", "'head'"]),
+        ("ray", ["--headContainer="], ["ray", "--headContainer", "name a container"]),
+        ("ray", ["--clientPort=6379"], ["ray", "--port", "--clientPort", "6379", "own port"]),
+        ("ray", ["--dashboardPort=0"], ["ray", "--dashboardPort", "1 and 65535"]),
+        ("hcclrank", ["--master=worker"], ["hcclrank", "--master", "--worker", "'worker'"]),
+        ("hcclrank", ["--worker="], ["hcclrank", "--worker", "name a task"]),
+        ("hcclrank", ["--rank=3"], ["hcclrank", "-rank", "--master, --worker"]),
+        # unknown plugin
         ("horovod", [], ["unable to find job plugin: horovod"]),
-        ("ray", [], ["ray", "not supported", "mxnet"]),
     ],
 )
 def test_bad_arguments_raise_a_clear_error(
@@ -226,12 +244,36 @@ def test_build_plugins_never_raises(plugins: dict[str, list[str]]) -> None:
         assert set(built.names) == set(with_required_plugins(plugins))
 
 
-def test_volcano_plugin_caldera_lacks_is_an_error() -> None:
-    """ray parses (Volcano knows it) but the controller does not run it: a PluginError, not a
-    silently ignored plugin."""
+def test_every_volcano_plugin_runs() -> None:
+    """Every plugin of Volcano's registry (and Caldera's mxnet) is one the controller runs."""
+    assert set(IMPLEMENTED_PLUGINS) == set(PLUGINS)
+
+
+def test_ray_without_its_head_task_is_an_error() -> None:
+    """ray on a job without the head task is a PluginError with Volcano's words (Volcano's
+    controller fails every pod of such a job), not pods that never find their head."""
     built = build_plugins(job_with({"ray": []}))
     assert [e.plugin for e in built.errors] == ["ray"]
-    assert "not supported" in built.message
+    assert "spec.plugins.ray: job j doesn't have head task head" in built.message
+    assert build_plugins(job_with({"ray": ["--head=master"]})).ok
+
+
+def test_ray_service_name_must_fit() -> None:
+    """`<job>-head-svc` longer than 63 characters is an error naming metadata.name."""
+    long_name = "a" * 55
+    job = msgspec.convert(
+        {
+            "metadata": {"name": long_name, "namespace": "ns"},
+            "spec": {"tasks": [{"name": "head", "replicas": 1}], "plugins": {"ray": []}},
+        },
+        Job,
+    )
+    built = build_plugins(job)
+    assert "metadata.name: Invalid value" in built.message
+    assert f"{long_name}-head-svc" in built.message
+    assert build_plugins(
+        msgspec.structs.replace(job, metadata=msgspec.structs.replace(job.metadata, name="a" * 54))
+    ).ok
 
 
 def test_no_plugins_still_returns_a_new_pod() -> None:

@@ -344,6 +344,31 @@ CREATE_RULES: list[tuple[str, dict[str, Any], str, str]] = [
         "spec.plugins.svc",
         "invalid boolean value 'maybe'",
     ),
+    (
+        "ray without head task",
+        job_dict(plugins={"ray": []}, tasks=[task("worker")]),
+        "spec.plugins.ray",
+        "job train doesn't have head task head;",
+    ),
+    (
+        "ray ports clash",
+        job_dict(plugins={"ray": ["--dashboardPort=6379"]}, tasks=[task("head", 1)]),
+        "spec.plugins.ray",
+        "flags --port and --dashboardPort both use port 6379",
+    ),
+    (
+        "ray service name too long",
+        job_dict("r" * 55, plugins={"ray": []}, tasks=[task("head", 1)]),
+        "metadata.name",
+        f"the ray plugin creates a Service {'r' * 55}-head-svc, and a Service name has at most "
+        "63 characters",
+    ),
+    (
+        "hcclrank roles clash",
+        job_dict(plugins={"hcclrank": ["--worker=master"]}),
+        "spec.plugins.hcclrank",
+        "flags --master and --worker both name task 'master'",
+    ),
     # volumes
     (
         "mountPath required",
@@ -732,7 +757,7 @@ def test_update_rules(change: dict[str, Any], message: str) -> None:
 @pytest.mark.parametrize(
     ("plugins", "message"),
     [
-        ({"ray": []}, "spec.plugins.ray: job plugin ray is not supported by Caldera"),
+        ({"ray": ["--headContainer="]}, "spec.plugins.ray: plugin ray: flag --headContainer"),
         ({"tensorflow": ["--ps=worker"]}, "flags --ps and --worker both name task 'worker'"),
         ({"ssh": ["--ssh-public-key=abc"]}, "flag --ssh-public-key needs --ssh-private-key"),
     ],

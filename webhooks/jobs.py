@@ -14,8 +14,9 @@ runs correctly:
   controller has opened it); Volcano refuses jobs to it;
 - a policy's action is checked for exit-code policies too, and its timeout must be a duration;
 - plugin arguments are parsed with `caldera.api.plugins` and a bad one refused, exactly as the
-  job controller would fail on it (Volcano's plugins ignore parse errors); `ray` and `hcclrank`,
-  registered in Volcano but not run by Caldera's controller, are refused with that reason;
+  job controller would fail on it (Volcano's plugins ignore parse errors); so is a ray job
+  without its head task (Volcano admits it and then fails every pod) or with a name too long
+  for ray's Service `<job>-head-svc`;
 - the pod-name check uses the task's last pod index (Volcano uses the task's position);
 - dependsOn must name tasks of the job; task maxRetry, minSuccess and networkTopology are checked;
 - sizes are bounded (`caldera.api.limits`: replicas per task and per job, tasks, policies,
@@ -67,6 +68,7 @@ from caldera.api.plugins import (
     PluginArgumentError,
     SSHOptions,
     parse_plugin_args,
+    plugin_job_errors,
 )
 from caldera.api.podtemplate import template_errors, template_volume_names
 from caldera.api.volcano import (
@@ -478,6 +480,8 @@ def _plugins_fragment(job: Job) -> str:
             continue
         if isinstance(options, SSHOptions) and options.private_key:
             msg += f" spec.plugins.ssh: {SSH_PRIVATE_KEY_REFUSED};"
+        for problem in plugin_job_errors(options, job):
+            msg += f" {problem};"
     return msg
 
 

@@ -154,7 +154,7 @@ PLUGINS: Final[Mapping[str, PluginSpec]] = {
                 _i("clientPort", 10001),
             ),
         ),
-        PluginSpec("hcclrank"),
+        PluginSpec("hcclrank", (_s("master", "master"), _s("worker", "worker"))),
         # Caldera addition: MXNet / ps-lite (DMLC_* variables); Volcano has no such plugin.
         PluginSpec(
             "mxnet",

@@ -5,13 +5,14 @@
 controller and the webhook need beyond that:
 
 - `IMPLEMENTED_PLUGINS`: the plugins Caldera's job controller runs (those of Volcano's
-  pkg/controllers/job/plugins/ plus `mxnet`, a Caldera addition). `ray` and `hcclrank` are in
-  Volcano's registry and parse, but the controller does not run them;
-  `unsupported_plugin_message` says so.
+  pkg/controllers/job/plugins/ plus `mxnet`, a Caldera addition), in the order it applies them.
 - `parse_plugin_args(name, args)`: one frozen options object per plugin (`SvcOptions`,
   `SSHOptions`, ...), with checks across flags that the flag table alone cannot express (an empty
-  role name, two roles naming the same task, user-provided ssh keys). Every problem is a
-  `PluginArgumentError` naming the plugin, the argument and what is allowed.
+  role name, two roles naming the same task, two ray ports of one number, user-provided ssh
+  keys). Every problem is a `PluginArgumentError` naming the plugin, the argument and what is
+  allowed.
+- `plugin_job_errors(options, job)`: what a plugin cannot do with this particular Job (ray
+  without its head task, or a job name too long for ray's Service), as field-named messages.
 - `with_required_plugins(plugins)`: the job's plugins plus the ones the webhook would add (svc for
   the distributed frameworks, ssh for mpi), never changing what the user set.
 
@@ -27,23 +28,29 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+from caldera.api.fielderrors import invalid
 from caldera.api.jobspec import PluginArgError, required_plugins
 from caldera.api.jobspec import parse_plugin_args as _parse_flags
+from caldera.api.volcano import Job
 
 __all__ = [
     "DEFAULT_SSH_KEY_PATH",
     "IMPLEMENTED_PLUGINS",
     "SSH_PRIVATE_KEY_REFUSED",
     "EnvOptions",
+    "HCCLRankOptions",
     "MPIOptions",
     "MXNetOptions",
     "PluginArgumentError",
     "PluginOptions",
     "PytorchOptions",
+    "RayOptions",
     "SSHOptions",
     "SvcOptions",
     "TensorflowOptions",
     "parse_plugin_args",
+    "plugin_job_errors",
+    "ray_service_name",
     "required_plugins",
     "unsupported_plugin_message",
     "with_required_plugins",
@@ -53,8 +60,19 @@ __all__ = [
 PluginArgumentError = PluginArgError
 
 # The order the controller applies plugins in. Volcano walks a Go map (random order); a fixed
-# order makes the pods of a job identical on every reconcile.
-IMPLEMENTED_PLUGINS: Final = ("env", "svc", "ssh", "tensorflow", "pytorch", "mpi", "mxnet")
+# order makes the pods of a job identical on every reconcile. hcclrank comes after pytorch, so
+# that it reads the RANK pytorch sets (the annotation is the same either way with one master).
+IMPLEMENTED_PLUGINS: Final = (
+    "env",
+    "svc",
+    "ssh",
+    "tensorflow",
+    "pytorch",
+    "mpi",
+    "mxnet",
+    "ray",
+    "hcclrank",
+)
 
 DEFAULT_SSH_KEY_PATH: Final = "/root/.ssh"
 _REDACTED: Final = "<redacted>"
@@ -147,6 +165,28 @@ class MXNetOptions:
     port: int = 9091
 
 
+@dataclass(frozen=True, slots=True)
+class RayOptions:
+    """ray: the head and worker tasks and containers, and the head's three ports (Volcano's
+    pkg/controllers/job/plugins/distributed-framework/ray)."""
+
+    head: str = "head"
+    head_container: str = "head"
+    worker: str = "worker"
+    worker_container: str = "worker"
+    port: int = 6379
+    dashboard_port: int = 8265
+    client_port: int = 10001
+
+
+@dataclass(frozen=True, slots=True)
+class HCCLRankOptions:
+    """hcclrank: the master and worker tasks whose pods get an HCCL rank."""
+
+    master: str = "master"
+    worker: str = "worker"
+
+
 PluginOptions = (
     EnvOptions
     | SvcOptions
@@ -155,7 +195,12 @@ PluginOptions = (
     | PytorchOptions
     | MPIOptions
     | MXNetOptions
+    | RayOptions
+    | HCCLRankOptions
 )
+
+RAY_SERVICE_SUFFIX: Final = "-head-svc"
+_SERVICE_NAME_MAX: Final = 63
 
 
 def unsupported_plugin_message(name: str) -> str:
@@ -213,6 +258,44 @@ def _ssh(values: Mapping[str, str | int | bool]) -> SSHOptions:
             "(-----BEGIN ... PRIVATE KEY-----)"
         )
     return options
+
+
+def _ray(values: Mapping[str, str | int | bool]) -> RayOptions:
+    ray = RayOptions(
+        head=str(values["head"]),
+        head_container=str(values["headContainer"]),
+        worker=str(values["worker"]),
+        worker_container=str(values["workerContainer"]),
+        port=int(values["port"]),
+        dashboard_port=int(values["dashboardPort"]),
+        client_port=int(values["clientPort"]),
+    )
+    _roles("ray", {"head": ray.head, "worker": ray.worker})
+    for flag, container in (
+        ("headContainer", ray.head_container),
+        ("workerContainer", ray.worker_container),
+    ):
+        if not container:
+            raise PluginArgumentError(
+                f"plugin ray: flag --{flag} must name a container, got an empty value"
+            )
+    # One Service carries the three ports: the API server refuses two of one number.
+    _distinct_ports(
+        "ray",
+        {"port": ray.port, "dashboardPort": ray.dashboard_port, "clientPort": ray.client_port},
+    )
+    return ray
+
+
+def _distinct_ports(plugin: str, ports: Mapping[str, int]) -> None:
+    seen: dict[int, str] = {}
+    for flag, port in ports.items():
+        if port in seen:
+            raise PluginArgumentError(
+                f"plugin {plugin}: flags --{seen[port]} and --{flag} both use port {port}; "
+                "each needs its own port"
+            )
+        seen[port] = flag
 
 
 def parse_plugin_args(name: str, args: Sequence[str]) -> PluginOptions:
@@ -284,7 +367,43 @@ def parse_plugin_args(name: str, args: Sequence[str]) -> PluginOptions:
         )
         _roles(name, {"scheduler": mx.scheduler, "server": mx.server, "worker": mx.worker})
         return mx
+    if name == "ray":
+        return _ray(values)
+    if name == "hcclrank":
+        hccl = HCCLRankOptions(master=str(values["master"]), worker=str(values["worker"]))
+        _roles(name, {"master": hccl.master, "worker": hccl.worker})
+        return hccl
     raise PluginArgumentError(unsupported_plugin_message(name))
+
+
+def ray_service_name(job_name: str) -> str:
+    """The ray plugin's Service for the head: `<job>-head-svc`."""
+    return job_name + RAY_SERVICE_SUFFIX
+
+
+def plugin_job_errors(options: PluginOptions, job: Job) -> list[str]:
+    """What the plugin cannot do with `job`, one field-named message per problem ([] when it
+    can run). Only ray has such checks: its head task must exist (Volcano's controller fails
+    every pod of the job otherwise, with the same words), and `<job>-head-svc` must fit a
+    Service name (the svc plugin, which ray brings, already checks the name's shape)."""
+    if not isinstance(options, RayOptions):
+        return []
+    errors: list[str] = []
+    name = job.metadata.name
+    if all(task.name != options.head for task in job.spec.tasks):
+        errors.append(f"spec.plugins.ray: job {name} doesn't have head task {options.head}")
+    service = ray_service_name(name)
+    if len(service) > _SERVICE_NAME_MAX:
+        errors.append(
+            invalid(
+                "metadata.name",
+                name,
+                f"the ray plugin creates a Service {service}, and a Service name has at most "
+                f"{_SERVICE_NAME_MAX} characters (a job name at most "
+                f"{_SERVICE_NAME_MAX - len(RAY_SERVICE_SUFFIX)})",
+            )
+        )
+    return errors
 
 
 def with_required_plugins(

@@ -28,7 +28,8 @@ The pure core (Volcano's pkg/controllers/job/), kept free of I/O by an import-li
 - `controllers.job.pods`: the pods, PVCs and PodGroup a Job gets, with deterministic names
   (a pod's and its PVCs' from `caldera.api.names`);
 - `controllers.job.pending`: the ``PodGroupPending`` Event a Job gets while its PodGroup waits;
-- `controllers.job.plugins`: the job plugins (env, svc, ssh, tensorflow, pytorch, mpi, mxnet);
+- `controllers.job.plugins`: the job plugins (env, svc, ssh, tensorflow, pytorch, mpi, ray,
+  hcclrank, mxnet);
 - `controllers.job.created`: the pods created but not yet in the cache (bookkeeping, the clock
   passed in), so a reconcile does not create them twice.
 

@@ -1,10 +1,11 @@
-"""Job plugins: env, svc, ssh, tensorflow, pytorch, mpi (Volcano's pkg/controllers/job/plugins/),
-and mxnet (Caldera's; docs/compatibility.md).
+"""Job plugins: env, svc, ssh, tensorflow, pytorch, mpi, ray, hcclrank (Volcano's
+pkg/controllers/job/plugins/), and mxnet (Caldera's; docs/compatibility.md).
 
 `build_plugins(job)` is the registry: it adds the plugins the job needs (svc for the
 frameworks, ssh for mpi, never touching what the user set), parses every plugin's arguments and
 returns a `PluginSet` holding either the plugins, in a fixed order, or the errors, one per bad
-plugin, for a `PluginError` Event on the Job. It never raises for a bad spec.
+plugin (or per thing a plugin cannot do with this Job: ray without its head task), for a
+`PluginError` Event on the Job. It never raises for a bad spec.
 
 How the job controller's I/O layer uses it (everything here is pure; the caller does the I/O):
 
@@ -46,23 +47,28 @@ from typing import Final, assert_never
 from caldera.api.plugins import (
     IMPLEMENTED_PLUGINS,
     EnvOptions,
+    HCCLRankOptions,
     MPIOptions,
     MXNetOptions,
     PluginArgumentError,
     PluginOptions,
     PytorchOptions,
+    RayOptions,
     SSHOptions,
     SvcOptions,
     TensorflowOptions,
     parse_plugin_args,
+    plugin_job_errors,
     with_required_plugins,
 )
 from caldera.api.volcano import Job
 from controllers.job.plugins.base import Obj, Plugin, Pod, ResourceRef, copy_pod
 from controllers.job.plugins.env import EnvPlugin
+from controllers.job.plugins.hcclrank import HCCLRankPlugin
 from controllers.job.plugins.mpi import MPIPlugin
 from controllers.job.plugins.mxnet import MXNetPlugin
 from controllers.job.plugins.pytorch import PytorchPlugin
+from controllers.job.plugins.ray import RayPlugin
 from controllers.job.plugins.ssh import (
     KeyPairMissingError,
     SSHKeyPair,
@@ -187,16 +193,20 @@ def make_plugin(options: PluginOptions, *, ssh_key_pair: SSHKeyPair | None = Non
         return MPIPlugin(options)
     if isinstance(options, MXNetOptions):
         return MXNetPlugin(options)
+    if isinstance(options, RayOptions):
+        return RayPlugin(options)
+    if isinstance(options, HCCLRankOptions):
+        return HCCLRankPlugin(options)
     assert_never(options)
 
 
 def build_plugins(job: Job, *, ssh_key_pair: SSHKeyPair | None = None) -> PluginSet:
     """The plugins of `job` (with the ones it requires), or why they cannot run.
 
-    Never raises for a bad spec. Plugins run in `PLUGIN_ORDER`; unknown or unsupported plugins and
-    bad arguments become `PluginError`s, and then no plugin is returned (a job with half its plugins
-    would get broken pods). `ssh_key_pair` is the job's key pair when the caller has one (see
-    `PluginSet.with_ssh_key_pair`).
+    Never raises for a bad spec. Plugins run in `PLUGIN_ORDER`; unknown or unsupported plugins,
+    bad arguments and what a plugin cannot do with this Job become `PluginError`s, and then no
+    plugin is returned (a job with half its plugins would get broken pods). `ssh_key_pair` is
+    the job's key pair when the caller has one (see `PluginSet.with_ssh_key_pair`).
     """
     wanted = with_required_plugins(job.spec.plugins)
     order = [n for n in PLUGIN_ORDER if n in wanted] + sorted(set(wanted) - set(PLUGIN_ORDER))
@@ -207,6 +217,10 @@ def build_plugins(job: Job, *, ssh_key_pair: SSHKeyPair | None = None) -> Plugin
             options = parse_plugin_args(name, wanted[name])
         except PluginArgumentError as exc:
             errors.append(PluginError(name, str(exc)))
+            continue
+        problems = plugin_job_errors(options, job)
+        if problems:
+            errors.extend(PluginError(name, problem) for problem in problems)
             continue
         plugins.append(make_plugin(options, ssh_key_pair=ssh_key_pair))
     if errors:
