@@ -32,11 +32,13 @@ __all__ = [
     "MAX_FLOWS",
     "MAX_JOB_REPLICAS",
     "MAX_JOB_VOLUMES",
+    "MAX_NODE_NAME",
     "MAX_PLUGINS",
     "MAX_PLUGIN_ARGS",
     "MAX_PLUGIN_ARG_LENGTH",
     "MAX_POD_VOLUMES",
     "MAX_POLICIES",
+    "MAX_SHARD_NODES",
     "MAX_TASKS",
     "MAX_TASK_REPLICAS",
     "SCHEMA_BOUNDS",
@@ -60,6 +62,10 @@ MAX_CONTAINERS: Final = 64  # containers, and init containers, of one pod templa
 MAX_ENV: Final = 1024  # env entries of one container
 MAX_POD_VOLUMES: Final = 256  # volumes of one pod template
 MAX_FLOWS: Final = MAX_TASKS  # flows of a JobFlow, and targets of one flow's dependsOn
+# Nodes of one NodeShard list: above Kubernetes' largest tested cluster (15,000 nodes) with room,
+# and far below what would push the object past etcd's 1.5 MiB request limit in any case.
+MAX_SHARD_NODES: Final = 20_000
+MAX_NODE_NAME: Final = 253  # a node's name is a DNS subdomain
 
 
 def at_most(path: str, limit: int, got: int, what: str = "") -> str:
@@ -203,5 +209,18 @@ SCHEMA_BOUNDS: Final[Mapping[str, Mapping[str, Mapping[str, int]]]] = {
     "JobFlow": {
         "spec.flows": {"maxItems": MAX_FLOWS},
         "spec.flows.[].dependsOn.targets": {"maxItems": MAX_FLOWS},
+    },
+    "NodeShard": {
+        f"{path}{items}": keywords
+        for path in (
+            "spec.nodesDesired",
+            "status.nodesInUse",
+            "status.nodesToAdd",
+            "status.nodesToRemove",
+        )
+        for items, keywords in (
+            ("", {"maxItems": MAX_SHARD_NODES}),
+            (".[]", {"maxLength": MAX_NODE_NAME}),
+        )
     },
 }
