@@ -319,6 +319,9 @@ class SchedulerLoop:
             self.metrics.skipped.inc()
             return last
         cluster, report = self.live.update(self.cached, assumed=self.assumed)
+        if self.shard is not None:
+            outside = self.shard.outside_totals(self.nodes.store.list(), self.live.tasks_on)
+            cluster.outside_allocatable, cluster.outside_used = outside
         for key, queue in report.missing_queue.items():
             log.debug("queue of job does not exist, ignoring it", job=key, queue=queue)
         session = Session(cluster, conf.tiers)

@@ -13,21 +13,26 @@ the last set it had).
 The filter is a view of the node store (``ShardNodes``) handed to the snapshot in place of the
 store: a node outside the set is not in the session's snapshot at all, while the pods on it
 still count for their jobs (a gang with pods there stays whole) and, for every scheduler whose
-shard holds it, on that node. ``HardShard.refresh`` runs before each session and names the nodes
-that came or went, which the snapshot derives again. With sharding off none of this exists: the
-snapshot reads the store itself and no NodeShard is watched.
+shard holds it, on that node. The cluster's totals (a queue's deserved share, overcommit's
+room) still count the nodes outside the shard and what runs there, as Volcano's do
+(``ClusterInfo.outside_allocatable``, ``outside_used``). ``HardShard.refresh`` runs before each
+session and names the nodes that came or went, which the snapshot derives again. With sharding
+off none of this exists: the snapshot reads the store itself and no NodeShard is watched.
 """
 
 from __future__ import annotations
 
 import builtins
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 
 import msgspec
 
 from caldera.api.core import Node
+from caldera.api.resources import Resources
 from caldera.api.shard import NodeShard, NodeShardStatus
+from scheduler.api.types import TaskInfo
 from scheduler.live_snapshot import Objects
+from scheduler.snapshot import node_info
 
 
 def usable_nodes(name: str, shards: Sequence[NodeShard]) -> frozenset[str]:
@@ -93,6 +98,23 @@ class HardShard:
         changed = usable.symmetric_difference(self.allowed)
         self.allowed = usable
         return changed
+
+    def outside_totals(
+        self, nodes: Iterable[Node], tasks_on: Callable[[str], Iterable[TaskInfo]]
+    ) -> tuple[Resources, Resources]:
+        """The ready allocatable and the tasks' use of the nodes outside the shard: the
+        snapshot leaves them out, the cluster's totals do not (O(nodes outside) a session)."""
+        allocatable, used = Resources(), Resources()
+        for node in nodes:
+            name = node.metadata.name
+            if name in self.allowed:
+                continue
+            info = node_info(node)
+            if info.ready:
+                allocatable = allocatable + info.allocatable
+            for task in tasks_on(name):
+                used = used + task.resreq
+        return allocatable, used
 
     def status_update(self, binding_to: Collection[str], now: str) -> NodeShard | None:
         """The own NodeShard with the status to publish, or None: nothing changed, no shard,

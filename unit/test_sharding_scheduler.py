@@ -3,10 +3,12 @@ NodeShard writes (controllers.sharding.plan): pure, no API server."""
 
 from __future__ import annotations
 
-from caldera.api.core import Node
-from caldera.api.meta import ObjectMeta
+from caldera.api.core import Node, NodeStatus
+from caldera.api.meta import Condition, ObjectMeta
+from caldera.api.resources import Resources
 from caldera.api.shard import NodeShard, NodeShardSpec, NodeShardStatus
 from controllers.sharding.plan import DRAIN_TIMEOUT, MANAGED_BY, plan
+from scheduler.api.types import ClusterInfo, TaskInfo, TaskStatus
 from scheduler.live_snapshot import KeyedObjects
 from scheduler.sharding import HardShard, shard_status, usable_nodes
 
@@ -85,3 +87,41 @@ def test_plan_creates_updates_and_drains_before_deleting() -> None:
     assert plan({}, emptied, emptied_for={"b": 1.0}).waiting == ["b"]
     assert plan({}, emptied, emptied_for={"b": DRAIN_TIMEOUT}).delete == emptied
     assert plan({}, [_shard("b")], emptied_for={}).delete == [_shard("b")]
+
+
+def test_totals_count_the_nodes_outside_the_shard() -> None:
+    """The nodes outside the shard are not in the snapshot, but the cluster's totals count
+    their allocatable (ready ones) and what runs there, as Volcano's do."""
+    ready = (Condition(type="Ready", status="True"),)
+
+    def node(name: str, cpu: str, *, up: bool = True) -> Node:
+        status = NodeStatus(allocatable={"cpu": cpu}, conditions=ready if up else ())
+        return Node(metadata=ObjectMeta(name=name), status=status)
+
+    nodes: KeyedObjects[Node] = KeyedObjects()
+    for n in (node("in", "4"), node("out", "8"), node("down", "16", up=False)):
+        nodes.items[n.metadata.name] = n
+    shards: KeyedObjects[NodeShard] = KeyedObjects()
+    shards.items["a"] = _shard("a", ("in",))
+    hard = HardShard("a", nodes, shards)
+    hard.refresh()
+    task = TaskInfo(
+        uid="u",
+        namespace="ns",
+        name="p",
+        job="ns/j",
+        role="",
+        resreq=Resources({"cpu": 3000}),
+        init_resreq=Resources({"cpu": 3000}),
+        priority=0,
+        status=TaskStatus.RUNNING,
+        node_name="out",
+    )
+    on = {"out": [task], "in": [task]}
+    allocatable, used = hard.outside_totals(nodes.list(), lambda n: on.get(n, []))
+    assert (allocatable, used) == (Resources({"cpu": 8000}), Resources({"cpu": 3000}))
+    cluster = ClusterInfo(ready_allocatable=Resources({"cpu": 4000}), nodes_used=Resources())
+    assert cluster.total_allocatable() == Resources({"cpu": 4000})
+    cluster.outside_allocatable, cluster.outside_used = allocatable, used
+    assert cluster.total_allocatable() == Resources({"cpu": 12000})
+    assert cluster.total_used() == Resources({"cpu": 3000})
