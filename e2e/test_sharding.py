@@ -3,7 +3,7 @@ two NodeShards, two ``caldera scheduler`` processes in hard mode (each its own s
 shard) place a flood of plain pods and small gangs, and no node is over-committed, every gang is
 whole and every pod is on a node of its scheduler's shard. Then one scheduler's configuration
 entry is removed: its shard is drained and deleted, and its nodes go to the other scheduler,
-which places new pods there."""
+which places new pods there; a NodeShard deleted by hand is created again."""
 
 from __future__ import annotations
 
@@ -233,6 +233,20 @@ async def test_two_hard_shards_never_share_room_and_a_lost_shard_moves(
         pods = await _pods(kube, namespace)
         assert _overcommitted(pods) == {}
         assert {p.spec.node_name for p in pods if p.metadata.name.startswith("x")} <= desired["b"]
+
+        # A NodeShard deleted while its entry remains comes back (Volcano's controller too).
+        gone = (await _shards(kube))["a"]
+        await kube.delete(NODESHARD, "a")
+
+        async def back() -> bool:
+            shard = (await _shards(kube)).get("a")
+            return (
+                shard is not None
+                and shard.metadata.uid != gone.metadata.uid
+                and len(shard.status.nodes_in_use) == NODES
+            )
+
+        await eventually(back, timeout=60, what="NodeShard a created again and in use")
     finally:
         for proc in procs:
             proc.stop()
