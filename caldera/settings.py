@@ -39,7 +39,10 @@ KNOWN_CONTROLLERS = (
     "jobflow",
     "jobtemplate",
     "hypernode",
+    "sharding",
 )
+# Off unless asked for by name or by '*' (Volcano's default is "*,-sharding-controller").
+OFF_BY_DEFAULT = frozenset({"sharding"})
 # Volcano's --controllers names for the same controllers (its job controller also takes the
 # Commands aimed at Jobs, as Caldera's does), and those of Volcano's that Caldera has not.
 VOLCANO_CONTROLLERS = {
@@ -51,13 +54,9 @@ VOLCANO_CONTROLLERS = {
     "jobflow-controller": "jobflow",
     "jobtemplate-controller": "jobtemplate",
     "hyperNode-controller": "hypernode",
+    "sharding-controller": "sharding",
 }
-VOLCANO_ONLY_CONTROLLERS = frozenset(
-    {
-        "sharding-controller",
-        "colocation-config-controller",
-    }
-)
+VOLCANO_ONLY_CONTROLLERS = frozenset({"colocation-config-controller"})
 VOLCANO_METRICS_HELP = (
     "also serve every metric that has a Volcano counterpart under Volcano's name (volcano_*), "
     "so Volcano's dashboards and alerts keep working"
@@ -179,13 +178,13 @@ class ProcessSettings:
 @dataclass(frozen=True, kw_only=True)
 class ControllersSettings(ProcessSettings):
     """``caldera controllers``: the job, queue, podgroup, command, gc, cronjob, jobflow,
-    jobtemplate and hypernode controllers."""
+    jobtemplate, hypernode and sharding controllers."""
 
     controllers: tuple[str, ...] = _opt(
         (),
-        "controllers to run, comma-separated, of " + ",".join(KNOWN_CONTROLLERS) + "; empty: all; "
-        "Volcano's form works too: '*' for all, -name to leave one out, Volcano's names "
-        "(job-controller, pg-controller, ...)",
+        "controllers to run, comma-separated, of " + ",".join(KNOWN_CONTROLLERS) + "; empty: all "
+        "but sharding (off unless named, as in Volcano); Volcano's form works too: '*' for all, "
+        "-name to leave one out, Volcano's names (job-controller, pg-controller, ...)",
     )
     workers: int = _opt(5, "concurrent reconciles per controller (one key is never concurrent)")
     scheduler_name: str = _opt(
@@ -212,6 +211,16 @@ class ControllersSettings(ProcessSettings):
         "",
         "path of Volcano's controller configuration whose networkTopologyDiscovery label "
         "source the hypernode controller runs; empty: no discovery (nodeCount is still kept)",
+    )
+    sharding_configmap: str = _opt(
+        "volcano-sharding-configmap",
+        "ConfigMap of the sharding controller's configuration (key sharding.yaml, Volcano's "
+        "format)",
+    )
+    sharding_configmap_namespace: str = _opt(
+        "",
+        "namespace of sharding_configmap; empty: the controllers' own ($POD_NAMESPACE), "
+        "default when unset",
     )
     queue_command_namespaces: tuple[str, ...] = _opt(
         (),
@@ -259,9 +268,9 @@ class ControllersSettings(ProcessSettings):
 
 def choose_controllers(requested: tuple[str, ...]) -> tuple[str, ...]:
     """Caldera's names of the controllers ``requested`` asks for, in KNOWN_CONTROLLERS order
-    (empty: all). Volcano's form: ``*`` is every controller, ``-name`` leaves one out, and
-    Volcano's names are Caldera's (``pg-controller`` is ``podgroup``); leaving out one that
-    only Volcano has is accepted, asking for one is not (pure)."""
+    (empty: all but OFF_BY_DEFAULT). Volcano's form: ``*`` is every controller, ``-name``
+    leaves one out, and Volcano's names are Caldera's (``pg-controller`` is ``podgroup``);
+    leaving out one that only Volcano has is accepted, asking for one is not (pure)."""
     chosen: set[str] = set()
     unknown: list[str] = []
     for item in requested:
@@ -286,6 +295,8 @@ def choose_controllers(requested: tuple[str, ...]) -> tuple[str, ...]:
         )
     if requested and not chosen:
         raise SettingsError(f"controllers {','.join(requested)} leaves no controller to run")
+    if not requested:
+        chosen = set(KNOWN_CONTROLLERS) - OFF_BY_DEFAULT
     return tuple(name for name in KNOWN_CONTROLLERS if name in chosen)
 
 
@@ -579,9 +590,29 @@ class SchedulerSettings(ProcessSettings):
     bind_workers: int = _opt(32, "binds in flight at once")
     check_crds: bool = _opt(True, CHECK_CRDS_HELP)
     volcano_metrics: bool = _opt(False, VOLCANO_METRICS_HELP)
+    scheduler_sharding_mode: str = _opt(
+        "none",
+        "node sharding (Volcano's flag): none, or hard (place pods only on the nodes of the "
+        "NodeShard scheduler_sharding_name that no other shard has in use); Volcano's soft is "
+        "not supported",
+    )
+    scheduler_sharding_name: str = _opt(
+        "volcano", "the NodeShard this scheduler places on in hard sharding mode"
+    )
 
     def validate(self) -> None:
         super().validate()
+        if self.scheduler_sharding_mode not in ("none", "hard"):
+            hint = (
+                " (Volcano's soft mode is not supported)"
+                if self.scheduler_sharding_mode == "soft"
+                else ""
+            )
+            raise SettingsError(
+                f"scheduler_sharding_mode {self.scheduler_sharding_mode!r}: use none or hard{hint}"
+            )
+        if self.scheduler_sharding_mode == "hard" and not self.scheduler_sharding_name:
+            raise SettingsError("scheduler_sharding_name must name a NodeShard in hard mode")
         if not self.schedule_period > 0:
             raise SettingsError("schedule_period must be a number of seconds > 0")
         if self.bind_workers < 1:

@@ -13,8 +13,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     register_process(
         sub,
         "controllers",
-        "run the job, queue, podgroup, command, gc, cronjob, jobflow, jobtemplate and hypernode "
-        "controllers",
+        "run the job, queue, podgroup, command, gc, cronjob, jobflow, jobtemplate, hypernode and "
+        "(when asked for) sharding controllers",
         ControllersSettings,
         run,
     )

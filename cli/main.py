@@ -23,8 +23,8 @@ from cli.errors import CliError, fail
 SERVER_COMMANDS: Final = (
     (
         "controllers",
-        "run the job, queue, podgroup, command, gc, cronjob, jobflow, jobtemplate and hypernode "
-        "controllers",
+        "run the job, queue, podgroup, command, gc, cronjob, jobflow, jobtemplate, hypernode and "
+        "(when asked for) sharding controllers",
     ),
     ("scheduler", "run the gang scheduler"),
     ("webhook", "run the admission webhook (validates and defaults Volcano objects and pods)"),

@@ -21,6 +21,7 @@ import structlog
 from prometheus_client import CollectorRegistry
 
 from caldera.api.crdgen import CRDS
+from caldera.api.kinds import NODESHARD
 from caldera.kube.client import KubeClient
 from caldera.kube.events import EventRecorder
 from caldera.kube.leader import LeadershipLostError
@@ -44,6 +45,7 @@ from controllers.jobtemplate.controller import JobTemplateController
 from controllers.podgroup.controller import PodGroupController
 from controllers.queue.controller import QueueController
 from controllers.runtime import Controller, ControllerContext
+from controllers.sharding.controller import ShardingController
 from informers.factory import SharedInformerFactory
 from informers.metrics import WorkQueueMetrics
 
@@ -59,6 +61,7 @@ AVAILABLE: dict[str, type[Controller]] = {
     JobFlowController.name: JobFlowController,
     JobTemplateController.name: JobTemplateController,
     HyperNodeController.name: HyperNodeController,
+    ShardingController.name: ShardingController,
 }
 
 log = structlog.get_logger("manager")
@@ -84,8 +87,11 @@ async def run(settings: ControllersSettings) -> int:
     client = await connect(settings, registry)
     try:
         # Every CRD of Caldera's: the controllers write Jobs, CronJobs, PodGroups and Queues and
-        # read Commands.
-        await check_crds(client, tuple(c.info.resource for c in CRDS), strict=settings.check_crds)
+        # read Commands; NodeShards only when the sharding controller runs (off by default, so
+        # a cluster without the NodeShard CRD runs the others).
+        sharding = ShardingController in classes
+        crds = tuple(c.info.resource for c in CRDS if sharding or c.info is not NODESHARD)
+        await check_crds(client, crds, strict=settings.check_crds)
         return await _run_connected(settings, classes, registry, client)
     finally:
         await client.close()

@@ -296,6 +296,11 @@ class LiveSnapshot:
         self._node_labels = {n.metadata.name: n.metadata.labels for n in nodes}
         self._hypernodes_changed = False
 
+    def tasks_on(self, node: str) -> Iterable[TaskInfo]:
+        """The tasks the snapshot knows on ``node``, whether or not the node is in the
+        snapshot (hard sharding counts what runs outside its shard in the cluster's totals)."""
+        return self._on_node.get(node, {}).values()
+
     def after_session(self, session: Session) -> None:
         """Note what the session changed, so that the next update derives it again."""
         cluster = self.cluster

@@ -7,7 +7,7 @@ import contextlib
 
 import structlog
 
-from caldera.api.kinds import PODGROUP, QUEUE
+from caldera.api.kinds import NODESHARD, PODGROUP, QUEUE
 from caldera.kube.events import EventRecorder
 from caldera.kube.leader import LeadershipLostError
 from caldera.obs.metrics import new_registry
@@ -42,7 +42,10 @@ async def run(settings: SchedulerSettings) -> int:
     metrics_registry = new_registry()
     client = await connect(settings, metrics_registry)
     try:
-        await check_crds(client, CHECKED_CRDS, strict=settings.check_crds)
+        # In hard sharding mode it also writes its NodeShard's status.
+        hard = settings.scheduler_sharding_mode == "hard"
+        crds = CHECKED_CRDS + ((NODESHARD.resource,) if hard else ())
+        await check_crds(client, crds, strict=settings.check_crds)
         stopping = stop_on_signals()
         factory = SharedInformerFactory(client, registry=metrics_registry)
         recorder = EventRecorder(client, "caldera-scheduler", registry=metrics_registry)

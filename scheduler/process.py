@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import os
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -40,10 +41,11 @@ from typing import TypeVar
 
 import structlog
 
-from caldera.api.core import Pod
+from caldera.api.core import Node, Pod
 from caldera.api.kinds import (
     HYPERNODE,
     NODE,
+    NODESHARD,
     POD,
     POD_DISRUPTION_BUDGET,
     PODGROUP,
@@ -51,7 +53,14 @@ from caldera.api.kinds import (
     QUEUE,
     RESOURCE_QUOTA,
 )
-from caldera.api.meta import ObjectMeta, ObjectReference, find_condition, object_key, parse_time
+from caldera.api.meta import (
+    ObjectMeta,
+    ObjectReference,
+    find_condition,
+    format_time,
+    object_key,
+    parse_time,
+)
 from caldera.api.resources import Resources
 from caldera.api.volcano import (
     SCHEDULING_API_VERSION,
@@ -71,9 +80,10 @@ from scheduler.conf import DEFAULT_CONF, ConfError, SchedulerConf, parse_conf
 from scheduler.framework.runner import Registry, run_session
 from scheduler.framework.session import Session, SessionResult
 from scheduler.framework.status import with_findings
-from scheduler.live_snapshot import CachedObjects, LiveSnapshot
+from scheduler.live_snapshot import CachedObjects, LiveSnapshot, Objects
 from scheduler.metrics import SchedulerMetrics
 from scheduler.quiet import QuietSessions
+from scheduler.sharding import HardShard
 from scheduler.snapshot import CachedRequests
 from scheduler.why import unschedulable_reasons
 
@@ -203,9 +213,18 @@ class SchedulerLoop:
         _note(self.resource_quotas, live.resource_quota_changed)
         _note(self.disruption_budgets, live.disruption_budget_changed)
         _note(self.hypernodes, live.hypernode_changed)
+        # Hard sharding: the snapshot sees only the shard's usable nodes (scheduler.sharding).
+        # Off, nothing of it exists: no NodeShard informer, the snapshot reads the store.
+        self.shard: HardShard | None = None
+        nodes: Objects[Node] = self.nodes.store
+        if settings.scheduler_sharding_mode == "hard":
+            shards = factory.informer(NODESHARD)
+            _note(shards, wake)
+            self.shard = HardShard(settings.scheduler_sharding_name, self.nodes.store, shards.store)
+            nodes = self.shard.view
         self.cached = CachedObjects(
             pods=self.pods.store,
-            nodes=self.nodes.store,
+            nodes=nodes,
             podgroups=self.podgroups.store,
             queues=self.queues.store,
             priority_classes=self.priority_classes.store,
@@ -260,6 +279,8 @@ class SchedulerLoop:
                 queues_made = await self.ensure_default_queues()
             try:
                 await self.cycle()
+                if self.shard is not None:
+                    await self._publish_shard(self.shard)
             except FencedError:
                 raise  # the Lease may have passed: stop scheduling (a LeadershipLostError)
             except (ApiError, ApiConnectionError, TimeoutError) as exc:
@@ -286,6 +307,11 @@ class SchedulerLoop:
         changed nothing (``scheduler.quiet``): then the last result is returned."""
         started = time.monotonic()
         self._forget_seen_assumptions()
+        if self.shard is not None:
+            for name in self.shard.refresh():  # nodes that came into the shard or left it
+                node = self.nodes.store.get(name)
+                if node is not None:
+                    self.live.node_changed(node)
         conf = self.conf.refresh()
         news = self.live.has_news(self.assumed)
         last = self.quiet.repeat(conf, news=news, now=started)
@@ -293,6 +319,9 @@ class SchedulerLoop:
             self.metrics.skipped.inc()
             return last
         cluster, report = self.live.update(self.cached, assumed=self.assumed)
+        if self.shard is not None:
+            outside = self.shard.outside_totals(self.nodes.store.list(), self.live.tasks_on)
+            cluster.outside_allocatable, cluster.outside_used = outside
         for key, queue in report.missing_queue.items():
             log.debug("queue of job does not exist, ignoring it", job=key, queue=queue)
         session = Session(cluster, conf.tiers)
@@ -308,6 +337,17 @@ class SchedulerLoop:
         self.quiet.record(conf, result, writes, now=started)
         self.metrics.e2e_latency.observe((time.monotonic() - started) * 1000)
         return result
+
+    async def _publish_shard(self, shard: HardShard) -> None:
+        """Write the NodeShard's status when the nodes in use changed (not while a node being
+        given up still has binds in flight: the other scheduler would take it too early)."""
+        now = format_time(dt.datetime.now(dt.UTC))
+        updated = shard.status_update(self.assumed.values(), now)
+        if updated is None:
+            return
+        with contextlib.suppress(NotFound, Conflict):  # gone, or a newer one: next cycle
+            await self.client.update_status(NODESHARD, updated)
+        log.info("nodeshard status written", shard=shard.name, nodes_in_use=len(shard.allowed))
 
     # ---- decisions -> API calls ---------------------------------------------------------------
 

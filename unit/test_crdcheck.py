@@ -171,9 +171,12 @@ def test_volcano_crds_and_the_migration_doc_agree() -> None:
     assert set(rows) == {d.info.resource for d in CRDS}
     for definition in CRDS:
         path = fixture / f"crd-{definition.info.group}_{definition.info.plural}.yaml"
+        listed = rows[definition.info.resource]
+        if listed.startswith("not in Volcano v1.13"):  # a newer CRD (NodeShard, v1.14)
+            assert not path.exists(), definition.info.resource
+            continue
         problem = check_served_crd(definition, yaml.safe_load(path.read_text()))
         missing = problem.missing if problem is not None else ()
-        listed = rows[definition.info.resource]
         if listed == "none":
             assert missing == (), definition.info.resource
         elif listed.startswith("the same, under "):

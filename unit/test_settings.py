@@ -538,15 +538,25 @@ def test_help_names_the_volcano_aliases(capsys: pytest.CaptureFixture[str]) -> N
 @pytest.mark.parametrize(
     ("raw", "chosen"),
     [
-        ("", ()),
+        ("", tuple(c for c in KNOWN_CONTROLLERS if c != "sharding")),  # sharding is off
         ("job,gc", ("job", "gc")),
         ("gc,job", ("job", "gc")),  # in Caldera's order
         ("*", KNOWN_CONTROLLERS),
-        ("*,-sharding-controller", KNOWN_CONTROLLERS),  # Volcano's default
+        ("*,-sharding-controller", KNOWN_CONTROLLERS[:-1]),  # Volcano's default
         (
             "*,-job-controller,-pg-controller",
-            ("queue", "command", "gc", "cronjob", "jobflow", "jobtemplate", "hypernode"),
+            (
+                "queue",
+                "command",
+                "gc",
+                "cronjob",
+                "jobflow",
+                "jobtemplate",
+                "hypernode",
+                "sharding",
+            ),
         ),
+        ("sharding-controller", ("sharding",)),
         ("jobflow-controller,jobtemplate-controller", ("jobflow", "jobtemplate")),
         ("job-controller,queue-controller,cronjob-controller", ("job", "queue", "cronjob")),
         ("job,-hyperNode-controller", ("job",)),
@@ -562,7 +572,7 @@ def test_controllers_in_volcanos_form(raw: str, chosen: tuple[str, ...]) -> None
 @pytest.mark.parametrize(
     ("raw", "message"),
     [
-        ("sharding-controller", "unknown controller sharding-controller"),
+        ("colocation-config-controller", "unknown controller colocation-config-controller"),
         ("*,-nope", "unknown controller -nope"),
         ("-job-controller", "leaves no controller to run"),
     ],

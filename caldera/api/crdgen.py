@@ -20,10 +20,10 @@ status with a plain update, and Command has no subresources at all. Every CRD ca
 Generated: Job, CronJob, Command, PodGroup, Queue, flow.volcano.sh JobTemplate and JobFlow (the
 cronjob, jobflow and jobtemplate controllers act on them; the webhook validates CronJobs and
 JobFlows), and HyperNode (from caldera/api/topology.py; the hypernode controller discovers them
-from node labels, the webhook validates them at /hypernodes/validate). Volcano CRDs Caldera does
-not serve:
-nodeinfo.volcano.sh Numatopology, shard.volcano.sh NodeShard (and the newer Reservation and
-colocation CRDs).
+from node labels, the webhook validates them at /hypernodes/validate), and shard.volcano.sh
+NodeShard (from caldera/api/shard.py; the sharding controller writes them, the schedulers in
+hard sharding mode read them). Volcano CRDs Caldera does not serve: nodeinfo.volcano.sh
+Numatopology (and the newer Reservation and colocation CRDs).
 """
 
 from __future__ import annotations
@@ -145,6 +145,7 @@ CRDS: Final = (
             _column("Age", ".metadata.creationTimestamp", "date"),
         ),
     ),
+    CrdDef(kinds.NODESHARD, status_subresource=True, printer_columns=(_AGE,)),
 )
 
 

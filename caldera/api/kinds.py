@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Generic, TypeVar
 from urllib.parse import quote
 
-from caldera.api import core, flow, topology, volcano
+from caldera.api import core, flow, shard, topology, volcano
 from caldera.api.codec import ListDecoder, ObjectDecoder, WatchEventDecoder
 from caldera.api.meta import ObjectMeta, ObjectReference, OwnerReference
 
@@ -167,6 +167,9 @@ QUEUE: Final = KindInfo(
 HYPERNODE: Final = KindInfo(
     "HyperNode", "topology.volcano.sh", "v1alpha1", "hypernodes", False, topology.HyperNode, ("hn",)
 )
+NODESHARD: Final = KindInfo(
+    "NodeShard", "shard.volcano.sh", "v1alpha1", "nodeshards", False, shard.NodeShard, ("nsh",)
+)
 
 ALL_KINDS: Final[tuple[KindInfo[Any], ...]] = (
     POD,
@@ -190,6 +193,7 @@ ALL_KINDS: Final[tuple[KindInfo[Any], ...]] = (
     PODGROUP,
     QUEUE,
     HYPERNODE,
+    NODESHARD,
 )
 _BY_API_VERSION_KIND: Final = {(info.api_version, info.kind): info for info in ALL_KINDS}
 _BY_TYPE: Final[dict[type[Any], KindInfo[Any]]] = {info.type: info for info in ALL_KINDS}

@@ -33,11 +33,13 @@ __all__ = [
     "MAX_JOB_REPLICAS",
     "MAX_JOB_VOLUMES",
     "MAX_MATCH_LABEL_KEYS",
+    "MAX_NODE_NAME",
     "MAX_PLUGINS",
     "MAX_PLUGIN_ARGS",
     "MAX_PLUGIN_ARG_LENGTH",
     "MAX_POD_VOLUMES",
     "MAX_POLICIES",
+    "MAX_SHARD_NODES",
     "MAX_SUB_GROUP_POLICIES",
     "MAX_TASKS",
     "MAX_TASK_REPLICAS",
@@ -66,6 +68,11 @@ MAX_SUB_GROUP_POLICIES: Final = MAX_TASKS
 MAX_MATCH_LABEL_KEYS: Final = 16
 MAX_POD_VOLUMES: Final = 256  # volumes of one pod template
 MAX_FLOWS: Final = MAX_TASKS  # flows of a JobFlow, and targets of one flow's dependsOn
+# Nodes of one NodeShard list: above Kubernetes' largest tested cluster (15,000 nodes) with room.
+# At node names' usual lengths (under 64 characters) the list stays under etcd's 1.5 MiB object
+# limit; longer names would meet the API server's own refusal of the write, not a crash.
+MAX_SHARD_NODES: Final = 20_000
+MAX_NODE_NAME: Final = 253  # a node's name is a DNS subdomain
 
 
 def at_most(path: str, limit: int, got: int, what: str = "") -> str:
@@ -216,5 +223,18 @@ SCHEMA_BOUNDS: Final[Mapping[str, Mapping[str, Mapping[str, int]]]] = {
     "JobFlow": {
         "spec.flows": {"maxItems": MAX_FLOWS},
         "spec.flows.[].dependsOn.targets": {"maxItems": MAX_FLOWS},
+    },
+    "NodeShard": {
+        f"{path}{items}": keywords
+        for path in (
+            "spec.nodesDesired",
+            "status.nodesInUse",
+            "status.nodesToAdd",
+            "status.nodesToRemove",
+        )
+        for items, keywords in (
+            ("", {"maxItems": MAX_SHARD_NODES}),
+            (".[]", {"maxLength": MAX_NODE_NAME}),
+        )
     },
 }

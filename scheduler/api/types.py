@@ -458,6 +458,11 @@ class ClusterInfo:
     # start, when the live snapshot keeps them up to date; None: summed when asked.
     ready_allocatable: Resources | None = None
     nodes_used: Resources | None = None
+    # Hard node sharding (scheduler.sharding): the nodes outside the scheduler's shard are not
+    # in the snapshot, but the cluster's totals count them, as Volcano's (a queue's share is
+    # of the whole cluster, its allocation counts pods everywhere); None: no sharding.
+    outside_allocatable: Resources | None = None
+    outside_used: Resources | None = None
     # The logs every node and every job of the snapshot note their changes in, and whether
     # each of them has been attached to them (the live snapshot attaches new ones as they
     # come; a session attaches them all to a snapshot that does not say so).
@@ -531,11 +536,15 @@ class ClusterInfo:
 
     def total_allocatable(self) -> Resources:
         if self.ready_allocatable is not None:
-            return self.ready_allocatable
-        return Resources.sum(n.allocatable for n in self.nodes.values() if n.ready)
+            total = self.ready_allocatable
+        else:
+            total = Resources.sum(n.allocatable for n in self.nodes.values() if n.ready)
+        return total if self.outside_allocatable is None else total + self.outside_allocatable
 
     def total_used(self) -> Resources:
         """What the nodes' tasks use; read at a session's start (before it places anything)."""
         if self.nodes_used is not None:
-            return self.nodes_used
-        return Resources.sum(n.used for n in self.nodes.values())
+            used = self.nodes_used
+        else:
+            used = Resources.sum(n.used for n in self.nodes.values())
+        return used if self.outside_used is None else used + self.outside_used

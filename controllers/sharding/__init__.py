@@ -1,0 +1,1 @@
+"""Volcano's node sharding: NodeShards from the sharding ConfigMap."""
