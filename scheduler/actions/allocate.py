@@ -15,6 +15,11 @@ first job in job order and places its pending pods in task order, in one Stateme
 - at the end of the turn the statement is committed when the job is ready (the pods bind),
   kept when the job is pipelined, else discarded.
 
+A queue whose ``spec.dequeueStrategy`` is ``fifo`` drops out of the session when its job's
+turn ends with the gang neither ready nor pipelined: its later jobs wait behind that one
+(``traverse``, the default, moves on to them). Volcano declares the field but its scheduler
+does not read it; this is the field's documented meaning (docs/compatibility.md).
+
 Jobs still Pending are skipped, unless the configuration has no enqueue action: then allocate
 moves them to Inqueue itself. Jobs the plugins find invalid (gang: too few pods) are skipped,
 with their reason as the PodGroup's Unschedulable condition. Best-effort pods (no requests) are
@@ -40,7 +45,8 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from caldera.api.volcano import PodGroupCondition
-from scheduler.actions.enqueue import INQUEUE, queue_rounds
+from caldera.api.why import WaitStage
+from scheduler.actions.enqueue import INQUEUE, held_behind, queue_rounds
 from scheduler.actions.placer import Placer, fit_error_histogram, fits_idle
 from scheduler.actions.retry import Retries
 from scheduler.actions.topology import job_constraint, place_in_hypernode
@@ -149,6 +155,9 @@ class AllocateAction:
                 ordered[job.key] = deque(pending[job.key])
             if self._turn(ssn, placer, retries, queue, job, ordered[job.key]):
                 heapq.heappush(jobs, (job_key(job), next(counter), job))
+            elif queue.fifo and not (ssn.job_ready(job) or ssn.job_pipelined(job)):
+                held_behind(ssn, queue, job, (j for _, _, j in jobs), WaitStage.ALLOCATE)
+                continue  # the queue's later jobs wait for this one (dequeueStrategy fifo)
             heapq.heappush(queue_heap, (queue_key(queue), next(counter), queue))
 
     @staticmethod

@@ -430,7 +430,14 @@ class QueueInfo:
     state: str = "Open"
     parent: str = ""
     priority: int = 0
+    # spec.dequeueStrategy: "fifo" holds the queue's later jobs back in a session while its
+    # first job cannot be admitted or placed; "traverse" (the default) moves on to them.
+    dequeue_strategy: str = "traverse"
     queue: Queue | None = None
+
+    @property
+    def fifo(self) -> bool:
+        return self.dequeue_strategy == "fifo"
 
     @property
     def open(self) -> bool:

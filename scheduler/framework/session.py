@@ -5,7 +5,10 @@ Plugins register callbacks in tier order; the session combines them the way Volc
 
 - order functions (job, queue, task, victim order): the first enabled plugin, tier by tier, that
   does not answer 0 decides; ties fall back to creation time then key for jobs, the name for
-  queues, the key for tasks, and the reverse task order then the key for victims;
+  queues, the key for tasks; victims without a victim order function go in Volcano's
+  BuildVictimsPriorityQueue order (``victim_order_key``): across queues the reverse of queue
+  order (or a victim queue order function), within a queue the reverse of job order, then of
+  task order;
 - predicates: every plugin must pass; node order: scores are summed;
 - job ready / allocatable: every plugin must agree; overused: any plugin may say so;
 - pipelined / enqueueable / starving: votes (+1 permit, 0 abstain, -1 reject) — a reject wins, a
@@ -60,6 +63,7 @@ _JOB_ORDER = CallbackKind.JOB_ORDER
 _QUEUE_ORDER = CallbackKind.QUEUE_ORDER
 _TASK_ORDER = CallbackKind.TASK_ORDER
 _VICTIM_ORDER = CallbackKind.VICTIM_ORDER
+_VICTIM_QUEUE_ORDER = CallbackKind.VICTIM_QUEUE_ORDER
 _PREDICATE = CallbackKind.PREDICATE
 _NODE_ORDER = CallbackKind.NODE_ORDER
 _JOB_READY = CallbackKind.JOB_READY
@@ -77,6 +81,8 @@ _ALLOCATE_HANDLER = CallbackKind.ALLOCATE_HANDLER
 
 
 OrderFn = Callable[[T, T], int]  # <0: left first, >0: right first, 0: no opinion
+# Which of two victims' queues loses first to the preemptor's queue (the third argument).
+VictimQueueOrderFn = Callable[["QueueInfo", "QueueInfo", "QueueInfo"], int]
 PredicateFn = Callable[[TaskInfo, NodeInfo], str | None]  # None: fits; else the reason
 NodeOrderFn = Callable[[TaskInfo, NodeInfo], float]
 JobPredicate = Callable[[JobInfo], bool]
@@ -332,6 +338,9 @@ class Session:
     def add_victim_order_fn(self, plugin: str, fn: OrderFn[TaskInfo]) -> None:
         self._add(_VICTIM_ORDER, plugin, fn)
 
+    def add_victim_queue_order_fn(self, plugin: str, fn: VictimQueueOrderFn) -> None:
+        self._add(_VICTIM_QUEUE_ORDER, plugin, fn)
+
     def add_predicate_fn(self, plugin: str, fn: PredicateFn) -> None:
         self._add(_PREDICATE, plugin, fn)
 
@@ -466,16 +475,54 @@ class Session:
 
         return functools.cmp_to_key(compare)
 
-    def victim_order_key(self) -> Callable[[TaskInfo], Any]:
-        """Victims in the order they should be evicted (the reverse of task order by default)."""
+    def victim_order_key(self, preemptor: TaskInfo | None = None) -> Callable[[TaskInfo], Any]:
+        """Victims in the order they should be evicted for ``preemptor`` (Volcano's
+        BuildVictimsPriorityQueue), after any victim order function:
+
+        - two tasks of one job: the reverse of task order;
+        - a task whose job has left the session before one whose job is known;
+        - tasks of jobs in different queues (when the preemptor's job is known): the victim
+          queue order functions (capacity's hierarchy), else the reverse of queue order, so
+          the lowest-priority queue loses first;
+        - otherwise the reverse of the job order functions, then of task order.
+
+        Without a preemptor (or its job), jobs are compared across queues as within one."""
+        jobs, queues = self.jobs, self.queues
+        preemptor_job = jobs.get(preemptor.job) if preemptor is not None else None
+        preemptor_queue = queues.get(preemptor_job.queue) if preemptor_job is not None else None
+
+        def reverse_task(a: TaskInfo, b: TaskInfo) -> int:
+            return -self._order(_TASK_ORDER, a, b) or ((a.key > b.key) - (a.key < b.key))
 
         def compare(a: TaskInfo, b: TaskInfo) -> int:
             answer = self._order(_VICTIM_ORDER, a, b)
             if answer:
                 return answer
-            return -self._order(_TASK_ORDER, a, b) or ((a.key > b.key) - (a.key < b.key))
+            if a.job == b.job:
+                return reverse_task(a, b)
+            a_job, b_job = jobs.get(a.job), jobs.get(b.job)
+            if a_job is None or b_job is None:
+                if a_job is None and b_job is None:
+                    return reverse_task(a, b)
+                return -1 if a_job is None else 1  # its PodGroup is gone anyway
+            if preemptor_queue is not None and a_job.queue != b_job.queue:
+                a_queue, b_queue = queues.get(a_job.queue), queues.get(b_job.queue)
+                if a_queue is not None and b_queue is not None:
+                    return self.victim_queue_order(a_queue, b_queue, preemptor_queue)
+            return -self._order(_JOB_ORDER, a_job, b_job) or reverse_task(a, b)
 
         return functools.cmp_to_key(compare)
+
+    def victim_queue_order(self, left: QueueInfo, right: QueueInfo, preemptor: QueueInfo) -> int:
+        """Which of two queues loses victims first to a task of ``preemptor`` (<0: ``left``):
+        the first victim queue order function with an opinion, else the reverse of queue
+        order (names last), Volcano's VictimQueueOrderFn."""
+        for reg in self._registered(_VICTIM_QUEUE_ORDER):
+            answer = int(reg.fn(left, right, preemptor))
+            if answer:
+                return answer
+        answer = self._order(_QUEUE_ORDER, left, right)
+        return -answer or ((left.name < right.name) - (left.name > right.name))
 
     def predicate(self, task: TaskInfo, node: NodeInfo) -> str | None:
         """None if ``task`` may run on ``node``, else the first reason it may not."""

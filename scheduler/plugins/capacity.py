@@ -35,7 +35,11 @@ a queue below its deserved share wants them back, reclaim takes the borrowed pod
   ``allocated / deserved`` over the resources the queue deserves; a queue that deserves nothing
   has share 1, and of two equal shares the one that deserves something goes first). With
   hierarchy, leaves come before inner queues, and two leaves are ordered by the shares of their
-  branches just below the ancestor they share (Volcano's ``getQueueLevel``).
+  branches just below the ancestor they share (Volcano's ``getQueueLevel``);
+- victim queue order (with hierarchy): of two queues losing pods to a reclaimer, the one whose
+  deepest ancestor shared with the reclaimer's queue lies deeper in the tree loses first (a
+  sibling before a cousin), Volcano's; queues as close as each other fall back to the reverse
+  of queue order (``Session.victim_queue_order``).
 
 Reclaim settles: a reclaiming queue ends within its deserved amount of everything the pod asks
 for that it deserves, and a queue that loses a pod keeps its deserved amount of something the
@@ -121,6 +125,17 @@ def insufficient_message(over: Resources) -> str:
     return f"{QUOTA_EVENT}: {names}" if names else QUOTA_EVENT
 
 
+def shared_depth(left: Sequence[str], right: Sequence[str]) -> int:
+    """How many leading ancestors (from the top's child down) two queues share: Volcano's
+    ``getQueueLevel``, whose ancestor lists also hold the root."""
+    depth = 0
+    for mine, theirs in zip(left, right, strict=False):
+        if mine != theirs:
+            break
+        depth += 1
+    return depth
+
+
 class CapacityPlugin:
     """Per-resource deserved, guarantee and capability, with borrowing and reclaim."""
 
@@ -171,6 +186,8 @@ class CapacityPlugin:
             attr.share = capacity_share(attr.allocated, attr.limits.deserved)
 
         ssn.add_queue_order_fn(self.name, self.queue_order)
+        if self.hierarchy:
+            ssn.add_victim_queue_order_fn(self.name, self.victim_queue_order)
         ssn.add_allocatable_fn(self.name, self.allocatable)
         ssn.add_job_enqueueable_fn(self.name, self.job_enqueueable)
         ssn.add_job_enqueued_fn(self.name, self.job_enqueued)
@@ -268,6 +285,17 @@ class CapacityPlugin:
             if mine != theirs:
                 return _compare_shares(self.attrs[mine], self.attrs[theirs])
         return _compare_shares(la, ra)
+
+    def victim_queue_order(self, left: QueueInfo, right: QueueInfo, preemptor: QueueInfo) -> int:
+        """The queue nearer the reclaimer's in the tree loses first (see the module
+        docstring); 0 when they are as near, or one is outside the tree."""
+        own = self.attrs.get(preemptor.name)
+        la, ra = self.attrs.get(left.name), self.attrs.get(right.name)
+        if own is None or la is None or ra is None:
+            return 0
+        left_level = shared_depth(la.limits.ancestors, own.limits.ancestors)
+        right_level = shared_depth(ra.limits.ancestors, own.limits.ancestors)
+        return (right_level > left_level) - (right_level < left_level)
 
     def allocatable(self, queue: QueueInfo, task: TaskInfo) -> bool:
         """Open, attached, a leaf, and within the real capability up the tree with the task."""
