@@ -20,6 +20,13 @@ turn ends with the gang neither ready nor pipelined: its later jobs wait behind 
 (``traverse``, the default, moves on to them). Volcano declares the field but its scheduler
 does not read it; this is the field's documented meaning (docs/compatibility.md).
 
+Pods held by a scheduling gate are not placed. A pod held only by the queue admission gate
+(``caldera.api.gates``) is asked of its queue (``session.allocatable``) in its turn: when the
+queue takes it, the gate is removed (``session.queue_admitted``) and the pod is placed in a
+later session, once the cache shows it ungated; when it does not, the job's wait record says
+"queue admission gate: queue q at capability". Either way it gets no fit error, so no
+Unschedulable condition (Volcano v1.15's SchedulingGatesQueueAdmission).
+
 Jobs still Pending are skipped, unless the configuration has no enqueue action: then allocate
 moves them to Inqueue itself. Jobs the plugins find invalid (gang: too few pods) are skipped,
 with their reason as the PodGroup's Unschedulable condition. Best-effort pods (no requests) are
@@ -44,6 +51,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from caldera.api.gates import only_queue_gate
 from caldera.api.volcano import PodGroupCondition
 from caldera.api.why import WaitStage
 from scheduler.actions.enqueue import INQUEUE, held_behind, queue_rounds
@@ -71,6 +79,11 @@ def discard(stmt: Statement) -> None:
         if op.op in ("allocate", "pipeline"):
             op.task.last_transaction = (status, op.node)
     stmt.discard()
+
+
+def queue_gate_note(queue: QueueInfo) -> str:
+    """Why a pod behind the queue admission gate keeps it (the job's wait record)."""
+    return f"queue admission gate: queue {queue.name} at capability"
 
 
 def skip_invalid(ssn: Session, job: JobInfo) -> bool:
@@ -101,10 +114,18 @@ def waiting_in_order(
     if signature is not None and isinstance(kept, tuple) and kept[0] == signature:
         tasks: list[TaskInfo] = kept[1]
         return tasks
-    tasks = sorted((t for t in waiting.values() if not t.best_effort), key=task_key)
+    tasks = sorted((t for t in waiting.values() if waits_for_room(t)), key=task_key)
     if signature is not None:
         incremental.keep_for_job(job, _WAITING_IN_ORDER, (signature, tasks))
     return tasks
+
+
+def waits_for_room(task: TaskInfo) -> bool:
+    """A pending pod allocate places: one that requests resources and that no scheduling gate
+    holds but, possibly, the queue admission gate (asked of its queue, then skipped)."""
+    if task.best_effort:
+        return False
+    return not task.gated or task.pod is None or only_queue_gate(task.pod)
 
 
 class AllocateAction:
@@ -175,6 +196,8 @@ class AllocateAction:
             if place_in_hypernode(ssn, placer, queue, job, tasks, rule):
                 return False
             retries = None  # a soft-mode job placed as here: its turns are not remembered
+        if retries is not None and any(t.gated for t in tasks):
+            retries = None  # a gated pod's turn removes gates: it is run, never replayed
         # A gang's failed turn that nothing it reads has changed since is replayed, not run
         # (scheduler.actions.retry).
         if retries is not None and retries.replay(queue, job, tasks):
@@ -190,6 +213,11 @@ class AllocateAction:
             if not ssn.allocatable(queue, task):
                 if record is not None:
                     record.passed_over(task)
+                if task.gated:
+                    ssn.note_wait(job.key, WaitStage.ALLOCATE, queue_gate_note(queue))
+                continue
+            if task.gated:  # only by the queue admission gate, which its queue lifts now
+                ssn.queue_admitted(task)
                 continue
             name, cand = placer.best(task)
             if record is not None:

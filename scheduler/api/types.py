@@ -146,6 +146,11 @@ class TaskInfo:
         self.best_effort = self.init_resreq.is_empty()
 
     @property
+    def gated(self) -> bool:
+        """The pod has a scheduling gate: Kubernetes does not let it be bound."""
+        return self.pod is not None and bool(self.pod.spec.scheduling_gates)
+
+    @property
     def signature(self) -> bytes:
         """``scheduling_signature`` of the pod, computed once (the pod does not change within
         a session)."""

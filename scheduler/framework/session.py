@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from caldera.api.gates import only_queue_gate, opted_in
 from caldera.api.resources import Resources
 from caldera.api.volcano import PodGroupCondition, PodGroupStatus
 from caldera.api.why import WaitRecord
@@ -161,6 +162,9 @@ class SessionResult:
     podgroup_phase_inqueue: list[str] = field(default_factory=list)  # job keys enqueued
     queue_allocated: dict[str, Resources] = field(default_factory=dict)
     unschedulable: dict[str, str] = field(default_factory=dict)  # task key -> fit message
+    # Pods whose queue admission gate is to be removed: their queue takes them
+    # (SchedulingGatesQueueAdmission, caldera.api.gates).
+    ungate: list[TaskInfo] = field(default_factory=list)
     # Why a job waits (caldera.api.why), by job key: written only when the finding changed,
     # and kept back (counted in why_deferred) while the last one is younger than its refresh.
     podgroup_why: dict[str, WaitRecord] = field(default_factory=dict)
@@ -244,6 +248,10 @@ class Session:
         # Whether the session explains itself: wait records (``scheduler.why``), the notes
         # they are made of, and Events. The simulator, which writes none, turns it off.
         self.explain = True
+        # Whether Volcano's SchedulingGatesQueueAdmission is on (the process's --feature-gates):
+        # a pod that opted in and waits behind the queue admission gate is ungated once its
+        # queue takes it (``queue_admitted``), and capacity holds room for it until it is placed.
+        self.queue_admission_gates = False
         # Whether the session reports per-job figures for the process's metrics (drf's job
         # shares, ``SessionResult.job_share``); the simulator, which exports none, turns it off.
         self.job_figures = True
@@ -697,6 +705,15 @@ class Session:
         plugin's answers read only its own state."""
         answering = {reg.plugin for reg in self._registered(_ALLOCATABLE)}
         return [reg.fn for reg in self._registered(_ALLOCATE_HANDLER) if reg.plugin in answering]
+
+    def queue_admitted(self, task: TaskInfo) -> None:
+        """``task``'s queue takes it: remove its queue admission gate, when the feature is on,
+        the pod opted in and no other gate holds it (Volcano's SchGateManager.Enqueue)."""
+        pod = task.pod
+        if not self.queue_admission_gates or pod is None:
+            return
+        if only_queue_gate(pod) and opted_in(pod):
+            self.result.ungate.append(task)
 
     def note_wait(self, job: str, stage: str, text: str) -> None:
         """Note why ``job`` waits (see ``scheduler.why``); repeated notes are kept once."""

@@ -41,6 +41,12 @@ a queue below its deserved share wants them back, reclaim takes the borrowed pod
   sibling before a cousin), Volcano's; queues as close as each other fall back to the reverse
   of queue order (``Session.victim_queue_order``).
 
+With Volcano's SchedulingGatesQueueAdmission on (``caldera.api.gates``), a pod that opted in
+and that its queue took holds room in the queue and up the tree from then until it is placed,
+as Volcano's reserved cache: pods that wait ungated for a node (a cluster autoscaler adds it)
+are not overtaken by others of the queue. The room is held only while the feature is on
+(Volcano holds it for every pod with the annotation, gated or not).
+
 Reclaim settles: a reclaiming queue ends within its deserved amount of everything the pod asks
 for that it deserves, and a queue that loses a pod keeps its deserved amount of something the
 pod asked for, so neither can take the pod back. Volcano judges a victim's queue before the
@@ -57,9 +63,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from caldera.api.gates import opted_in
 from caldera.api.resources import Resources
 from caldera.api.why import WaitStage
-from scheduler.api.types import JobInfo, QueueInfo, TaskInfo
+from scheduler.api.types import JobInfo, QueueInfo, TaskInfo, TaskStatus
 from scheduler.framework.incremental import Speedups
 from scheduler.framework.plugin import Arguments
 from scheduler.framework.session import Session
@@ -80,6 +87,9 @@ class CapacityAttr:
     inqueue: Resources = field(default_factory=Resources)
     elastic: Resources = field(default_factory=Resources)
     share: float = 0.0
+    # Held for pods its queue took that wait ungated for a node (queue admission gates), in
+    # this queue or below it.
+    reserved: Resources = field(default_factory=Resources)
 
     @property
     def name(self) -> str:
@@ -148,6 +158,11 @@ class CapacityPlugin:
         self.attrs: dict[str, CapacityAttr] = {}
         self._chains: dict[str, list[CapacityAttr]] = {}
         self._ssn: Session | None = None
+        # Queue admission gates (SchedulingGatesQueueAdmission): the room held for each pod
+        # its queue took that is not placed yet, by uid: (its queue's attr, the amount).
+        self._reserved: dict[str, tuple[CapacityAttr, Resources]] = {}
+        # Those of them the session placed, kept to be held again if the placement is undone.
+        self._placed: dict[str, tuple[CapacityAttr, Resources]] = {}
 
     # ---- session open -------------------------------------------------------------------------
 
@@ -184,6 +199,18 @@ class CapacityPlugin:
                 member.elastic = member.elastic + elastic
         for attr in self.attrs.values():
             attr.share = capacity_share(attr.allocated, attr.limits.deserved)
+        self._reserved, self._placed = {}, {}
+        if ssn.queue_admission_gates:
+            # A pod that opted in and has no gate left passed its queue's check in an earlier
+            # session: it holds its room until it is placed (Volcano's reserved cache). Settled
+            # jobs have no pod waiting.
+            for job in ssn.incremental.unsettled_jobs():
+                attr = self.attrs.get(job.queue)
+                if attr is None:
+                    continue
+                for task in job.tasks_in(TaskStatus.PENDING):
+                    if task.pod is not None and not task.gated and opted_in(task.pod):
+                        self._reserve(attr, task)
 
         ssn.add_queue_order_fn(self.name, self.queue_order)
         if self.hierarchy:
@@ -216,14 +243,33 @@ class CapacityPlugin:
         return None if job is None else self.attrs.get(job.queue)
 
     def _on_allocate(self, task: TaskInfo) -> None:
+        held = self._reserved.pop(task.uid, None)
+        if held is not None:  # counted as allocated from now on
+            self._hold(held[0], Resources() - held[1])
+            self._placed[task.uid] = held
         attr = self._attr_of(task)
         if attr is not None:
             self._move(attr, task.resreq.without(*UNTRACKED))
 
     def _on_deallocate(self, task: TaskInfo) -> None:
+        held = self._placed.pop(task.uid, None)
+        if held is not None:  # a placement undone: the pod holds its room again
+            self._reserved[task.uid] = held
+            self._hold(held[0], held[1])
         attr = self._attr_of(task)
         if attr is not None:
             self._move(attr, Resources() - task.resreq.without(*UNTRACKED))
+
+    def _reserve(self, attr: CapacityAttr, task: TaskInfo) -> None:
+        """Hold room for ``task`` in its queue and up the tree until it is placed."""
+        if task.uid not in self._reserved:
+            amount = task.resreq.without(*UNTRACKED)
+            self._reserved[task.uid] = (attr, amount)
+            self._hold(attr, amount)
+
+    def _hold(self, attr: CapacityAttr, amount: Resources) -> None:
+        for member in self._chain(attr):
+            member.reserved = member.reserved + amount
 
     def _move(self, attr: CapacityAttr, amount: Resources) -> None:
         for member in self._chain(attr):
@@ -253,12 +299,19 @@ class CapacityPlugin:
             )
         return ""
 
-    def _fits_chain(self, attr: CapacityAttr, request: Resources) -> bool:
+    def _fits_chain(self, attr: CapacityAttr, request: Resources, uid: str = "") -> bool:
         """The queue and each ancestor stay within their real capability with ``request``
-        (``over_limit`` is empty for each; written out: allocate asks for every pod)."""
+        (``over_limit`` is empty for each; written out: allocate asks for every pod), and with
+        the room held for pods behind queue admission gates (but pod ``uid``'s own)."""
         wanted = [(n, a) for n, a in request.items() if a > 0 and n not in UNTRACKED]
+        reserved = self._reserved
+        own = reserved[uid][1] if uid in reserved else None
         for member in self._chain(attr):
             held, limit = member.allocated, member.limits.real_capability
+            if reserved:
+                held = held + member.reserved
+                if own is not None:
+                    held = held - own
             for name, amount in wanted:
                 if held.get(name) + amount > limit.get(name):
                     return False
@@ -301,7 +354,19 @@ class CapacityPlugin:
         """Open, attached, a leaf, and within the real capability up the tree with the task."""
         if self._refusal(queue):
             return False
-        return self._fits_chain(self.attrs[queue.name], task.resreq)
+        attr = self.attrs[queue.name]
+        if not self._fits_chain(attr, task.resreq, task.uid):
+            return False
+        if self._holds_room(task):
+            self._reserve(attr, task)  # taken: held until placed (its gate goes, or has gone)
+        return True
+
+    def _holds_room(self, task: TaskInfo) -> bool:
+        """A pending pod that opted in to queue admission gates, with the feature on."""
+        ssn, pod = self._ssn, task.pod
+        if ssn is None or not ssn.queue_admission_gates or pod is None:
+            return False
+        return task.status == TaskStatus.PENDING and opted_in(pod)
 
     def preemptive(self, queue: QueueInfo, tasks: Sequence[TaskInfo]) -> bool:
         """May ``queue`` reclaim for ``tasks``: within its real capability with them, and
