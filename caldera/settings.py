@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from caldera.api.duration import DurationError, parse_duration
-from caldera.api.gates import (
+from caldera.api.features import (
     SCHEDULING_GATES_QUEUE_ADMISSION,
     FeatureGateError,
     parse_feature_gates,

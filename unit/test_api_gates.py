@@ -1,18 +1,17 @@
-"""Volcano's feature gates flag and the queue admission gate's patches (caldera.api.gates)."""
+"""Volcano's feature gates flag (caldera.api.features) and the queue admission gate's patches
+(caldera.api.gates)."""
 
 from __future__ import annotations
 
 import pytest
 
 from caldera.api.core import Pod, PodSchedulingGate, PodSpec
-from caldera.api.gates import (
+from caldera.api.features import (
     SCHEDULING_GATES_QUEUE_ADMISSION,
     FeatureGateError,
-    gate_patch,
-    only_queue_gate,
-    opted_in,
     parse_feature_gates,
 )
+from caldera.api.gates import gate_patch, only_queue_gate, opted_in
 from caldera.api.meta import ObjectMeta
 from caldera.api.volcano import QUEUE_ALLOCATION_GATE
 from caldera.settings import SchedulerSettings, SettingsError, WebhookSettings

@@ -171,3 +171,12 @@ def test_best_effort_gated_pods_are_ungated_by_backfill() -> None:
     assert ungated(ssn) == ["a-0"]
     assert bound(ssn) == []
     assert task.resreq == Resources()
+
+
+def test_ungated_pods_beyond_the_capability_do_not_hold_each_other_out() -> None:
+    """Three opted-in pods that never had the gate (created while the webhook did not give
+    it) in a queue of capability 2: the oldest two hold the room and are placed; the third is
+    not held for, so the queue is not stuck (Volcano would hold all three, and place none)."""
+    tasks = [gated(make_task("a", i, {"cpu": "1"}), gates=()) for i in range(3)]
+    ssn = session(cluster([job_of("a", tasks)]))
+    assert bound(ssn) == ["a-0", "a-1"]

@@ -1,4 +1,4 @@
-"""Volcano's feature gates and its queue admission scheduling gate (v1.15
+"""Volcano's queue admission scheduling gate (v1.15
 ``SchedulingGatesQueueAdmission``), shared by the webhook, which adds the gate, and the
 scheduler, which removes it.
 
@@ -9,8 +9,7 @@ is created (``gate_patch``); Kubernetes does not schedule a gated pod and gives 
 scheduler removes the gate (``REMOVE_GATE_PATCH``) once the pod's queue may take it; from then on
 the pod is scheduled as any other, and marked ``Unschedulable`` only when no node fits it.
 
-``parse_feature_gates`` reads the ``--feature-gates`` flag as Kubernetes' components do
-(``Name=true,Other=false``); only Volcano's gate names are accepted.
+The feature gate itself is read by ``caldera.api.features``.
 """
 
 from __future__ import annotations
@@ -21,53 +20,11 @@ from typing import Any, Final
 from caldera.api.core import Pod
 from caldera.api.volcano import QUEUE_ALLOCATION_GATE
 
-SCHEDULING_GATES_QUEUE_ADMISSION: Final = "SchedulingGatesQueueAdmission"
-
-# Volcano's feature gates (pkg/features/volcano_features.go) and their defaults. Caldera acts on
-# SchedulingGatesQueueAdmission; the others name behaviour Caldera always has (or, CSIStorage,
-# never reads) and are accepted so that Volcano's flags carry over.
-FEATURE_GATES: Final[Mapping[str, bool]] = {
-    "WorkLoadSupport": True,
-    "VolcanoJobSupport": True,
-    "PodDisruptionBudgetsSupport": True,
-    "QueueCommandSync": True,
-    "PriorityClass": True,
-    "CSIStorage": False,
-    "ResourceTopology": True,
-    "CronVolcanoJobSupport": True,
-    SCHEDULING_GATES_QUEUE_ADMISSION: False,
-}
-
 # The strategic merge patch that removes the gate and leaves any other gate in place (Volcano's
 # RemoveVolcanoSchGate); a pod without the gate is left as it is.
 REMOVE_GATE_PATCH: Final[Mapping[str, Any]] = {
     "spec": {"schedulingGates": [{"name": QUEUE_ALLOCATION_GATE, "$patch": "delete"}]}
 }
-
-
-class FeatureGateError(ValueError):
-    """A ``--feature-gates`` value that cannot be read; the message names the part."""
-
-
-def parse_feature_gates(text: str) -> dict[str, bool]:
-    """Every feature gate's setting: Volcano's defaults, overridden by ``text``
-    (``Name=true,Other=false``; blanks ignored)."""
-    gates = dict(FEATURE_GATES)
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        name, sep, value = part.partition("=")
-        name, value = name.strip(), value.strip().lower()
-        if not sep:
-            raise FeatureGateError(f"feature_gates: {part!r}: write Name=true or Name=false")
-        if name not in FEATURE_GATES:
-            known = ", ".join(sorted(FEATURE_GATES))
-            raise FeatureGateError(f"feature_gates: unknown feature gate {name!r} (known: {known})")
-        if value not in ("true", "false"):
-            raise FeatureGateError(f"feature_gates: {name}={value!r}: the value is true or false")
-        gates[name] = value == "true"
-    return gates
 
 
 def opted_in(pod: Pod) -> bool:

@@ -21,11 +21,11 @@ turn ends with the gang neither ready nor pipelined: its later jobs wait behind 
 does not read it; this is the field's documented meaning (docs/compatibility.md).
 
 Pods held by a scheduling gate are not placed. A pod held only by the queue admission gate
-(``caldera.api.gates``) is asked of its queue (``session.allocatable``) in its turn: when the
-queue takes it, the gate is removed (``session.queue_admitted``) and the pod is placed in a
-later session, once the cache shows it ungated; when it does not, the job's wait record says
-"queue admission gate: queue q at capability". Either way it gets no fit error, so no
-Unschedulable condition (Volcano v1.15's SchedulingGatesQueueAdmission).
+(``caldera.api.gates``) is asked of its queue (``session.allocatable``) at its job's first turn
+(``admit_gated``): when the queue takes it, the gate is removed (``session.queue_admitted``)
+and the pod is placed in a later session, once the cache shows it ungated; when it does not,
+the job's wait record says "queue admission gate: queue q at capability". Either way it gets
+no fit error, so no Unschedulable condition (Volcano v1.15's SchedulingGatesQueueAdmission).
 
 Jobs still Pending are skipped, unless the configuration has no enqueue action: then allocate
 moves them to Inqueue itself. Jobs the plugins find invalid (gang: too few pods) are skipped,
@@ -128,6 +128,25 @@ def waits_for_room(task: TaskInfo) -> bool:
     return not task.gated or task.pod is None or only_queue_gate(task.pod)
 
 
+def admit_gated(
+    ssn: Session, queue: QueueInfo, job: JobInfo, tasks: list[TaskInfo]
+) -> list[TaskInfo]:
+    """The job's pods to place this session: ``tasks`` but those held by the queue admission
+    gate, each of which is asked of its queue first, in task order: taken, its gate is removed
+    (it is placed in a later session, ungated); refused, the job's wait record says so."""
+    if not any(t.gated for t in tasks):
+        return tasks
+    ungated = []
+    for task in tasks:
+        if not task.gated:
+            ungated.append(task)
+        elif ssn.allocatable(queue, task):
+            ssn.queue_admitted(task)
+        else:
+            ssn.note_wait(job.key, WaitStage.ALLOCATE, queue_gate_note(queue))
+    return ungated
+
+
 class AllocateAction:
     """Places pending pods, committing each gang whole."""
 
@@ -173,8 +192,9 @@ class AllocateAction:
                 continue
             _, _, job = heapq.heappop(jobs)
             if job.key not in ordered:
-                ordered[job.key] = deque(pending[job.key])
-            if self._turn(ssn, placer, retries, queue, job, ordered[job.key]):
+                ordered[job.key] = deque(admit_gated(ssn, queue, job, pending[job.key]))
+            turn = ordered[job.key]
+            if turn and self._turn(ssn, placer, retries, queue, job, turn):
                 heapq.heappush(jobs, (job_key(job), next(counter), job))
             elif queue.fifo and not (ssn.job_ready(job) or ssn.job_pipelined(job)):
                 held_behind(ssn, queue, job, (j for _, _, j in jobs), WaitStage.ALLOCATE)
@@ -196,8 +216,6 @@ class AllocateAction:
             if place_in_hypernode(ssn, placer, queue, job, tasks, rule):
                 return False
             retries = None  # a soft-mode job placed as here: its turns are not remembered
-        if retries is not None and any(t.gated for t in tasks):
-            retries = None  # a gated pod's turn removes gates: it is run, never replayed
         # A gang's failed turn that nothing it reads has changed since is replayed, not run
         # (scheduler.actions.retry).
         if retries is not None and retries.replay(queue, job, tasks):
@@ -213,11 +231,6 @@ class AllocateAction:
             if not ssn.allocatable(queue, task):
                 if record is not None:
                     record.passed_over(task)
-                if task.gated:
-                    ssn.note_wait(job.key, WaitStage.ALLOCATE, queue_gate_note(queue))
-                continue
-            if task.gated:  # only by the queue admission gate, which its queue lifts now
-                ssn.queue_admitted(task)
                 continue
             name, cand = placer.best(task)
             if record is not None:

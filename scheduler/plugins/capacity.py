@@ -44,8 +44,9 @@ a queue below its deserved share wants them back, reclaim takes the borrowed pod
 With Volcano's SchedulingGatesQueueAdmission on (``caldera.api.gates``), a pod that opted in
 and that its queue took holds room in the queue and up the tree from then until it is placed,
 as Volcano's reserved cache: pods that wait ungated for a node (a cluster autoscaler adds it)
-are not overtaken by others of the queue. The room is held only while the feature is on
-(Volcano holds it for every pod with the annotation, gated or not).
+are not overtaken by others of the queue. The room is held only while the feature is on, and
+at a session's start for at most what the queue may hold (Volcano holds it for every pod with
+the annotation, gated or not, however many).
 
 Reclaim settles: a reclaiming queue ends within its deserved amount of everything the pod asks
 for that it deserves, and a queue that loses a pod keeps its deserved amount of something the
@@ -201,16 +202,7 @@ class CapacityPlugin:
             attr.share = capacity_share(attr.allocated, attr.limits.deserved)
         self._reserved, self._placed = {}, {}
         if ssn.queue_admission_gates:
-            # A pod that opted in and has no gate left passed its queue's check in an earlier
-            # session: it holds its room until it is placed (Volcano's reserved cache). Settled
-            # jobs have no pod waiting.
-            for job in ssn.incremental.unsettled_jobs():
-                attr = self.attrs.get(job.queue)
-                if attr is None:
-                    continue
-                for task in job.tasks_in(TaskStatus.PENDING):
-                    if task.pod is not None and not task.gated and opted_in(task.pod):
-                        self._reserve(attr, task)
+            self._hold_for_ungated(ssn)
 
         ssn.add_queue_order_fn(self.name, self.queue_order)
         if self.hierarchy:
@@ -259,6 +251,25 @@ class CapacityPlugin:
         attr = self._attr_of(task)
         if attr is not None:
             self._move(attr, Resources() - task.resreq.without(*UNTRACKED))
+
+    def _hold_for_ungated(self, ssn: Session) -> None:
+        """A pod that opted in and has no gate left passed its queue's check in an earlier
+        session: it holds its room until it is placed (Volcano's reserved cache). Oldest job
+        first, and only as much as the queue may hold: pods that never had the gate (created
+        while the webhook did not give it) or a capability lowered since must not hold more,
+        or they would hold each other out for good (Volcano's can). Settled jobs have no pod
+        waiting."""
+        jobs = sorted(ssn.incremental.unsettled_jobs(), key=lambda j: (j.creation, j.key))
+        for job in jobs:
+            attr = self.attrs.get(job.queue)
+            if attr is None:
+                continue
+            waiting = job.tasks_in(TaskStatus.PENDING)
+            for task in sorted(waiting, key=lambda t: t.key):
+                if task.pod is None or task.gated or not opted_in(task.pod):
+                    continue
+                if self._fits_chain(attr, task.resreq):
+                    self._reserve(attr, task)
 
     def _reserve(self, attr: CapacityAttr, task: TaskInfo) -> None:
         """Hold room for ``task`` in its queue and up the tree until it is placed."""
