@@ -24,6 +24,11 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from caldera.api.duration import DurationError, parse_duration
+from caldera.api.features import (
+    SCHEDULING_GATES_QUEUE_ADMISSION,
+    FeatureGateError,
+    parse_feature_gates,
+)
 
 ENV_PREFIX = "CALDERA_"
 # Volcano's names for the API client's rate (every Volcano process has them).
@@ -67,8 +72,23 @@ CHECK_CRDS_HELP = (
 )
 
 
+FEATURE_GATES_HELP = (
+    "Volcano's feature gates, Name=true,Other=false (as Volcano's --feature-gates); "
+    "SchedulingGatesQueueAdmission (default false) holds pods annotated "
+    "scheduling.volcano.sh/queue-allocation-gate: true behind a scheduling gate while their "
+    "queue has no room for them; turn it on in the webhook and in the scheduler"
+)
+
+
 class SettingsError(ValueError):
     """A setting has a value the process cannot run with; the message says which and why."""
+
+
+def _check_feature_gates(text: str) -> None:
+    try:
+        parse_feature_gates(text)
+    except FeatureGateError as exc:
+        raise SettingsError(str(exc)) from None
 
 
 def _opt(
@@ -413,6 +433,7 @@ WEBHOOK_PATHS = (
     "/queues/validate",
     "/podgroups/mutate",
     "/podgroups/validate",
+    "/pods/mutate",
     "/pods/validate",
     "/cronjobs/validate",
     "/jobflows/validate",
@@ -521,9 +542,11 @@ class WebhookSettings(ProcessSettings):
         "answered with an error (the API server's webhook timeout is 10 s by default)",
         seconds=True,
     )
+    feature_gates: str = _opt("", FEATURE_GATES_HELP)
 
     def validate(self) -> None:
         super().validate()
+        _check_feature_gates(self.feature_gates)
         if not 0 <= self.port <= 65535:
             raise SettingsError(f"port {self.port} is not a TCP port")
         unknown = [p for p in self.enabled_admission if p not in WEBHOOK_PATHS]
@@ -559,6 +582,11 @@ class WebhookSettings(ProcessSettings):
     def scheduler_names(self) -> tuple[str, ...]:
         """The names in ``scheduler_name``, in order, blanks and surrounding spaces dropped."""
         return split_names(self.scheduler_name)
+
+    @property
+    def queue_admission_gates(self) -> bool:
+        """Whether the SchedulingGatesQueueAdmission feature gate is on."""
+        return parse_feature_gates(self.feature_gates)[SCHEDULING_GATES_QUEUE_ADMISSION]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -599,6 +627,12 @@ class SchedulerSettings(ProcessSettings):
     scheduler_sharding_name: str = _opt(
         "volcano", "the NodeShard this scheduler places on in hard sharding mode"
     )
+    feature_gates: str = _opt("", FEATURE_GATES_HELP)
+    gate_removal_worker_num: int = _opt(
+        5,
+        "queue admission gates being removed at once (Volcano's; used when "
+        "SchedulingGatesQueueAdmission is on)",
+    )
 
     def validate(self) -> None:
         super().validate()
@@ -617,6 +651,9 @@ class SchedulerSettings(ProcessSettings):
             raise SettingsError("schedule_period must be a number of seconds > 0")
         if self.bind_workers < 1:
             raise SettingsError("bind_workers must be at least 1")
+        if self.gate_removal_worker_num < 1:
+            raise SettingsError("gate_removal_worker_num must be at least 1")
+        _check_feature_gates(self.feature_gates)
         if not self.scheduler_names:
             raise SettingsError("scheduler_name must name at least one scheduler")
 
@@ -624,3 +661,8 @@ class SchedulerSettings(ProcessSettings):
     def scheduler_names(self) -> tuple[str, ...]:
         """The names in ``scheduler_name``, in order, blanks and surrounding spaces dropped."""
         return split_names(self.scheduler_name)
+
+    @property
+    def queue_admission_gates(self) -> bool:
+        """Whether the SchedulingGatesQueueAdmission feature gate is on."""
+        return parse_feature_gates(self.feature_gates)[SCHEDULING_GATES_QUEUE_ADMISSION]

@@ -237,8 +237,9 @@ def test_default_values_render(helm: str, tmp_path: Path) -> None:
     validating = find(objects, "ValidatingWebhookConfiguration", f"{FULLNAME}-validate")
     hooks = mutating["webhooks"] + validating["webhooks"]
     paths = sorted(h["clientConfig"]["service"]["path"] for h in hooks)
-    # The pod webhook is off by default (webhook.admission.pods), as in Volcano's chart.
-    assert paths == sorted(set(ws.enabled_admission) - {"/pods/validate"})
+    # The pod webhook is off by default (webhook.admission.pods), as in Volcano's chart, and
+    # /pods/mutate comes only with its feature gate (SchedulingGatesQueueAdmission).
+    assert paths == sorted(set(ws.enabled_admission) - {"/pods/validate", "/pods/mutate"})
     for hook in hooks:
         assert hook["failurePolicy"] == "Fail"
         assert hook["timeoutSeconds"] == 10
@@ -503,6 +504,39 @@ def test_pod_webhook_is_scoped_to_calderas_scheduler_names(helm: str, tmp_path: 
     validating = find(old, "ValidatingWebhookConfiguration", f"{FULLNAME}-validate")
     pods = next(h for h in validating["webhooks"] if h["name"] == "validatepod.volcano.sh")
     assert "matchConditions" not in pods
+
+
+def test_pod_mutate_webhook_comes_with_its_feature_gate(helm: str, tmp_path: Path) -> None:
+    """/pods/mutate (mutatepod.volcano.sh, the queue admission gate) is registered only when
+    webhook.settings.feature_gates turns SchedulingGatesQueueAdmission on, for pods of
+    Caldera's scheduler names; the scheduler gets its --feature-gates flag from its own
+    settings."""
+
+    def pod_hooks(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        mutating = find(objects, "MutatingWebhookConfiguration", f"{FULLNAME}-mutate")
+        return [h for h in mutating["webhooks"] if h["name"] == "mutatepod.volcano.sh"]
+
+    assert pod_hooks(render(helm, tmp_path, {})) == []
+    feature = "SchedulingGatesQueueAdmission=true"
+    values = {
+        "webhook": {"settings": {"feature_gates": feature}},
+        "scheduler": {"settings": {"feature_gates": feature}},
+    }
+    objects = render(helm, tmp_path, values)
+    (hook,) = pod_hooks(objects)
+    assert hook["clientConfig"]["service"]["path"] == "/pods/mutate"
+    assert hook["rules"][0]["resources"] == ["pods"]
+    assert hook["rules"][0]["operations"] == ["CREATE"]
+    assert hook["matchConditions"] == [
+        {
+            "name": "caldera-scheduler-names",
+            "expression": 'object.spec.schedulerName in ["volcano"]',
+        }
+    ]
+    flag = f"--feature-gates={feature}"
+    for component in ("scheduler", "webhook"):
+        deployment = find(objects, "Deployment", f"{FULLNAME}-{component}")
+        assert flag in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
 
 
 def test_command_webhooks_never_fail_open(helm: str, tmp_path: Path) -> None:

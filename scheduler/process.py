@@ -17,7 +17,11 @@ the event loop keeps serving watches and probes), then carry out its decisions:
 - a ``PodScheduled=False`` condition on pods that could not be placed, with the reason, and
   with it a Warning ``FailedScheduling`` event on the pod (only when the message changes, as
   Volcano's cache does); a Normal ``Scheduled`` "Successfully assigned ns/pod to node" event
-  on each bound pod;
+  on each bound pod; none on a pod held by a scheduling gate, whose ``SchedulingGated``
+  condition is the API server's;
+- with ``--feature-gates=SchedulingGatesQueueAdmission=true``, the queue admission gate removed
+  from each pod whose queue took it (a strategic merge patch, ``--gate-removal-worker-num`` at a
+  time, in the background like binds; ``caldera.api.gates``);
 - Events on PodGroups and pods.
 
 A session that would only repeat the last one, which changed nothing, is skipped
@@ -42,6 +46,7 @@ from typing import TypeVar
 import structlog
 
 from caldera.api.core import Node, Pod
+from caldera.api.gates import REMOVE_GATE_PATCH
 from caldera.api.kinds import (
     HYPERNODE,
     NODE,
@@ -237,6 +242,12 @@ class SchedulerLoop:
         self._run = run_in_thread or asyncio.to_thread
         self._unschedulable_seen: dict[str, str] = {}  # pod uid -> last message written
         self.quiet = QuietSessions()
+        self.queue_admission_gates = settings.queue_admission_gates
+        # Queue admission gates being removed, by pod uid, at most gate_removal_worker_num
+        # patches at once (Volcano's --gate-removal-worker-num); a pod asked again while its
+        # patch is in flight is not patched twice.
+        self._ungate_slots = asyncio.Semaphore(settings.gate_removal_worker_num)
+        self._ungating: dict[str, asyncio.Task[None]] = {}
 
     def _podgroup_seen(self, pg: PodGroup) -> None:
         """Volcano's per-job scheduling start time, set when a PodGroup enters the cache."""
@@ -325,6 +336,7 @@ class SchedulerLoop:
         for key, queue in report.missing_queue.items():
             log.debug("queue of job does not exist, ignoring it", job=key, queue=queue)
         session = Session(cluster, conf.tiers)
+        session.queue_admission_gates = self.queue_admission_gates
         core_started = time.monotonic()
         try:
             result = await self._run(run_session, session, conf, self.registry)
@@ -368,6 +380,13 @@ class SchedulerLoop:
         await asyncio.gather(
             *(self._evict(e.task.namespace, e.task.name, e.reason) for e in result.evictions)
         )
+        for gated in result.ungate:
+            if gated.uid not in self._ungating:
+                ungate = asyncio.create_task(
+                    self._remove_gate(gated.namespace, gated.name, gated.uid),
+                    name=f"ungate {gated.key}",
+                )
+                self._ungating[gated.uid] = ungate
         self.metrics.attempts.labels(result="unschedulable").inc(len(result.unschedulable))
         self.metrics.unschedulable_tasks.set(len(result.unschedulable))
         self.metrics.unschedulable_reasons.clear()
@@ -390,10 +409,12 @@ class SchedulerLoop:
             log.error("bind task failed", task=task.get_name(), error=repr(task.exception()))
 
     async def drain_binds(self, grace: float) -> None:
-        """Wait (up to ``grace`` seconds) for the binds in flight, then cancel the rest."""
-        if not self._binding:
+        """Wait (up to ``grace`` seconds) for the binds and gate removals in flight, then
+        cancel the rest."""
+        flying = [*self._binding, *self._ungating.values()]
+        if not flying:
             return
-        _done, left = await asyncio.wait(list(self._binding), timeout=grace)
+        _done, left = await asyncio.wait(flying, timeout=grace)
         for task in left:
             task.cancel()
         await asyncio.gather(*left, return_exceptions=True)
@@ -413,6 +434,29 @@ class SchedulerLoop:
                     log.warning("bind failed", pod=f"{namespace}/{name}", node=node, error=str(exc))
                     message = f"failed to bind to node {node}: {exc}"
                     self.recorder.record(pod, "Warning", "FailedScheduling", message)
+
+    async def _remove_gate(self, namespace: str, name: str, uid: str) -> None:
+        """Remove the pod's queue admission gate (Volcano's RemoveVolcanoSchGate); its next
+        session places it, once the cache shows it ungated. A failure is logged: the pod stays
+        gated, and a later session asks again."""
+        try:
+            async with self._ungate_slots:
+                await self.client.patch(
+                    POD,
+                    name,
+                    REMOVE_GATE_PATCH,
+                    namespace=namespace,
+                    patch_type=PatchType.STRATEGIC,
+                )
+            log.debug("queue admission gate removed", pod=f"{namespace}/{name}")
+        except NotFound:
+            pass
+        except (ApiError, ApiConnectionError, TimeoutError) as exc:
+            log.warning(
+                "queue admission gate removal failed", pod=f"{namespace}/{name}", error=str(exc)
+            )
+        finally:
+            self._ungating.pop(uid, None)
 
     async def _evict(self, namespace: str, name: str, reason: str) -> None:
         try:
@@ -508,7 +552,9 @@ class SchedulerLoop:
         writes = []
         for key, message in messages.items():
             pod: Pod | None = self.pods.store.get(key)
-            if pod is None or pod.spec.node_name:
+            if pod is None or pod.spec.node_name or pod.spec.scheduling_gates:
+                # A gated pod's condition is the API server's (SchedulingGated): left as it is,
+                # as Volcano does; autoscalers ignore such pods.
                 continue
             uid = pod.metadata.uid
             cond = find_condition(pod.status.conditions, "PodScheduled")

@@ -3,6 +3,7 @@
 A session is a function of its snapshot, its configuration and, for the plugins in
 ``CLOCK_PLUGINS``, the time. When the last session changed nothing in the cluster (no bind,
 eviction, enqueue, PodGroup status or wait record, queue status or pod condition to write,
+queue admission gate to remove,
 nor a wait record held back to be written later) and since then no
 informer event was noted, no assumed bind came or went and the configuration is the same, the
 next session would decide the same nothing again. Skipping it is exact; it is kube-scheduler's
@@ -48,6 +49,7 @@ def changed_nothing(result: SessionResult, writes: int) -> bool:
         or result.podgroup_status
         or result.podgroup_why
         or result.why_deferred
+        or result.ungate
         or writes
     )
 

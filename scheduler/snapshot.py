@@ -187,6 +187,7 @@ def queue_info(q: Queue) -> QueueInfo:
         state=q.status.state or "Open",
         parent=q.spec.parent,
         priority=q.spec.priority,
+        dequeue_strategy=q.spec.dequeue_strategy,
         queue=q,
     )
 

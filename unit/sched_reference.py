@@ -73,7 +73,7 @@ def make_room(
         )
     options.sort(key=lambda o: o[:3])  # nodes needing no eviction first, then by score
 
-    victim_key = ssn.victim_order_key()
+    victim_key = ssn.victim_order_key(preemptor)
     for _, _, _, node, candidates in options:
         if _fits(ssn, queue, preemptor, node):
             if use_free and ssn.predicate(preemptor, node) is None:

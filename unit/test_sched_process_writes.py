@@ -10,11 +10,13 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from caldera.api.core import Pod
+from caldera.api.core import Pod, PodSchedulingGate, PodSpec
+from caldera.api.gates import REMOVE_GATE_PATCH
 from caldera.api.meta import ObjectMeta, ObjectReference
 from caldera.api.resources import Resources
-from caldera.api.volcano import PodGroup, PodGroupStatus
+from caldera.api.volcano import QUEUE_ALLOCATION_GATE, PodGroup, PodGroupStatus
 from caldera.kube.errors import AlreadyExists, Conflict, ServerError
+from caldera.kube.requests import PatchType
 from caldera.settings import SchedulerSettings
 from scheduler.api.types import TaskInfo, TaskStatus
 from scheduler.framework.session import SessionResult
@@ -97,6 +99,7 @@ class _PodClient:
     def __init__(self) -> None:
         self.patched: list[tuple[str, str]] = []  # (pod, message)
         self.bound: list[str] = []
+        self.ungated: list[tuple[str, Any, PatchType]] = []
         self.in_flight = 0
         self.most = 0
         self.release = asyncio.Event()
@@ -114,6 +117,10 @@ class _PodClient:
     async def bind(self, namespace: str, name: str, node: str, *, uid: str) -> None:
         await self.release.wait()
         self.bound.append(name)
+
+    async def patch(self, kind: Any, name: str, patch: Any, **options: Any) -> None:
+        await self.release.wait()
+        self.ungated.append((name, patch, options["patch_type"]))
 
 
 class _Recorder:
@@ -137,6 +144,8 @@ def _pod_loop(pods: dict[str, Pod], client: _PodClient) -> SchedulerLoop:
     loop.assumed = {}
     loop._bind_gate = asyncio.Semaphore(32)
     loop._binding = set()
+    loop._ungate_slots = asyncio.Semaphore(2)
+    loop._ungating = {}
     return loop
 
 
@@ -231,3 +240,53 @@ async def test_default_queues_wait_for_a_refusing_api_server() -> None:
     assert await loop.ensure_default_queues() is True
     assert client.created == ["root", "default"]
     assert await loop.ensure_default_queues() is True  # both exist: nothing to do
+
+
+def _task(name: str, status: TaskStatus = TaskStatus.PENDING) -> TaskInfo:
+    return TaskInfo(
+        uid=f"uid-{name}",
+        namespace="ns",
+        name=name,
+        job="ns/pg",
+        role="",
+        resreq=Resources(),
+        init_resreq=Resources(),
+        priority=0,
+        status=status,
+    )
+
+
+async def test_queue_admission_gates_are_removed_once_each_apart_from_the_cycle() -> None:
+    """A session's ungate decisions become strategic merge patches deleting the queue
+    admission gate, sent apart from the cycle; a pod asked for again while its patch is in
+    flight is patched once; draining waits for them."""
+    client = _PodClient()
+    loop = _pod_loop({}, client)
+    loop.podgroups = _Informer(_Store({}))  # type: ignore[assignment]
+    loop.queues = _Informer(_Store({}))  # type: ignore[assignment]
+    result = SessionResult()
+    result.ungate.extend([_task("a"), _task("b")])
+    await asyncio.wait_for(loop.apply(result), 1)
+    await asyncio.wait_for(loop.apply(result), 1)  # the next session, before the cache knows
+    assert client.ungated == []
+    client.release.set()
+    await loop.drain_binds(grace=1)
+    assert sorted(name for name, _, _ in client.ungated) == ["a", "b"]
+    assert {(str(p), t) for _, p, t in client.ungated} == {
+        (str(REMOVE_GATE_PATCH), PatchType.STRATEGIC)
+    }
+    assert loop._ungating == {}
+
+
+async def test_a_gated_pod_gets_no_unschedulable_condition() -> None:
+    """The API server gives a gated pod PodScheduled=False SchedulingGated: the scheduler does
+    not overwrite it with Unschedulable (Volcano's RecordJobStatusEvent skips gated pods)."""
+    gated = Pod(
+        metadata=ObjectMeta(name="g", namespace="ns", uid="uid-g"),
+        spec=PodSpec(scheduling_gates=(PodSchedulingGate(name=QUEUE_ALLOCATION_GATE),)),
+    )
+    client = _PodClient()
+    loop = _pod_loop({"ns/g": gated, "ns/p": _pending("p")}, client)
+    message = "0/3 nodes are available: 3 Insufficient cpu."
+    await loop._mark_unschedulable({"ns/g": message, "ns/p": message})
+    assert client.patched == [("p", message)]

@@ -90,8 +90,8 @@ def test_wrong_kind_is_an_error() -> None:
 
 def test_unknown_path() -> None:
     """A path no rule serves is an errored review."""
-    _, response = call("/pods/mutate", review(job_dict()))
-    assert "no admission rules are served at /pods/mutate" in response["status"]["message"]
+    _, response = call("/nodes/mutate", review(job_dict()))
+    assert "no admission rules are served at /nodes/mutate" in response["status"]["message"]
 
 
 @pytest.mark.parametrize(

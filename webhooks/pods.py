@@ -1,5 +1,10 @@
 """Admission of pods (Volcano's pkg/webhooks/admission/pods/validate/admit_pod.go): the job
-disruption budget annotations of pods scheduled by a Caldera/Volcano scheduler.
+disruption budget annotations of pods scheduled by a Caldera/Volcano scheduler; and, on
+``/pods/mutate`` with the SchedulingGatesQueueAdmission feature gate on (Volcano's
+mutate_pod.go), the queue admission gate for a new pod that opts in with the annotation
+``scheduling.volcano.sh/queue-allocation-gate: "true"`` (``caldera.api.gates``). The gate goes
+only on pods of Caldera's schedulers, the only ones whose gate Caldera removes (Volcano gates
+any pod with the annotation).
 
 `volcano.sh/jdb-min-available` and `volcano.sh/jdb-max-unavailable` must each be a positive
 integer or a percentage from 1% to 99%, and at most one of them may be set. Pods of other
@@ -13,12 +18,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection
-from typing import Final
+from typing import Any, Final
 
 from caldera.api.core import Pod
+from caldera.api.gates import gate_patch
 from caldera.api.volcano import JDB_MAX_UNAVAILABLE_KEY, JDB_MIN_AVAILABLE_KEY
 
-__all__ = ["validate_pod"]
+__all__ = ["mutate_pod", "validate_pod"]
 
 _PERCENT: Final = re.compile(r"([0-9]+)%")
 _INTEGER: Final = re.compile(r"[0-9]+")
@@ -53,3 +59,13 @@ def validate_pod(pod: Pod, scheduler_names: Collection[str]) -> str:
         if error:
             return error
     return ""
+
+
+def mutate_pod(
+    pod: Pod, scheduler_names: Collection[str], *, queue_admission_gates: bool
+) -> list[dict[str, Any]]:
+    """The JSON patch for a new pod: the queue admission gate when the feature is on, the pod
+    is Caldera's to schedule and opted in; else nothing."""
+    if not queue_admission_gates or pod.spec.scheduler_name not in scheduler_names:
+        return []
+    return gate_patch(pod)

@@ -68,7 +68,7 @@ from webhooks.hypernodes import validate_hypernode
 from webhooks.jobflows import review_jobflow
 from webhooks.jobs import mutate_job, validate_job_create, validate_job_update
 from webhooks.podgroups import mutate_podgroup, validate_podgroup
-from webhooks.pods import validate_pod
+from webhooks.pods import mutate_pod, validate_pod
 from webhooks.queues import QueueRules, mutate_queue, validate_queue
 from webhooks.view import ClusterView
 
@@ -105,6 +105,7 @@ class AdmissionOptions:
 
     scheduler_names: tuple[str, ...] = ("volcano",)
     queue_rules: QueueRules = field(default_factory=QueueRules)
+    queue_admission_gates: bool = False  # the SchedulingGatesQueueAdmission feature gate
 
 
 def _type_error_message(exc: Exception, what: str) -> str:
@@ -196,6 +197,7 @@ class Admission:
             "/queues/validate": _Route("scheduling.volcano.sh", "Queue", self._validate_queue),
             "/podgroups/mutate": _Route("scheduling.volcano.sh", "PodGroup", self._mutate_pg),
             "/podgroups/validate": _Route("scheduling.volcano.sh", "PodGroup", self._validate_pg),
+            "/pods/mutate": _Route("", "Pod", self._mutate_pod),
             "/pods/validate": _Route("", "Pod", self._validate_pod),
             "/cronjobs/validate": _Route("batch.volcano.sh", "CronJob", self._validate_cronjob),
             "/jobflows/validate": _Route("flow.volcano.sh", "JobFlow", self._validate_jobflow),
@@ -257,6 +259,14 @@ class Admission:
         return _verdict(
             validate_podgroup(_decode(PODGROUP_DECODER, req.raw_object, "object"), self.cluster)
         )
+
+    def _mutate_pod(self, req: AdmissionRequest) -> Verdict:
+        if req.operation != Operation.CREATE:
+            return Verdict.allow()
+        pod = _decode(POD_DECODER, req.raw_object, "object")
+        options = self.options
+        gates = options.queue_admission_gates
+        return Verdict.allow(mutate_pod(pod, options.scheduler_names, queue_admission_gates=gates))
 
     def _validate_pod(self, req: AdmissionRequest) -> Verdict:
         if req.operation != Operation.CREATE:

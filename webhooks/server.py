@@ -431,6 +431,7 @@ def admission_options(settings: WebhookSettings) -> AdmissionOptions:
     """The rules' options from the process settings."""
     return AdmissionOptions(
         scheduler_names=settings.scheduler_names,
+        queue_admission_gates=settings.queue_admission_gates,
         queue_rules=QueueRules(
             max_depth=settings.max_queue_depth, root_protection=settings.root_queue_protection
         ),

@@ -15,6 +15,18 @@ first job in job order and places its pending pods in task order, in one Stateme
 - at the end of the turn the statement is committed when the job is ready (the pods bind),
   kept when the job is pipelined, else discarded.
 
+A queue whose ``spec.dequeueStrategy`` is ``fifo`` drops out of the session when its job's
+turn ends with the gang neither ready nor pipelined: its later jobs wait behind that one
+(``traverse``, the default, moves on to them). Volcano declares the field but its scheduler
+does not read it; this is the field's documented meaning (docs/compatibility.md).
+
+Pods held by a scheduling gate are not placed. A pod held only by the queue admission gate
+(``caldera.api.gates``) is asked of its queue (``session.allocatable``) at its job's first turn
+(``admit_gated``): when the queue takes it, the gate is removed (``session.queue_admitted``)
+and the pod is placed in a later session, once the cache shows it ungated; when it does not,
+the job's wait record says "queue admission gate: queue q at capability". Either way it gets
+no fit error, so no Unschedulable condition (Volcano v1.15's SchedulingGatesQueueAdmission).
+
 Jobs still Pending are skipped, unless the configuration has no enqueue action: then allocate
 moves them to Inqueue itself. Jobs the plugins find invalid (gang: too few pods) are skipped,
 with their reason as the PodGroup's Unschedulable condition. Best-effort pods (no requests) are
@@ -40,8 +52,10 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from caldera.api.gates import only_queue_gate
 from caldera.api.volcano import PodGroupCondition
-from scheduler.actions.enqueue import INQUEUE, queue_rounds
+from caldera.api.why import WaitStage
+from scheduler.actions.enqueue import INQUEUE, held_behind, queue_rounds
 from scheduler.actions.partitions import place_with_sub_groups
 from scheduler.actions.placer import Placer, fit_error_histogram, fits_idle
 from scheduler.actions.retry import Retries
@@ -68,6 +82,11 @@ def discard(stmt: Statement) -> None:
         if op.op in ("allocate", "pipeline"):
             op.task.last_transaction = (status, op.node)
     stmt.discard()
+
+
+def queue_gate_note(queue: QueueInfo) -> str:
+    """Why a pod behind the queue admission gate keeps it (the job's wait record)."""
+    return f"queue admission gate: queue {queue.name} at capability"
 
 
 def skip_invalid(ssn: Session, job: JobInfo) -> bool:
@@ -98,10 +117,37 @@ def waiting_in_order(
     if signature is not None and isinstance(kept, tuple) and kept[0] == signature:
         tasks: list[TaskInfo] = kept[1]
         return tasks
-    tasks = sorted((t for t in waiting.values() if not t.best_effort), key=task_key)
+    tasks = sorted((t for t in waiting.values() if waits_for_room(t)), key=task_key)
     if signature is not None:
         incremental.keep_for_job(job, _WAITING_IN_ORDER, (signature, tasks))
     return tasks
+
+
+def waits_for_room(task: TaskInfo) -> bool:
+    """A pending pod allocate places: one that requests resources and that no scheduling gate
+    holds but, possibly, the queue admission gate (asked of its queue, then skipped)."""
+    if task.best_effort:
+        return False
+    return not task.gated or task.pod is None or only_queue_gate(task.pod)
+
+
+def admit_gated(
+    ssn: Session, queue: QueueInfo, job: JobInfo, tasks: list[TaskInfo]
+) -> list[TaskInfo]:
+    """The job's pods to place this session: ``tasks`` but those held by the queue admission
+    gate, each of which is asked of its queue first, in task order: taken, its gate is removed
+    (it is placed in a later session, ungated); refused, the job's wait record says so."""
+    if not any(t.gated for t in tasks):
+        return tasks
+    ungated = []
+    for task in tasks:
+        if not task.gated:
+            ungated.append(task)
+        elif ssn.allocatable(queue, task):
+            ssn.queue_admitted(task)
+        else:
+            ssn.note_wait(job.key, WaitStage.ALLOCATE, queue_gate_note(queue))
+    return ungated
 
 
 class AllocateAction:
@@ -149,9 +195,13 @@ class AllocateAction:
                 continue
             _, _, job = heapq.heappop(jobs)
             if job.key not in ordered:
-                ordered[job.key] = deque(pending[job.key])
-            if self._turn(ssn, placer, retries, queue, job, ordered[job.key]):
+                ordered[job.key] = deque(admit_gated(ssn, queue, job, pending[job.key]))
+            turn = ordered[job.key]
+            if turn and self._turn(ssn, placer, retries, queue, job, turn):
                 heapq.heappush(jobs, (job_key(job), next(counter), job))
+            elif queue.fifo and not (ssn.job_ready(job) or ssn.job_pipelined(job)):
+                held_behind(ssn, queue, job, (j for _, _, j in jobs), WaitStage.ALLOCATE)
+                continue  # the queue's later jobs wait for this one (dequeueStrategy fifo)
             heapq.heappush(queue_heap, (queue_key(queue), next(counter), queue))
 
     @staticmethod

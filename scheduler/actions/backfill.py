@@ -3,7 +3,9 @@
 Queues in queue order, their jobs in job order (jobs still Pending or invalid are skipped),
 each job's pending best-effort pods in task order: the pod goes to the best-scored node that
 passes the predicates (ties to the node name); a pod no node takes records its fit error.
-A job's placements bind when the job is ready, else they are undone.
+A job's placements bind when the job is ready, else they are undone. Pods held by a
+scheduling gate are skipped; the queue admission gate of one that opted in is removed
+(``session.queue_admitted``): it needs no room in its queue.
 """
 
 from __future__ import annotations
@@ -49,6 +51,11 @@ class BackfillAction:
                 stmt = ssn.statement()
                 tasks = [t for t in job.tasks_in(TaskStatus.PENDING) if t.best_effort]
                 for task in sorted(tasks, key=task_key):
+                    if task.gated:
+                        # Kubernetes binds no gated pod; the queue admission gate goes at once,
+                        # since a pod that requests nothing needs no room in its queue.
+                        ssn.queue_admitted(task)
+                        continue
                     best: tuple[float, str] | None = None
                     reasons: list[list[str]] = []
                     for name, node in ssn.nodes.items():

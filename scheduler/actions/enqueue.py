@@ -5,15 +5,20 @@ job still Pending. A job without minResources is admitted; one with minResources
 when the plugins' enqueueable votes allow it (overcommit, proportion, ...). Admission calls the
 plugins' enqueued callbacks (so the next job sees the resources this one reserved) and sets
 the phase to Inqueue, which lets the job controller create the job's pods.
+
+A queue whose ``spec.dequeueStrategy`` is ``fifo`` stops at its first job that is not admitted:
+its later jobs stay Pending behind it for the session (``traverse``, the default, goes on to
+them, as Volcano's enqueue always does; Volcano's scheduler does not read the field).
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from caldera.api.why import WaitStage
 from scheduler.api.types import PENDING_PHASES, JobInfo, QueueInfo
 
 if TYPE_CHECKING:
@@ -47,6 +52,22 @@ def queue_rounds(
     return queue_heap, job_heaps, counter
 
 
+def held_behind(
+    ssn: Session, queue: QueueInfo, head: JobInfo, behind: Iterable[JobInfo], stage: WaitStage
+) -> None:
+    """Note, for each job of the fifo ``queue`` left ``behind`` its ``head``, that it waits
+    for the head to pass ``stage`` (enqueue: admitted; allocate: placed) first."""
+    verb = "admitted" if stage == WaitStage.ENQUEUE else "placed"
+    if not ssn.explain:
+        return
+    text = (
+        f"queue {queue.name} is fifo (dequeueStrategy): this job waits until job "
+        f"{head.key}, ahead of it, is {verb}"
+    )
+    for job in behind:
+        ssn.note_wait(job.key, stage, text)
+
+
 class EnqueueAction:
     """Moves admissible Pending jobs to Inqueue."""
 
@@ -72,4 +93,7 @@ class EnqueueAction:
                 ssn.job_enqueued(job)
                 job.set_phase(INQUEUE)
                 ssn.result.podgroup_phase_inqueue.append(job.key)
+            elif queue.fifo:
+                held_behind(ssn, queue, job, (j for _, _, j in jobs), WaitStage.ENQUEUE)
+                continue  # the queue's later jobs wait for this one (dequeueStrategy fifo)
             heapq.heappush(queue_heap, (queue_key(queue), next(counter), queue))

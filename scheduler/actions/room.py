@@ -211,7 +211,6 @@ class RoomFinder:
         # whose networkTopology is hard), with a placer over them; None: every node.
         self.allowed: frozenset[str] | None = None
         self._placers: dict[frozenset[str], Placer] = {}
-        self.victim_key = ssn.victim_order_key()
         self.preempting = kind is CallbackKind.PREEMPTABLE  # else reclaiming
         self.choose = ssn.preemptable if self.preempting else ssn.reclaimable
         self._by_queue: dict[str, list[JobInfo]] | None = None
@@ -405,7 +404,7 @@ class RoomFinder:
         if not preemptor.init_resreq.less_equal(node.future_idle() + freed):
             return None  # even every victim would not make room here
         stmt = ssn.statement()
-        for victim in sorted(victims, key=self.victim_key):
+        for victim in sorted(victims, key=ssn.victim_order_key(preemptor)):
             if fits(ssn, queue, preemptor, node):
                 break
             stmt.evict(victim, self.reason)

@@ -146,6 +146,11 @@ class TaskInfo:
         self.best_effort = self.init_resreq.is_empty()
 
     @property
+    def gated(self) -> bool:
+        """The pod has a scheduling gate: Kubernetes does not let it be bound."""
+        return self.pod is not None and bool(self.pod.spec.scheduling_gates)
+
+    @property
     def signature(self) -> bytes:
         """``scheduling_signature`` of the pod, computed once (the pod does not change within
         a session)."""
@@ -430,7 +435,14 @@ class QueueInfo:
     state: str = "Open"
     parent: str = ""
     priority: int = 0
+    # spec.dequeueStrategy: "fifo" holds the queue's later jobs back in a session while its
+    # first job cannot be admitted or placed; "traverse" (the default) moves on to them.
+    dequeue_strategy: str = "traverse"
     queue: Queue | None = None
+
+    @property
+    def fifo(self) -> bool:
+        return self.dequeue_strategy == "fifo"
 
     @property
     def open(self) -> bool:

@@ -20,6 +20,8 @@ class CallbackKind(enum.Enum):
     QUEUE_ORDER = ("queue_order", "enableQueueOrder")
     TASK_ORDER = ("task_order", "enableTaskOrder")
     VICTIM_ORDER = ("victim_order", "enabledVictim")
+    # Volcano's victim queue order functions have no switch of their own.
+    VICTIM_QUEUE_ORDER = ("victim_queue_order", "")
     PREDICATE = ("predicate", "enablePredicate")
     NODE_ORDER = ("node_order", "enableNodeOrder")
     JOB_READY = ("job_ready", "enableJobReady")

@@ -5,7 +5,10 @@ Plugins register callbacks in tier order; the session combines them the way Volc
 
 - order functions (job, queue, task, victim order): the first enabled plugin, tier by tier, that
   does not answer 0 decides; ties fall back to creation time then key for jobs, the name for
-  queues, the key for tasks, and the reverse task order then the key for victims;
+  queues, the key for tasks; victims without a victim order function go in Volcano's
+  BuildVictimsPriorityQueue order (``victim_order_key``): across queues the reverse of queue
+  order (or a victim queue order function), within a queue the reverse of job order, then of
+  task order;
 - predicates: every plugin must pass; node order: scores are summed;
 - job ready / allocatable: every plugin must agree; overused: any plugin may say so;
 - pipelined / enqueueable / starving: votes (+1 permit, 0 abstain, -1 reject) — a reject wins, a
@@ -35,6 +38,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from caldera.api.gates import only_queue_gate, opted_in
 from caldera.api.resources import Resources
 from caldera.api.volcano import PodGroupCondition, PodGroupStatus
 from caldera.api.why import WaitRecord
@@ -60,6 +64,7 @@ _JOB_ORDER = CallbackKind.JOB_ORDER
 _QUEUE_ORDER = CallbackKind.QUEUE_ORDER
 _TASK_ORDER = CallbackKind.TASK_ORDER
 _VICTIM_ORDER = CallbackKind.VICTIM_ORDER
+_VICTIM_QUEUE_ORDER = CallbackKind.VICTIM_QUEUE_ORDER
 _PREDICATE = CallbackKind.PREDICATE
 _NODE_ORDER = CallbackKind.NODE_ORDER
 _JOB_READY = CallbackKind.JOB_READY
@@ -77,6 +82,8 @@ _ALLOCATE_HANDLER = CallbackKind.ALLOCATE_HANDLER
 
 
 OrderFn = Callable[[T, T], int]  # <0: left first, >0: right first, 0: no opinion
+# Which of two victims' queues loses first to the preemptor's queue (the third argument).
+VictimQueueOrderFn = Callable[["QueueInfo", "QueueInfo", "QueueInfo"], int]
 PredicateFn = Callable[[TaskInfo, NodeInfo], str | None]  # None: fits; else the reason
 NodeOrderFn = Callable[[TaskInfo, NodeInfo], float]
 JobPredicate = Callable[[JobInfo], bool]
@@ -155,6 +162,9 @@ class SessionResult:
     podgroup_phase_inqueue: list[str] = field(default_factory=list)  # job keys enqueued
     queue_allocated: dict[str, Resources] = field(default_factory=dict)
     unschedulable: dict[str, str] = field(default_factory=dict)  # task key -> fit message
+    # Pods whose queue admission gate is to be removed: their queue takes them
+    # (SchedulingGatesQueueAdmission, caldera.api.gates).
+    ungate: list[TaskInfo] = field(default_factory=list)
     # Why a job waits (caldera.api.why), by job key: written only when the finding changed,
     # and kept back (counted in why_deferred) while the last one is younger than its refresh.
     podgroup_why: dict[str, WaitRecord] = field(default_factory=dict)
@@ -238,6 +248,10 @@ class Session:
         # Whether the session explains itself: wait records (``scheduler.why``), the notes
         # they are made of, and Events. The simulator, which writes none, turns it off.
         self.explain = True
+        # Whether Volcano's SchedulingGatesQueueAdmission is on (the process's --feature-gates):
+        # a pod that opted in and waits behind the queue admission gate is ungated once its
+        # queue takes it (``queue_admitted``), and capacity holds room for it until it is placed.
+        self.queue_admission_gates = False
         # Whether the session reports per-job figures for the process's metrics (drf's job
         # shares, ``SessionResult.job_share``); the simulator, which exports none, turns it off.
         self.job_figures = True
@@ -339,6 +353,9 @@ class Session:
 
     def add_victim_order_fn(self, plugin: str, fn: OrderFn[TaskInfo]) -> None:
         self._add(_VICTIM_ORDER, plugin, fn)
+
+    def add_victim_queue_order_fn(self, plugin: str, fn: VictimQueueOrderFn) -> None:
+        self._add(_VICTIM_QUEUE_ORDER, plugin, fn)
 
     def add_predicate_fn(self, plugin: str, fn: PredicateFn) -> None:
         self._add(_PREDICATE, plugin, fn)
@@ -474,16 +491,54 @@ class Session:
 
         return functools.cmp_to_key(compare)
 
-    def victim_order_key(self) -> Callable[[TaskInfo], Any]:
-        """Victims in the order they should be evicted (the reverse of task order by default)."""
+    def victim_order_key(self, preemptor: TaskInfo | None = None) -> Callable[[TaskInfo], Any]:
+        """Victims in the order they should be evicted for ``preemptor`` (Volcano's
+        BuildVictimsPriorityQueue), after any victim order function:
+
+        - two tasks of one job: the reverse of task order;
+        - a task whose job has left the session before one whose job is known;
+        - tasks of jobs in different queues (when the preemptor's job is known): the victim
+          queue order functions (capacity's hierarchy), else the reverse of queue order, so
+          the lowest-priority queue loses first;
+        - otherwise the reverse of the job order functions, then of task order.
+
+        Without a preemptor (or its job), jobs are compared across queues as within one."""
+        jobs, queues = self.jobs, self.queues
+        preemptor_job = jobs.get(preemptor.job) if preemptor is not None else None
+        preemptor_queue = queues.get(preemptor_job.queue) if preemptor_job is not None else None
+
+        def reverse_task(a: TaskInfo, b: TaskInfo) -> int:
+            return -self._order(_TASK_ORDER, a, b) or ((a.key > b.key) - (a.key < b.key))
 
         def compare(a: TaskInfo, b: TaskInfo) -> int:
             answer = self._order(_VICTIM_ORDER, a, b)
             if answer:
                 return answer
-            return -self._order(_TASK_ORDER, a, b) or ((a.key > b.key) - (a.key < b.key))
+            if a.job == b.job:
+                return reverse_task(a, b)
+            a_job, b_job = jobs.get(a.job), jobs.get(b.job)
+            if a_job is None or b_job is None:
+                if a_job is None and b_job is None:
+                    return reverse_task(a, b)
+                return -1 if a_job is None else 1  # its PodGroup is gone anyway
+            if preemptor_queue is not None and a_job.queue != b_job.queue:
+                a_queue, b_queue = queues.get(a_job.queue), queues.get(b_job.queue)
+                if a_queue is not None and b_queue is not None:
+                    return self.victim_queue_order(a_queue, b_queue, preemptor_queue)
+            return -self._order(_JOB_ORDER, a_job, b_job) or reverse_task(a, b)
 
         return functools.cmp_to_key(compare)
+
+    def victim_queue_order(self, left: QueueInfo, right: QueueInfo, preemptor: QueueInfo) -> int:
+        """Which of two queues loses victims first to a task of ``preemptor`` (<0: ``left``):
+        the first victim queue order function with an opinion, else the reverse of queue
+        order (names last), Volcano's VictimQueueOrderFn."""
+        for reg in self._registered(_VICTIM_QUEUE_ORDER):
+            answer = int(reg.fn(left, right, preemptor))
+            if answer:
+                return answer
+        answer = self._order(_QUEUE_ORDER, left, right)
+        return -answer or ((left.name < right.name) - (left.name > right.name))
 
     def predicate(self, task: TaskInfo, node: NodeInfo) -> str | None:
         """None if ``task`` may run on ``node``, else the first reason it may not."""
@@ -677,6 +732,15 @@ class Session:
         plugin's answers read only its own state."""
         answering = {reg.plugin for reg in self._registered(_ALLOCATABLE)}
         return [reg.fn for reg in self._registered(_ALLOCATE_HANDLER) if reg.plugin in answering]
+
+    def queue_admitted(self, task: TaskInfo) -> None:
+        """``task``'s queue takes it: remove its queue admission gate, when the feature is on,
+        the pod opted in and no other gate holds it (Volcano's SchGateManager.Enqueue)."""
+        pod = task.pod
+        if not self.queue_admission_gates or pod is None:
+            return
+        if only_queue_gate(pod) and opted_in(pod):
+            self.result.ungate.append(task)
 
     def note_wait(self, job: str, stage: str, text: str) -> None:
         """Note why ``job`` waits (see ``scheduler.why``); repeated notes are kept once."""

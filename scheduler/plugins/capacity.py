@@ -35,7 +35,18 @@ a queue below its deserved share wants them back, reclaim takes the borrowed pod
   ``allocated / deserved`` over the resources the queue deserves; a queue that deserves nothing
   has share 1, and of two equal shares the one that deserves something goes first). With
   hierarchy, leaves come before inner queues, and two leaves are ordered by the shares of their
-  branches just below the ancestor they share (Volcano's ``getQueueLevel``).
+  branches just below the ancestor they share (Volcano's ``getQueueLevel``);
+- victim queue order (with hierarchy): of two queues losing pods to a reclaimer, the one whose
+  deepest ancestor shared with the reclaimer's queue lies deeper in the tree loses first (a
+  sibling before a cousin), Volcano's; queues as close as each other fall back to the reverse
+  of queue order (``Session.victim_queue_order``).
+
+With Volcano's SchedulingGatesQueueAdmission on (``caldera.api.gates``), a pod that opted in
+and that its queue took holds room in the queue and up the tree from then until it is placed,
+as Volcano's reserved cache: pods that wait ungated for a node (a cluster autoscaler adds it)
+are not overtaken by others of the queue. The room is held only while the feature is on, and
+at a session's start for at most what the queue may hold (Volcano holds it for every pod with
+the annotation, gated or not, however many).
 
 Reclaim settles: a reclaiming queue ends within its deserved amount of everything the pod asks
 for that it deserves, and a queue that loses a pod keeps its deserved amount of something the
@@ -53,9 +64,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from caldera.api.gates import opted_in
 from caldera.api.resources import Resources
 from caldera.api.why import WaitStage
-from scheduler.api.types import JobInfo, QueueInfo, TaskInfo
+from scheduler.api.types import JobInfo, QueueInfo, TaskInfo, TaskStatus
 from scheduler.framework.incremental import Speedups
 from scheduler.framework.plugin import Arguments
 from scheduler.framework.session import Session
@@ -76,6 +88,9 @@ class CapacityAttr:
     inqueue: Resources = field(default_factory=Resources)
     elastic: Resources = field(default_factory=Resources)
     share: float = 0.0
+    # Held for pods its queue took that wait ungated for a node (queue admission gates), in
+    # this queue or below it.
+    reserved: Resources = field(default_factory=Resources)
 
     @property
     def name(self) -> str:
@@ -121,6 +136,17 @@ def insufficient_message(over: Resources) -> str:
     return f"{QUOTA_EVENT}: {names}" if names else QUOTA_EVENT
 
 
+def shared_depth(left: Sequence[str], right: Sequence[str]) -> int:
+    """How many leading ancestors (from the top's child down) two queues share: Volcano's
+    ``getQueueLevel``, whose ancestor lists also hold the root."""
+    depth = 0
+    for mine, theirs in zip(left, right, strict=False):
+        if mine != theirs:
+            break
+        depth += 1
+    return depth
+
+
 class CapacityPlugin:
     """Per-resource deserved, guarantee and capability, with borrowing and reclaim."""
 
@@ -133,6 +159,11 @@ class CapacityPlugin:
         self.attrs: dict[str, CapacityAttr] = {}
         self._chains: dict[str, list[CapacityAttr]] = {}
         self._ssn: Session | None = None
+        # Queue admission gates (SchedulingGatesQueueAdmission): the room held for each pod
+        # its queue took that is not placed yet, by uid: (its queue's attr, the amount).
+        self._reserved: dict[str, tuple[CapacityAttr, Resources]] = {}
+        # Those of them the session placed, kept to be held again if the placement is undone.
+        self._placed: dict[str, tuple[CapacityAttr, Resources]] = {}
 
     # ---- session open -------------------------------------------------------------------------
 
@@ -169,8 +200,13 @@ class CapacityPlugin:
                 member.elastic = member.elastic + elastic
         for attr in self.attrs.values():
             attr.share = capacity_share(attr.allocated, attr.limits.deserved)
+        self._reserved, self._placed = {}, {}
+        if ssn.queue_admission_gates:
+            self._hold_for_ungated(ssn)
 
         ssn.add_queue_order_fn(self.name, self.queue_order)
+        if self.hierarchy:
+            ssn.add_victim_queue_order_fn(self.name, self.victim_queue_order)
         ssn.add_allocatable_fn(self.name, self.allocatable)
         ssn.add_job_enqueueable_fn(self.name, self.job_enqueueable)
         ssn.add_job_enqueued_fn(self.name, self.job_enqueued)
@@ -199,14 +235,52 @@ class CapacityPlugin:
         return None if job is None else self.attrs.get(job.queue)
 
     def _on_allocate(self, task: TaskInfo) -> None:
+        held = self._reserved.pop(task.uid, None)
+        if held is not None:  # counted as allocated from now on
+            self._hold(held[0], Resources() - held[1])
+            self._placed[task.uid] = held
         attr = self._attr_of(task)
         if attr is not None:
             self._move(attr, task.resreq.without(*UNTRACKED))
 
     def _on_deallocate(self, task: TaskInfo) -> None:
+        held = self._placed.pop(task.uid, None)
+        if held is not None:  # a placement undone: the pod holds its room again
+            self._reserved[task.uid] = held
+            self._hold(held[0], held[1])
         attr = self._attr_of(task)
         if attr is not None:
             self._move(attr, Resources() - task.resreq.without(*UNTRACKED))
+
+    def _hold_for_ungated(self, ssn: Session) -> None:
+        """A pod that opted in and has no gate left passed its queue's check in an earlier
+        session: it holds its room until it is placed (Volcano's reserved cache). Oldest job
+        first, and only as much as the queue may hold: pods that never had the gate (created
+        while the webhook did not give it) or a capability lowered since must not hold more,
+        or they would hold each other out for good (Volcano's can). Settled jobs have no pod
+        waiting."""
+        jobs = sorted(ssn.incremental.unsettled_jobs(), key=lambda j: (j.creation, j.key))
+        for job in jobs:
+            attr = self.attrs.get(job.queue)
+            if attr is None:
+                continue
+            waiting = job.tasks_in(TaskStatus.PENDING)
+            for task in sorted(waiting, key=lambda t: t.key):
+                if task.pod is None or task.gated or not opted_in(task.pod):
+                    continue
+                if self._fits_chain(attr, task.resreq):
+                    self._reserve(attr, task)
+
+    def _reserve(self, attr: CapacityAttr, task: TaskInfo) -> None:
+        """Hold room for ``task`` in its queue and up the tree until it is placed."""
+        if task.uid not in self._reserved:
+            amount = task.resreq.without(*UNTRACKED)
+            self._reserved[task.uid] = (attr, amount)
+            self._hold(attr, amount)
+
+    def _hold(self, attr: CapacityAttr, amount: Resources) -> None:
+        for member in self._chain(attr):
+            member.reserved = member.reserved + amount
 
     def _move(self, attr: CapacityAttr, amount: Resources) -> None:
         for member in self._chain(attr):
@@ -236,12 +310,19 @@ class CapacityPlugin:
             )
         return ""
 
-    def _fits_chain(self, attr: CapacityAttr, request: Resources) -> bool:
+    def _fits_chain(self, attr: CapacityAttr, request: Resources, uid: str = "") -> bool:
         """The queue and each ancestor stay within their real capability with ``request``
-        (``over_limit`` is empty for each; written out: allocate asks for every pod)."""
+        (``over_limit`` is empty for each; written out: allocate asks for every pod), and with
+        the room held for pods behind queue admission gates (but pod ``uid``'s own)."""
         wanted = [(n, a) for n, a in request.items() if a > 0 and n not in UNTRACKED]
+        reserved = self._reserved
+        own = reserved[uid][1] if uid in reserved else None
         for member in self._chain(attr):
             held, limit = member.allocated, member.limits.real_capability
+            if reserved:
+                held = held + member.reserved
+                if own is not None:
+                    held = held - own
             for name, amount in wanted:
                 if held.get(name) + amount > limit.get(name):
                     return False
@@ -269,11 +350,34 @@ class CapacityPlugin:
                 return _compare_shares(self.attrs[mine], self.attrs[theirs])
         return _compare_shares(la, ra)
 
+    def victim_queue_order(self, left: QueueInfo, right: QueueInfo, preemptor: QueueInfo) -> int:
+        """The queue nearer the reclaimer's in the tree loses first (see the module
+        docstring); 0 when they are as near, or one is outside the tree."""
+        own = self.attrs.get(preemptor.name)
+        la, ra = self.attrs.get(left.name), self.attrs.get(right.name)
+        if own is None or la is None or ra is None:
+            return 0
+        left_level = shared_depth(la.limits.ancestors, own.limits.ancestors)
+        right_level = shared_depth(ra.limits.ancestors, own.limits.ancestors)
+        return (right_level > left_level) - (right_level < left_level)
+
     def allocatable(self, queue: QueueInfo, task: TaskInfo) -> bool:
         """Open, attached, a leaf, and within the real capability up the tree with the task."""
         if self._refusal(queue):
             return False
-        return self._fits_chain(self.attrs[queue.name], task.resreq)
+        attr = self.attrs[queue.name]
+        if not self._fits_chain(attr, task.resreq, task.uid):
+            return False
+        if self._holds_room(task):
+            self._reserve(attr, task)  # taken: held until placed (its gate goes, or has gone)
+        return True
+
+    def _holds_room(self, task: TaskInfo) -> bool:
+        """A pending pod that opted in to queue admission gates, with the feature on."""
+        ssn, pod = self._ssn, task.pod
+        if ssn is None or not ssn.queue_admission_gates or pod is None:
+            return False
+        return task.status == TaskStatus.PENDING and opted_in(pod)
 
     def preemptive(self, queue: QueueInfo, tasks: Sequence[TaskInfo]) -> bool:
         """May ``queue`` reclaim for ``tasks``: within its real capability with them, and
