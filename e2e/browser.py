@@ -17,11 +17,15 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 
 from e2e.cluster.control_plane import free_port
 from e2e.waiting import eventually
 
 CHROMIUM = os.environ.get("CALDERA_CHROMIUM") or shutil.which("chromium") or ""
+needs_chromium = pytest.mark.skipif(
+    not CHROMIUM, reason="no chromium on PATH: 'make browser' installs Debian's package"
+)
 
 WINDOW = (1200, 760)
 
@@ -128,3 +132,53 @@ async def chromium(profile: Path) -> AsyncIterator[Page]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+# What every page must have, checked in the page itself: a title and language, the banner,
+# navigation and main landmarks (one main, one h1), a name for every form control (its label,
+# or aria-label/-labelledby), alt text on every image, a name for every button and link, links
+# that are links (an href, not taken out of the tab order), and header cells in every table.
+AUDIT = """(() => {
+  const problems = [];
+  const short = (el) => el.outerHTML.slice(0, 90);
+  if (!document.title.trim()) problems.push("no <title>");
+  if (!document.documentElement.lang) problems.push("no lang on <html>");
+  for (const [sel, role] of [["header", "banner"], ["nav", "navigation"], ["main", "main"]]) {
+    if (!document.querySelector(`${sel}, [role=${role}]`)) problems.push(`no ${role} landmark`);
+  }
+  if (document.querySelectorAll("main").length !== 1) problems.push("not one <main>");
+  if (document.querySelectorAll("h1").length !== 1) problems.push("not one <h1>");
+  for (const el of document.querySelectorAll("input:not([type=hidden]), select, textarea")) {
+    const byLabel = [...(el.labels || [])].map((l) => l.textContent.trim()).join("");
+    const byAria = (el.getAttribute("aria-label") || "").trim()
+      || (el.getAttribute("aria-labelledby") || "").split(/\\s+/).filter(Boolean)
+           .map((id) => (document.getElementById(id) || {}).textContent || "").join("").trim();
+    if (!byLabel && !byAria) problems.push(`form control without a label: ${short(el)}`);
+  }
+  for (const img of document.querySelectorAll("img, [role=img]")) {
+    if (!img.hasAttribute("alt") && !img.getAttribute("aria-label")) {
+      problems.push(`image without alt: ${short(img)}`);
+    }
+  }
+  for (const b of document.querySelectorAll("button")) {
+    if (!b.textContent.trim() && !b.getAttribute("aria-label")) {
+      problems.push(`unnamed button: ${short(b)}`);
+    }
+  }
+  for (const a of document.querySelectorAll("a")) {
+    if (!a.hasAttribute("href")) problems.push(`link without href: ${short(a)}`);
+    if (a.tabIndex < 0) problems.push(`link out of the tab order: ${short(a)}`);
+    if (!a.textContent.trim() && !a.getAttribute("aria-label")) {
+      problems.push(`unnamed link: ${short(a)}`);
+    }
+  }
+  for (const t of document.querySelectorAll("table")) {
+    if (!t.querySelector("th")) problems.push(`table without header cells: ${short(t)}`);
+  }
+  for (const m of document.querySelectorAll("meter, progress")) {
+    if (!m.getAttribute("aria-label") && !(m.labels && m.labels.length)) {
+      problems.push(`unnamed meter: ${short(m)}`);
+    }
+  }
+  return problems;
+})()"""

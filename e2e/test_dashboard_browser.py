@@ -44,7 +44,7 @@ from caldera.api.volcano import Job
 from caldera.api.why import WHY_ANNOTATION, bounded, encode_record
 from caldera.kube.client import KubeClient
 from caldera.kube.errors import NotFound
-from e2e.browser import CHROMIUM, Page, chromium
+from e2e.browser import AUDIT, Page, chromium, needs_chromium
 from e2e.caldera_process import CalderaProcess
 from e2e.cluster.control_plane import free_port, run_kubectl
 from e2e.cluster.identities import write_token_kubeconfig
@@ -55,9 +55,6 @@ from e2e.waiting import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("crds")]
 
-needs_chromium = pytest.mark.skipif(
-    not CHROMIUM, reason="no chromium on PATH: 'make browser' installs Debian's package"
-)
 
 # The issue's bound for a change to show on an open page, plus the probe's own period.
 LIVE_BOUND = 2.0
@@ -288,54 +285,6 @@ def test_a_tenant_is_told_to_watch_its_namespace(
         assert "does not let you list queues, nodes, priorityclasses" in page
 
 
-# What every page must have, checked in the page itself: a title and language, the banner,
-# navigation and main landmarks (one main, one h1), a name for every form control (its label,
-# or aria-label/-labelledby), alt text on every image, a name for every button and link, links
-# that are links (an href, not taken out of the tab order), and header cells in every table.
-AUDIT = """(() => {
-  const problems = [];
-  const short = (el) => el.outerHTML.slice(0, 90);
-  if (!document.title.trim()) problems.push("no <title>");
-  if (!document.documentElement.lang) problems.push("no lang on <html>");
-  for (const [sel, role] of [["header", "banner"], ["nav", "navigation"], ["main", "main"]]) {
-    if (!document.querySelector(`${sel}, [role=${role}]`)) problems.push(`no ${role} landmark`);
-  }
-  if (document.querySelectorAll("main").length !== 1) problems.push("not one <main>");
-  if (document.querySelectorAll("h1").length !== 1) problems.push("not one <h1>");
-  for (const el of document.querySelectorAll("input:not([type=hidden]), select, textarea")) {
-    const byLabel = [...(el.labels || [])].map((l) => l.textContent.trim()).join("");
-    const byAria = (el.getAttribute("aria-label") || "").trim()
-      || (el.getAttribute("aria-labelledby") || "").split(/\\s+/).filter(Boolean)
-           .map((id) => (document.getElementById(id) || {}).textContent || "").join("").trim();
-    if (!byLabel && !byAria) problems.push(`form control without a label: ${short(el)}`);
-  }
-  for (const img of document.querySelectorAll("img, [role=img]")) {
-    if (!img.hasAttribute("alt") && !img.getAttribute("aria-label")) {
-      problems.push(`image without alt: ${short(img)}`);
-    }
-  }
-  for (const b of document.querySelectorAll("button")) {
-    if (!b.textContent.trim() && !b.getAttribute("aria-label")) {
-      problems.push(`unnamed button: ${short(b)}`);
-    }
-  }
-  for (const a of document.querySelectorAll("a")) {
-    if (!a.hasAttribute("href")) problems.push(`link without href: ${short(a)}`);
-    if (a.tabIndex < 0) problems.push(`link out of the tab order: ${short(a)}`);
-    if (!a.textContent.trim() && !a.getAttribute("aria-label")) {
-      problems.push(`unnamed link: ${short(a)}`);
-    }
-  }
-  for (const t of document.querySelectorAll("table")) {
-    if (!t.querySelector("th")) problems.push(`table without header cells: ${short(t)}`);
-  }
-  for (const m of document.querySelectorAll("meter, progress")) {
-    if (!m.getAttribute("aria-label") && !(m.labels && m.labels.length)) {
-      problems.push(`unnamed meter: ${short(m)}`);
-    }
-  }
-  return problems;
-})()"""
 # Each focusable element, named as the audit compares them.
 FOCUSABLE = """[...document.querySelectorAll(
     "a[href], button, input:not([type=hidden]), select, textarea")]

@@ -29,10 +29,10 @@ from typing import Any
 import pytest
 import yaml
 
+from e2e.browser import AUDIT, chromium, needs_chromium
 from e2e.cluster.control_plane import free_port, run_kubectl
 from e2e.cluster.identities import helm_binary, render_chart, write_token_kubeconfig
 from e2e.conftest import Cluster
-from e2e.test_dashboard_browser import AUDIT, chromium, needs_chromium
 from e2e.waiting import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("crds")]
