@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 
 import structlog
 
 from caldera.api.kinds import PODGROUP, QUEUE
+from caldera.kube.client import KubeClient
+from caldera.kube.errors import ApiConnectionError, ApiError
 from caldera.kube.events import EventRecorder
 from caldera.kube.leader import LeadershipLostError
 from caldera.obs.metrics import new_registry
@@ -25,6 +28,8 @@ from scheduler.conf import ConfError
 from scheduler.metrics import SchedulerMetrics
 from scheduler.process import ConfSource, SchedulerLoop, scheduler_conf_path
 from scheduler.registry import REGISTRY
+from scheduler.visibility.requestheader import RequestHeaderError
+from scheduler.visibility.server import AccessReviews, VisibilityServer, read_requestheader
 
 log = structlog.get_logger("scheduler")
 # The CRDs whose objects the scheduler writes (PodGroup status, Queue status).
@@ -69,6 +74,7 @@ async def run(settings: SchedulerSettings) -> int:
             raise StartupError(
                 f"cannot serve metrics on port {settings.metrics_port}: {exc}"
             ) from None
+        visibility = await start_visibility(settings, client, loop)
         factory.start()
         log.info("started", metrics_port=port, conf=settings.scheduler_conf or "(default)")
 
@@ -91,12 +97,39 @@ async def run(settings: SchedulerSettings) -> int:
             code = 1
         finally:
             await factory.stop()
+            if visibility is not None:
+                await visibility.stop()
             await recorder.close()
             await health.stop()
             log.info("stopped")
         return code
     finally:
         await client.close()
+
+
+async def start_visibility(
+    settings: SchedulerSettings, client: KubeClient, loop: SchedulerLoop
+) -> VisibilityServer | None:
+    """The visibility API's server, serving the loop's positions, when it is asked for."""
+    if not settings.visibility:
+        return None
+    try:
+        config = await read_requestheader(client)
+    except (RequestHeaderError, ApiError, ApiConnectionError) as exc:
+        raise StartupError(f"cannot serve the visibility API: {exc}") from None
+    server = VisibilityServer(
+        positions=lambda: loop.positions,
+        access=AccessReviews(client),
+        config=config,
+        cert_file=settings.visibility_cert_file,
+        key_file=settings.visibility_key_file,
+    )
+    try:
+        port = await server.start(settings.listen_address, settings.visibility_port)
+    except (OSError, ssl.SSLError) as exc:
+        raise StartupError(f"cannot serve the visibility API: {exc}") from None
+    log.info("serving the visibility API", port=port)
+    return server
 
 
 def main(settings: SchedulerSettings) -> int:

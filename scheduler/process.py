@@ -18,7 +18,9 @@ the event loop keeps serving watches and probes), then carry out its decisions:
   with it a Warning ``FailedScheduling`` event on the pod (only when the message changes, as
   Volcano's cache does); a Normal ``Scheduled`` "Successfully assigned ns/pod to node" event
   on each bound pod;
-- Events on PodGroups and pods.
+- Events on PodGroups and pods;
+- the waiting jobs in the order the session serves them, published for the visibility API
+  (``scheduler.visibility``).
 
 A session that would only repeat the last one, which changed nothing, is skipped
 (``scheduler.quiet``): a backlog that cannot fit costs nothing until the cluster changes.
@@ -75,6 +77,7 @@ from scheduler.live_snapshot import CachedObjects, LiveSnapshot
 from scheduler.metrics import SchedulerMetrics
 from scheduler.quiet import QuietSessions
 from scheduler.snapshot import CachedRequests
+from scheduler.visibility.order import Positions, publish
 from scheduler.why import unschedulable_reasons
 
 log = structlog.get_logger("scheduler")
@@ -218,6 +221,8 @@ class SchedulerLoop:
         self._run = run_in_thread or asyncio.to_thread
         self._unschedulable_seen: dict[str, str] = {}  # pod uid -> last message written
         self.quiet = QuietSessions()
+        # The waiting jobs in the order the last session serves them (the visibility API).
+        self.positions = Positions()
 
     def _podgroup_seen(self, pg: PodGroup) -> None:
         """Volcano's per-job scheduling start time, set when a PodGroup enters the cache."""
@@ -303,6 +308,7 @@ class SchedulerLoop:
             # What the session planned in the snapshot is derived again from the cache.
             self.live.after_session(session)
         self.metrics.session_latency.observe((time.monotonic() - core_started) * 1000)
+        self.positions = publish(result.pending, session.now, self.positions)
         self.metrics.observe(result)
         writes = await self.apply(result)
         self.quiet.record(conf, result, writes, now=started)

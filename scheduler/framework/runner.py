@@ -28,6 +28,7 @@ from scheduler.framework.status import (
     queue_allocation,
     status_changed,
 )
+from scheduler.visibility.order import pending_order
 from scheduler.why import publish, wait_record
 
 PluginFactory = Callable[[Arguments], Plugin]
@@ -127,5 +128,14 @@ def run_session(session: Session, conf: SchedulerConf, registry: Registry) -> Se
             session.result.placed_jobs[placed.key] = PlacedJob(
                 placed.namespace, placed.name, placed.queue, placed.creation
             )
+    if session.explain:  # before close: the order keys call the plugins' functions
+        session.result.pending = pending_order(
+            (session.jobs[key] for key in session.result.unready_jobs),
+            session.queues,
+            job_key=session.job_order_key(),
+            queue_key=session.queue_order_key(),
+            notes=notes,
+            now=session.now,
+        )
     session.close()
     return session.result
