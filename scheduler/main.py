@@ -29,6 +29,7 @@ from scheduler.metrics import SchedulerMetrics
 from scheduler.process import ConfSource, SchedulerLoop, scheduler_conf_path
 from scheduler.registry import REGISTRY
 from scheduler.visibility.requestheader import RequestHeaderError
+from scheduler.visibility.routing import mark_own_pod
 from scheduler.visibility.server import AccessReviews, VisibilityServer, read_requestheader
 
 log = structlog.get_logger("scheduler")
@@ -79,6 +80,8 @@ async def run(settings: SchedulerSettings) -> int:
         log.info("started", metrics_port=port, conf=settings.scheduler_conf or "(default)")
 
         async def lead() -> None:
+            if visibility is not None:
+                await mark_own_pod(client, leading=True)  # the Service now routes here
             await loop.run(stopping)
             # Before the Lease is released (and the fence closes): the session's last Events.
             with contextlib.suppress(TimeoutError):
@@ -113,6 +116,7 @@ async def start_visibility(
     """The visibility API's server, serving the loop's positions, when it is asked for."""
     if not settings.visibility:
         return None
+    await mark_own_pod(client, leading=False)  # a restarted container may keep the label
     try:
         config = await read_requestheader(client)
     except (RequestHeaderError, ApiError, ApiConnectionError) as exc:
