@@ -458,7 +458,9 @@ def test_dashboard_is_off_by_default_and_locked_down_when_on(helm: str, tmp_path
     assert policy["podSelector"]["matchLabels"] == service["spec"]["selector"]
     rules = find(objects, "ClusterRole", name)["rules"]
     verbs = {verb for rule in rules for verb in rule["verbs"]}
-    assert verbs == {"list", "watch", "create"}
+    assert verbs == {"list", "watch", "get", "create"}
+    got = {r for rule in rules if "get" in rule["verbs"] for r in rule["resources"]}
+    assert got == {"queues/pendingjobs"}  # the visibility API's queue list, nothing stored
     created = {r for rule in rules if "create" in rule["verbs"] for r in rule["resources"]}
     assert created == {"tokenreviews", "subjectaccessreviews"}
     binding = find(objects, "ClusterRoleBinding", name)

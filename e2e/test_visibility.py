@@ -2,8 +2,9 @@
 API server as the APIService ``v1alpha1.visibility.caldera.dev`` (through the local control
 plane's front proxy, which authenticates and authorises every read), jobs that wait at a
 queue's capability, their positions read as an administrator and as a ServiceAccount that may
-read only its namespace, ``caldera queue pending`` and ``caldera job view``; then room is made
-for one job at a time and the jobs are admitted in the order of their positions.
+read only its namespace, ``caldera queue pending``, ``caldera job view`` and the dashboard's
+queue page; then room is made for one job at a time and the jobs are admitted in the order of
+their positions.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import urllib.request
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +38,7 @@ from e2e.cluster.pki import write_serving_pair
 from e2e.conftest import Cluster
 from e2e.job_fixtures import job, task
 from e2e.test_cli import acaldera, ok
+from e2e.test_dashboard_browser import running_dashboard
 from e2e.waiting import eventually
 
 pytestmark = pytest.mark.e2e
@@ -189,6 +192,12 @@ async def _admitted(kube: KubeClient, namespaces: list[str], queue: str) -> set[
     return names
 
 
+def _read_page(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=10) as response:  # noqa: S310 - the test's own URL
+        text: str = response.read().decode()
+        return text
+
+
 async def _listed(client: KubeClient, path: str) -> PendingJobList:
     return PENDING_JOB_LIST_DECODER.decode(await client.request("GET", path))
 
@@ -338,6 +347,12 @@ async def test_positions_by_rbac_and_jobs_start_in_their_order(
     ], table
     view = ok(await acaldera(cluster, "job", "view", "a2", "-n", s.team))
     assert f"Position:\n  2 in queue {s.queue}, 2 in the cluster" in view, view
+    # The dashboard's queue page, locally with the admin's kubeconfig, in the same order.
+    with running_dashboard(cluster.kubeconfig, tmp_path / "dashboard.log") as url:
+        page = await asyncio.to_thread(_read_page, f"{url}queues/{s.queue}")
+    assert ">Position</th>" in page, page
+    links = [page.index(f'href="/jobs/{job_key}"') for job_key in expected]
+    assert links == sorted(links), page
 
     # Room for one job at a time: each time the running job goes, the next one starts.
     started: list[str] = []
