@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from caldera.api.volcano import PodGroupCondition, PodGroupStatus
+from caldera.api.why import WaitRecord
 from scheduler.api.types import JobInfo
 from scheduler.framework.incremental import UNREADY_PHASES, Incremental
 from scheduler.framework.plugin import Action, Arguments, Plugin, SchedulerConf
@@ -88,6 +89,7 @@ def run_session(session: Session, conf: SchedulerConf, registry: Registry) -> Se
     # A settled job keeps its status and a ready phase, and has no wait record to write
     # (scheduler.api.settled), unless a note about it came in this session.
     noted = any(key in settled for key in notes)
+    findings: dict[str, WaitRecord] = {}  # this session's, for the order it publishes
     for job in incremental.unsettled_jobs() if not noted else list(session.jobs.values()):
         key = job.key
         if key in settled and key not in notes:
@@ -111,6 +113,8 @@ def run_session(session: Session, conf: SchedulerConf, registry: Registry) -> Se
         found, record, held = None, None, 0
         if session.explain:
             found = wait_record(job, notes.get(key, ()), session.now)
+            if found is not None:
+                findings[key] = found
             record, held = publish(job, found, session.now)
             if record is not None:
                 session.result.podgroup_why[key] = record
@@ -134,8 +138,7 @@ def run_session(session: Session, conf: SchedulerConf, registry: Registry) -> Se
             session.queues,
             job_key=session.job_order_key(),
             queue_key=session.queue_order_key(),
-            notes=notes,
-            now=session.now,
+            findings=findings,
         )
     session.close()
     return session.result

@@ -26,7 +26,6 @@ from typing import Any
 from caldera.api.meta import controller_of, format_time
 from caldera.api.why import WHY_ANNOTATION, WaitRecord, decode_record
 from scheduler.api.types import JobInfo, QueueInfo
-from scheduler.why import wait_record
 
 VOLCANO_JOB_KIND = "Job"
 VOLCANO_BATCH_GROUP = "batch.volcano.sh"
@@ -69,12 +68,9 @@ def served_order(
     return [member for name in queues_in_order for member in by_queue.get(name, ())]
 
 
-def current_record(
-    job: JobInfo, notes: Sequence[tuple[str, str]], now: dt.datetime
-) -> WaitRecord | None:
+def current_record(job: JobInfo, found: WaitRecord | None) -> WaitRecord | None:
     """What the session found the job waits for; else the record last written on its
     PodGroup (a session that replays a gang's failed turn notes nothing new)."""
-    found = wait_record(job, notes, now)
     if found is not None:
         return found
     if job.podgroup is None:
@@ -88,10 +84,10 @@ def pending_order(
     *,
     job_key: Callable[[JobInfo], Any],
     queue_key: Callable[[QueueInfo], Any],
-    notes: Mapping[str, Sequence[tuple[str, str]]],
-    now: dt.datetime,
+    findings: Mapping[str, WaitRecord],
 ) -> tuple[PendingEntry, ...]:
-    """The waiting ``jobs`` (of existing queues) in cluster order, with their positions."""
+    """The waiting ``jobs`` (of existing queues) in cluster order, with their positions;
+    ``findings`` are the wait records the session composed (``scheduler.why.wait_record``)."""
     by_queue: dict[str, list[JobInfo]] = {}
     for job in jobs:
         if job.queue in queues:
@@ -111,7 +107,7 @@ def pending_order(
             position_in_cluster=position,
             priority=job.priority,
             phase=job.phase or "Pending",
-            record=current_record(job, notes.get(job.key, ()), now),
+            record=current_record(job, findings.get(job.key)),
             created=job.creation,
         )
         for position, job in enumerate(served_order(order, by_queue), 1)
