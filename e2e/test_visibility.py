@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from caldera.api.kinds import JOB, PODGROUP
+from caldera.api.kinds import JOB, POD, PODGROUP
 from caldera.api.visibility import (
     PENDING_JOB_DECODER,
     PENDING_JOB_LIST_DECODER,
@@ -40,11 +40,13 @@ from e2e.job_fixtures import job, task
 from e2e.test_cli import acaldera, ok
 from e2e.test_dashboard_browser import running_dashboard
 from e2e.waiting import eventually
+from scheduler.visibility.routing import LEADER_LABEL
 
 pytestmark = pytest.mark.e2e
 
 APISERVICE = "v1alpha1.visibility.caldera.dev"
 SERVICE = "caldera-visibility"
+SCHEDULER_POD = "caldera-scheduler-0"
 
 
 @dataclass(frozen=True)
@@ -69,11 +71,34 @@ def _available(cluster: Cluster) -> bool:
 
 @pytest.fixture
 async def served(
-    cluster: Cluster, plane: ControlPlane, crds: Path, namespace: str, tmp_path: Path
+    cluster: Cluster,
+    plane: ControlPlane,
+    crds: Path,
+    namespace: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> AsyncIterator[CalderaProcess]:
     """The job and queue controllers, and the scheduler serving the visibility API behind an
-    APIService whose Service (ExternalName localhost) names the local process."""
+    APIService whose Service (ExternalName localhost) names the local process. The scheduler
+    is told (POD_NAME, POD_NAMESPACE) that it runs in the pod ``SCHEDULER_POD``, which carries
+    a stale leader label, as a restarted container's pod would."""
     port = free_port()
+    _apply(
+        cluster,
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": SCHEDULER_POD,
+                "namespace": namespace,
+                "labels": {LEADER_LABEL: "stale"},
+            },
+            "spec": {
+                "schedulerName": "nobody",  # stays Pending: only its labels matter
+                "containers": [{"name": "c", "image": "scheduler"}],
+            },
+        },
+    )
     crt, key = write_serving_pair(
         plane.pki, tmp_path / "visibility", [f"{SERVICE}.{namespace}.svc"]
     )
@@ -83,6 +108,9 @@ async def served(
         kubeconfig=cluster.kubeconfig,
         log_dir=tmp_path,
     )
+    # The scheduler's only (the controllers would read POD_NAMESPACE as their own namespace).
+    monkeypatch.setenv("POD_NAME", SCHEDULER_POD)
+    monkeypatch.setenv("POD_NAMESPACE", namespace)
     scheduler = CalderaProcess(
         "scheduler",
         [
@@ -376,7 +404,14 @@ async def test_a_namespace_list_of_a_user_without_rights_is_refused_by_the_api_s
     kube: KubeClient, cluster: Cluster, served: CalderaProcess, setup: Setup, tmp_path: Path
 ) -> None:
     """RBAC is the API server's: a ServiceAccount with no role reads nothing, and a job that
-    does not wait is not found."""
+    does not wait is not found. The scheduler, leading, labels its own pod (the label the
+    chart's Service selects), replacing the stale value it found."""
+
+    async def labelled() -> bool:
+        pod = await kube.get(POD, SCHEDULER_POD, namespace=setup.team)
+        return pod.metadata.labels.get(LEADER_LABEL) == "true"
+
+    await eventually(labelled, timeout=30, what="the leader label on the scheduler's pod")
     token = run_kubectl(
         cluster.kubeconfig, "-n", setup.team, "create", "token", "default", "--duration=1h"
     ).strip()
