@@ -308,7 +308,10 @@ class SchedulerLoop:
             # What the session planned in the snapshot is derived again from the cache.
             self.live.after_session(session)
         self.metrics.session_latency.observe((time.monotonic() - core_started) * 1000)
-        self.positions = publish(result.pending, session.now, self.positions)
+        # Indexing thousands of waiting jobs takes tens of milliseconds: off the event loop.
+        self.positions = await asyncio.to_thread(
+            publish, result.pending, session.now, self.positions
+        )
         self.metrics.observe(result)
         writes = await self.apply(result)
         self.quiet.record(conf, result, writes, now=started)
