@@ -26,7 +26,7 @@ from __future__ import annotations
 import ssl
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import msgspec
 import structlog
@@ -213,7 +213,7 @@ class VisibilityServer:
     async def _front_proxy(
         self,
         request: web.Request,
-        handler: Callable[[web.Request], object],
+        handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
     ) -> web.StreamResponse:
         transport = request.transport
         peer = transport.get_extra_info("peercert") if transport is not None else None
@@ -224,9 +224,7 @@ class VisibilityServer:
             return _status(401, "Unauthorized", "the request names no user")
         if who is not None:
             request[_IDENTITY] = who
-        response = await handler(request)  # type: ignore[misc]
-        assert isinstance(response, web.StreamResponse)
-        return response
+        return await handler(request)
 
     async def _groups(self, _request: web.Request) -> web.Response:
         return _json({"kind": "APIGroupList", "apiVersion": "v1", "groups": [discovery_group()]})
