@@ -633,6 +633,21 @@ class SchedulerSettings(ProcessSettings):
         "queue admission gates being removed at once (Volcano's; used when "
         "SchedulingGatesQueueAdmission is on)",
     )
+    visibility: bool = _opt(
+        False,
+        "serve the waiting jobs' positions as the aggregated API visibility.caldera.dev "
+        "(an APIService must point at visibility_port; docs/visibility.md)",
+    )
+    visibility_port: int = _opt(
+        8443, "HTTPS port of the visibility API, for the API server only (0: any free port)"
+    )
+    visibility_cert_file: str = _opt(
+        "/etc/caldera/visibility/tls.crt",
+        "serving certificate of the visibility API (PEM), for the APIService's Service name",
+    )
+    visibility_key_file: str = _opt(
+        "/etc/caldera/visibility/tls.key", "private key of the visibility API's certificate"
+    )
 
     def validate(self) -> None:
         super().validate()
@@ -647,6 +662,8 @@ class SchedulerSettings(ProcessSettings):
             )
         if self.scheduler_sharding_mode == "hard" and not self.scheduler_sharding_name:
             raise SettingsError("scheduler_sharding_name must name a NodeShard in hard mode")
+        if not 0 <= self.visibility_port <= 65535:
+            raise SettingsError("visibility_port must be a port number (0 to 65535)")
         if not self.schedule_period > 0:
             raise SettingsError("schedule_period must be a number of seconds > 0")
         if self.bind_workers < 1:

@@ -333,6 +333,22 @@ def _queue(sub: Subparsers) -> None:
     p = _subcommand(cmds, "get", "show one queue", "cli.queue:get_queue")
     add_name_args(p, "queue", "queues", flag="-n")
     add_output_arg(p)
+
+    p = _subcommand(
+        cmds,
+        "pending",
+        "the queue's waiting jobs in the order the scheduler serves them",
+        "cli.pending:queue_pending",
+        description="List the queue's waiting jobs in the order the scheduler serves them: "
+        "position in the queue and in the cluster, priority, what each waits for and since "
+        "when, read from the visibility API (docs/visibility.md). Jobs of namespaces you may "
+        "not read keep their place as (hidden) rows.",
+    )
+    add_name_args(p, "queue", "queues", flag="-n")
+    p.add_argument(
+        "--limit", type=int, default=1000, help="at most this many jobs (1 to 5000; 1000)"
+    )
+    add_output_arg(p)
     _finish(cmds)
 
 

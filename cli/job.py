@@ -48,6 +48,7 @@ from cli.cluster import (
 )
 from cli.commands import need_name
 from cli.errors import CliError
+from cli.pending import job_position, position_lines
 
 DEFAULT_QUEUE = "default"
 # A watch is re-opened after this long (the server ends it anyway); the table carries on.
@@ -374,6 +375,11 @@ def view_job(args: argparse.Namespace) -> int:
         if ctx.podgroup is not None:
             uids.append(ctx.podgroup.metadata.uid)
         events = await own_events(client, job.metadata.namespace, uids)
+        position = None
+        if ctx.podgroup is not None:
+            position = await job_position(
+                client, ctx.podgroup.metadata.namespace, ctx.podgroup.metadata.name
+            )
         now = dt.datetime.now(dt.UTC)
         sys.stdout.write(
             output.render_job_view(
@@ -383,6 +389,7 @@ def view_job(args: argparse.Namespace) -> int:
                 events=events,
                 now=now,
                 why=why.render_lines(ctx.findings(job, now)),
+                position=position_lines(position, now) if position is not None else (),
             )
         )
         return 0

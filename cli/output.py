@@ -755,12 +755,16 @@ def render_job_view(
     events: Sequence[Event],
     now: dt.datetime,
     why: Sequence[str] = (),
+    position: Sequence[str] = (),
 ) -> str:
     """`caldera job view`: the job's spec and status, its tasks, pods (with their partition,
-    for a job with partitions), PodGroup (with its partitions placed), why the gang
-    waits (if it does), the ``Why`` lines of `cli.why` (``caldera job why``), and the events of
-    the job, its PodGroup and its pods, oldest first."""
+    for a job with partitions), PodGroup (with its partitions placed), why the gang waits (if
+    it does), where it stands in the scheduler's order (``position``, from the visibility
+    API), the ``Why`` lines of `cli.why` (``caldera job why``), and the events of the job, its
+    PodGroup and its pods, oldest first."""
     lines = [*_job_fields(job, now), *_job_tasks(job), *_job_podgroup(podgroup, events, pods)]
+    if position:
+        lines += ["Position:", *(f"  {line}" for line in position)]
     if why:
         lines += ["Why:", *(f"  {line}" for line in why)]
     lines += [*_job_pods(pods, now), *_job_events(events, now)]

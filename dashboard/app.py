@@ -42,7 +42,7 @@ from caldera.kube.errors import Forbidden, NotFound
 from caldera.kube.fence import Fence
 from caldera.kube.retry import RetryOptions
 from dashboard.auth import Gate
-from dashboard.cache import ClusterCache, EventReader
+from dashboard.cache import ClusterCache, EventReader, PositionReader
 from dashboard.live import Hub
 from dashboard.server import make_app
 from informers.factory import SharedInformerFactory
@@ -156,7 +156,13 @@ async def serve(
             loop.add_signal_handler(sig, stop.set)
     factory.start()
     runner = web.AppRunner(
-        make_app(cache, hub, read_events=EventReader(client).read, gate=gate),
+        make_app(
+            cache,
+            hub,
+            read_events=EventReader(client).read,
+            read_positions=PositionReader(client).read,
+            gate=gate,
+        ),
         handle_signals=False,
         shutdown_timeout=2.0,
         access_log=None,

@@ -14,8 +14,11 @@ names them, so the pages can say what they cannot show.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final, TypeVar
+
+import msgspec
 
 from caldera.api.core import Event, Node, Pod, PriorityClass
 from caldera.api.kinds import (
@@ -30,17 +33,19 @@ from caldera.api.kinds import (
 )
 from caldera.api.meta import controller_of
 from caldera.api.topology import HyperNode
+from caldera.api.visibility import PENDING_JOB_LIST_DECODER, PendingJobList, queue_path
 from caldera.api.volcano import JOB_NAME_KEY, Job, PodGroup, Queue
 from caldera.kube.client import KubeClient
-from caldera.kube.errors import ApiConnectionError, ApiError, Forbidden
+from caldera.kube.errors import ApiConnectionError, ApiError, Forbidden, NotFound
 from caldera.kube.events import events_about
 from dashboard import topics
 from dashboard.live import Hub
 from dashboard.overview import queue_of
+from dashboard.ttlcache import TTLCache
 from informers.factory import SharedInformerFactory
 from informers.store import HandlerFuncs, KubeObject, Store
 
-__all__ = ["ClusterCache", "EventReader"]
+__all__ = ["ClusterCache", "EventReader", "PositionReader"]
 
 T = TypeVar("T", bound=KubeObject)
 
@@ -243,3 +248,40 @@ class EventReader:
                 return await events_about(self._client, namespace, wanted, limit=self._limit)
         except (Forbidden, ApiError, ApiConnectionError, TimeoutError):
             return None
+
+
+POSITION_TIMEOUT: Final = 3.0
+POSITIONS_FRESH: Final = 2.0  # seconds a queue's order is reused (the scheduler's period is 1 s)
+NOT_SERVED_FOR: Final = 60.0  # seconds the dashboard believes the API is not served
+
+
+class PositionReader:
+    """Reads a queue's waiting jobs in the scheduler's order from the visibility API
+    (``caldera.api.visibility``) when its page is rendered; None when the API is not served,
+    refuses, or does not answer in time (the page then keeps its own order). Answers are kept a
+    few seconds, so a page and its live updates do not ask again and again."""
+
+    def __init__(self, client: KubeClient, clock: Callable[[], float] = time.monotonic) -> None:
+        self._client = client
+        self._kept: TTLCache[str, PendingJobList | None] = TTLCache(
+            ttl=POSITIONS_FRESH, max_entries=256, clock=clock
+        )
+        self._not_served = TTLCache[str, bool](ttl=NOT_SERVED_FOR, max_entries=1, clock=clock)
+
+    async def read(self, queue: str) -> PendingJobList | None:
+        if self._not_served.get("api"):
+            return None
+        kept = self._kept.get(queue)
+        if kept is not None:
+            return kept
+        try:
+            async with asyncio.timeout(POSITION_TIMEOUT):
+                data = await self._client.request("GET", queue_path(queue))
+            listed = PENDING_JOB_LIST_DECODER.decode(data)
+        except NotFound:
+            self._not_served.put("api", True)  # no APIService: do not ask on every page
+            return None
+        except (ApiError, ApiConnectionError, TimeoutError, msgspec.DecodeError):
+            return None
+        self._kept.put(queue, listed)
+        return listed

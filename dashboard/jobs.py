@@ -1,15 +1,17 @@
 """The job list: its filter (namespace, queue, phase, labels), its rows, and their order.
 
 Pending jobs come first, by priority (highest first), then creation time (oldest first), then
-namespace and name: a stable order a person can follow. It is not the scheduler's own order of
-service (the pending positions of the aggregated API, not built yet); each waiting row carries
-the reason the scheduler's wait record gives.
+namespace and name: a stable order a person can follow. Where the scheduler's visibility API
+answers (docs/visibility.md), a queue's waiting jobs are put in its order instead and carry
+their positions (``with_positions``); each waiting row carries the reason the scheduler's wait
+record gives.
 
 A purely computational module with no side-effects.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from caldera.api.meta import controller_of
+from caldera.api.visibility import PendingJob
 from caldera.api.volcano import Job, JobPhase, PodGroup, PodGroupConditionType, PodGroupPhase
 from caldera.api.why import WHY_ANNOTATION, WaitStage, decode_record
 from dashboard.format import age
@@ -33,6 +36,7 @@ __all__ = [
     "parse_labels",
     "podgroups_by_job",
     "wait_reason",
+    "with_positions",
 ]
 
 PHASES: Final = tuple(p.value for p in JobPhase)
@@ -156,6 +160,8 @@ class JobRow:
     waiting: bool
     reason: str
     pods: str  # "running/total"
+    position: int = 0  # in its queue, from the visibility API; 0: not known
+    cluster_position: int = 0
 
 
 def podgroups_by_job(podgroups: Iterable[PodGroup]) -> dict[str, PodGroup]:
@@ -234,3 +240,32 @@ def job_rows(
     ]
     rows.sort(key=_order)
     return rows
+
+
+def with_positions(rows: Sequence[JobRow], listed: Iterable[PendingJob]) -> list[JobRow]:
+    """``rows`` with the positions of ``listed`` (a queue's list from the visibility API, by
+    namespace and Volcano Job name): the waiting rows it places first, in its order, then the
+    waiting rows it does not know (a job created since the scheduler's last session), then the
+    rest as they were."""
+    known = {
+        (item.metadata.namespace, item.job): item for item in listed if not item.hidden and item.job
+    }
+    placed: list[JobRow] = []
+    unplaced: list[JobRow] = []
+    rest: list[JobRow] = []
+    for row in rows:
+        item = known.get((row.namespace, row.name)) if row.waiting else None
+        if item is not None:
+            placed.append(
+                dataclasses.replace(
+                    row,
+                    position=item.position_in_queue,
+                    cluster_position=item.position_in_cluster,
+                )
+            )
+        elif row.waiting:
+            unplaced.append(row)
+        else:
+            rest.append(row)
+    placed.sort(key=lambda r: r.position)
+    return [*placed, *unplaced, *rest]

@@ -33,12 +33,21 @@ import jinja2
 from aiohttp import web
 
 from caldera.api.core import Event
+from caldera.api.visibility import PendingJobList
 from dashboard import login, topics
 from dashboard.access import Scope
 from dashboard.auth import Gate
 from dashboard.cache import ClusterCache
 from dashboard.jobpage import build_job_page
-from dashboard.jobs import MAX_ROWS, PHASES, FilterError, JobFilter, job_rows, parse_filter
+from dashboard.jobs import (
+    MAX_ROWS,
+    PHASES,
+    FilterError,
+    JobFilter,
+    job_rows,
+    parse_filter,
+    with_positions,
+)
 from dashboard.live import Hub
 from dashboard.login import GATE, SCOPE
 from dashboard.nodes import build_nodes
@@ -54,8 +63,10 @@ HERE: Final = Path(__file__).resolve().parent
 CACHE: Final = web.AppKey("cache", ClusterCache)
 HUB: Final = web.AppKey("hub", Hub)
 ReadEvents = Callable[[str, Sequence[str]], Awaitable[list[Event] | None]]
+ReadPositions = Callable[[str], Awaitable[PendingJobList | None]]
 Clock = Callable[[], dt.datetime]
 READ_EVENTS: Final = web.AppKey[ReadEvents]("read_events")
+READ_POSITIONS: Final = web.AppKey[ReadPositions]("read_positions")
 CLOCK: Final = web.AppKey[Clock]("clock")
 TEMPLATES: Final = web.AppKey("templates", jinja2.Environment)
 
@@ -78,6 +89,10 @@ def _now() -> dt.datetime:
 
 
 async def _no_events(_namespace: str, _uids: Sequence[str]) -> list[Event] | None:
+    return None
+
+
+async def _no_positions(_queue: str) -> PendingJobList | None:
     return None
 
 
@@ -262,8 +277,15 @@ async def queue_page(request: web.Request) -> web.Response:
             status=400,
         )
     rows = job_rows(jobs, cache.podgroups_of(jobs), cache.priorities(), request.app[CLOCK](), flt)
+    # The scheduler's own order, read through the API server (so its RBAC applies) when the
+    # visibility API is served; otherwise the page's order stands.
+    listed = await request.app[READ_POSITIONS](name)
+    if listed is not None:
+        rows = with_positions(rows, listed.items)
     context = {
         "title": f"Queue {name}",
+        "positions": listed is not None,
+        "observed_at": listed.observed_at if listed is not None else "",
         "name": name,
         "queue": queue,
         "bars": queue_bars(queue) if queue is not None else (),
@@ -374,11 +396,13 @@ def make_app(
     hub: Hub,
     *,
     read_events: ReadEvents = _no_events,
+    read_positions: ReadPositions = _no_positions,
     clock: Clock = _now,  # a fixed clock for tests
     gate: Gate | None = None,
 ) -> web.Application:
-    """The dashboard's application over `cache`; `read_events` reads a job page's Events;
-    with a `gate`, in-cluster: every user brings a token and sees what their RBAC allows."""
+    """The dashboard's application over `cache`; `read_events` reads a job page's Events,
+    `read_positions` a queue's order from the visibility API; with a `gate`, in-cluster:
+    every user brings a token and sees what their RBAC allows."""
     # The login form is the only body the server reads: a token, a few KiB.
     app = web.Application(middlewares=[_guard], client_max_size=login.MAX_FORM)
     if gate is not None:
@@ -386,6 +410,7 @@ def make_app(
     app[CACHE] = cache
     app[HUB] = hub
     app[READ_EVENTS] = read_events
+    app[READ_POSITIONS] = read_positions
     app[CLOCK] = clock
     app[TEMPLATES] = templates()
     app[STREAMS] = Counter()

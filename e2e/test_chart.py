@@ -367,14 +367,21 @@ def test_non_default_values_render(helm: str, tmp_path: Path) -> None:
 
 
 def test_cert_manager_with_an_existing_issuer(helm: str, tmp_path: Path) -> None:
-    """With certManager.issuerRef the chart makes no Issuer of its own."""
+    """With certManager.issuerRef the chart makes no Issuer of its own; the webhook's and the
+    visibility API's certificates come from it."""
     issuer = {"name": "corp-ca", "kind": "ClusterIssuer"}
     objects = render(helm, tmp_path, {"certManager": {"enabled": True, "issuerRef": issuer}})
     assert not of_kind(objects, "Issuer")
-    assert [c["metadata"]["name"] for c in of_kind(objects, "Certificate")] == [
-        f"{FULLNAME}-webhook-cert"
+    assert sorted(c["metadata"]["name"] for c in of_kind(objects, "Certificate")) == [
+        f"{FULLNAME}-visibility-cert",
+        f"{FULLNAME}-webhook-cert",
     ]
-    assert of_kind(objects, "Certificate")[0]["spec"]["issuerRef"] == issuer
+    assert all(c["spec"]["issuerRef"] == issuer for c in of_kind(objects, "Certificate"))
+    api = find(objects, "APIService", "v1alpha1.visibility.caldera.dev")
+    assert api["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == (
+        f"{NAMESPACE}/{FULLNAME}-visibility-cert"
+    )
+    assert "caBundle" not in api["spec"]
 
 
 @pytest.mark.parametrize(
@@ -452,7 +459,9 @@ def test_dashboard_is_off_by_default_and_locked_down_when_on(helm: str, tmp_path
     assert policy["podSelector"]["matchLabels"] == service["spec"]["selector"]
     rules = find(objects, "ClusterRole", name)["rules"]
     verbs = {verb for rule in rules for verb in rule["verbs"]}
-    assert verbs == {"list", "watch", "create"}
+    assert verbs == {"list", "watch", "get", "create"}
+    got = {r for rule in rules if "get" in rule["verbs"] for r in rule["resources"]}
+    assert got == {"queues/pendingjobs"}  # the visibility API's queue list, nothing stored
     created = {r for rule in rules if "create" in rule["verbs"] for r in rule["resources"]}
     assert created == {"tokenreviews", "subjectaccessreviews"}
     binding = find(objects, "ClusterRoleBinding", name)
@@ -614,6 +623,62 @@ def test_user_roles_aggregate_into_the_built_in_roles(helm: str, tmp_path: Path)
     assert not [k for k in labels if "kubeflow" in k]
     off = render(helm, tmp_path, {"rbac": {"userRoles": {"create": False}}})
     assert not [o for o in of_kind(off, "ClusterRole") if "vcjob" in o["metadata"]["name"]]
+
+
+def test_visibility_api_is_registered_and_routed_to_the_leader(helm: str, tmp_path: Path) -> None:
+    """By default: an APIService whose caBundle signed the Service's certificate, a Service
+    that selects the scheduler pod labelled as leader (the scheduler may patch pods for it),
+    the scheduler's front-proxy and SubjectAccessReview rights, its flags, and user roles
+    aggregated into view, edit and admin with the queue lists open to every authenticated
+    user. One replica: no label and no right to set it. Certificates from the webhook: left
+    out (no certificate material in the render)."""
+    objects = render(helm, tmp_path)
+    api = find(objects, "APIService", "v1alpha1.visibility.caldera.dev")
+    service = find(objects, "Service", f"{FULLNAME}-visibility")
+    assert api["spec"]["service"] == {
+        "namespace": NAMESPACE,
+        "name": f"{FULLNAME}-visibility",
+        "port": 443,
+    }
+    secret = find(objects, "Secret", f"{FULLNAME}-visibility-cert")
+    assert api["spec"]["caBundle"] == secret["data"]["ca.crt"]
+    assert service["spec"]["selector"]["scheduling.caldera.dev/visibility-leader"] == "true"
+    assert service["spec"]["ports"][0]["targetPort"] == "visibility"
+    scheduler = find(objects, "Deployment", f"{FULLNAME}-scheduler")
+    settings = parsed_settings(scheduler)
+    assert isinstance(settings, SchedulerSettings)
+    assert settings.visibility is True
+    assert settings.visibility_port == 8443
+    assert settings.visibility_cert_file == "/etc/caldera/visibility/tls.crt"
+    ports = {p["name"]: p["containerPort"] for p in container(scheduler)["ports"]}
+    assert ports["visibility"] == 8443
+    leader = find(objects, "Role", f"{FULLNAME}-visibility-leader")
+    assert leader["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["patch"]}]
+    reader = find(objects, "RoleBinding", f"{FULLNAME}-visibility-authentication-reader")
+    assert reader["metadata"]["namespace"] == "kube-system"
+    assert reader["roleRef"]["name"] == "extension-apiserver-authentication-reader"
+    delegator = find(objects, "ClusterRoleBinding", f"{FULLNAME}-visibility-auth-delegator")
+    assert delegator["roleRef"]["name"] == "system:auth-delegator"
+    for name in ("pendingjobs-viewer", "queue-pendingjobs-viewer"):
+        labels = find(objects, "ClusterRole", f"{FULLNAME}-{name}")["metadata"]["labels"]
+        for role in ("view", "edit", "admin"):
+            assert labels[f"rbac.authorization.k8s.io/aggregate-to-{role}"] == "true"
+    everyone = find(objects, "ClusterRoleBinding", f"{FULLNAME}-queue-pendingjobs-viewer")
+    assert everyone["subjects"][0]["name"] == "system:authenticated"
+
+    one = render(helm, tmp_path, {"scheduler": {"replicas": 1}})
+    selector = find(one, "Service", f"{FULLNAME}-visibility")["spec"]["selector"]
+    assert "scheduling.caldera.dev/visibility-leader" not in selector
+    assert not [r for r in of_kind(one, "Role") if "visibility" in r["metadata"]["name"]]
+
+    made_by_webhook = render(helm, tmp_path, {"certificates": {"generator": "webhook"}})
+    assert not of_kind(made_by_webhook, "APIService")
+    off = render(helm, tmp_path, {"scheduler": {"visibility": {"enabled": False}}})
+    assert not of_kind(off, "APIService")
+    assert (
+        "--visibility=true"
+        not in container(find(off, "Deployment", f"{FULLNAME}-scheduler"))["args"]
+    )
 
 
 def test_prometheus_rule_is_the_alerts_file(helm: str, tmp_path: Path) -> None:
@@ -876,8 +941,9 @@ async def test_install_and_rbac_through_a_job_lifecycle(
     rendered = [d for d in yaml.safe_load_all(manifest) if d]
     kinds = {d["kind"] for d in rendered}
     assert {"Deployment", "ClusterRole", "Role", "MutatingWebhookConfiguration"} <= kinds
-    # Every object of the release exists on the server.
-    found = inst.kubectl("get", "-n", inst.namespace, "-f", "-", "-o", "name", input=manifest)
+    # Every object of the release exists on the server (each in its own namespace: the
+    # visibility API's RoleBinding sits in kube-system).
+    found = inst.kubectl("get", "-f", "-", "-o", "name", input=manifest)
     assert len(found.split()) == len(rendered)
 
     # An upgrade reuses the generated certificate (lookup), so the caBundle stays valid.

@@ -26,6 +26,10 @@ The snapshot and what the scheduler writes:
   derived again only where the cache changed;
 - `scheduler.quiet`: `QuietSessions`, whether the next session may be skipped;
 - `scheduler.why`: the record of why a job waits, composed from the session's notes.
+- `scheduler.visibility`: the waiting jobs in the order the session serves them, served as
+  the aggregated API ``visibility.caldera.dev`` (``order`` and ``answers`` are pure and sit
+  below the framework, which calls ``pending_order`` as a session closes; ``server`` is the
+  process's HTTPS endpoint).
 
 The framework (Volcano's ``pkg/scheduler/framework``):
 

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 
 import structlog
 
 from caldera.api.kinds import NODESHARD, PODGROUP, QUEUE
+from caldera.kube.client import KubeClient
+from caldera.kube.errors import ApiConnectionError, ApiError
 from caldera.kube.events import EventRecorder
 from caldera.kube.leader import LeadershipLostError
 from caldera.obs.metrics import new_registry
@@ -25,6 +28,9 @@ from scheduler.conf import ConfError
 from scheduler.metrics import SchedulerMetrics
 from scheduler.process import ConfSource, SchedulerLoop, scheduler_conf_path
 from scheduler.registry import REGISTRY
+from scheduler.visibility.requestheader import RequestHeaderError
+from scheduler.visibility.routing import mark_own_pod
+from scheduler.visibility.server import AccessReviews, VisibilityServer, read_requestheader
 
 log = structlog.get_logger("scheduler")
 # The CRDs whose objects the scheduler writes (PodGroup status, Queue status).
@@ -72,10 +78,13 @@ async def run(settings: SchedulerSettings) -> int:
             raise StartupError(
                 f"cannot serve metrics on port {settings.metrics_port}: {exc}"
             ) from None
+        visibility = await start_visibility(settings, client, loop)
         factory.start()
         log.info("started", metrics_port=port, conf=settings.scheduler_conf or "(default)")
 
         async def lead() -> None:
+            if visibility is not None:
+                await mark_own_pod(client, leading=True)  # the Service now routes here
             await loop.run(stopping)
             # Before the Lease is released (and the fence closes): the session's last Events.
             with contextlib.suppress(TimeoutError):
@@ -94,12 +103,40 @@ async def run(settings: SchedulerSettings) -> int:
             code = 1
         finally:
             await factory.stop()
+            if visibility is not None:
+                await visibility.stop()
             await recorder.close()
             await health.stop()
             log.info("stopped")
         return code
     finally:
         await client.close()
+
+
+async def start_visibility(
+    settings: SchedulerSettings, client: KubeClient, loop: SchedulerLoop
+) -> VisibilityServer | None:
+    """The visibility API's server, serving the loop's positions, when it is asked for."""
+    if not settings.visibility:
+        return None
+    await mark_own_pod(client, leading=False)  # a restarted container may keep the label
+    try:
+        config = await read_requestheader(client)
+    except (RequestHeaderError, ApiError, ApiConnectionError) as exc:
+        raise StartupError(f"cannot serve the visibility API: {exc}") from None
+    server = VisibilityServer(
+        positions=lambda: loop.positions,
+        access=AccessReviews(client),
+        config=config,
+        cert_file=settings.visibility_cert_file,
+        key_file=settings.visibility_key_file,
+    )
+    try:
+        port = await server.start(settings.listen_address, settings.visibility_port)
+    except (OSError, ssl.SSLError) as exc:
+        raise StartupError(f"cannot serve the visibility API: {exc}") from None
+    log.info("serving the visibility API", port=port)
+    return server
 
 
 def main(settings: SchedulerSettings) -> int:

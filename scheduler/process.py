@@ -22,7 +22,9 @@ the event loop keeps serving watches and probes), then carry out its decisions:
 - with ``--feature-gates=SchedulingGatesQueueAdmission=true``, the queue admission gate removed
   from each pod whose queue took it (a strategic merge patch, ``--gate-removal-worker-num`` at a
   time, in the background like binds; ``caldera.api.gates``);
-- Events on PodGroups and pods.
+- Events on PodGroups and pods;
+- the waiting jobs in the order the session serves them, published for the visibility API
+  (``scheduler.visibility``).
 
 A session that would only repeat the last one, which changed nothing, is skipped
 (``scheduler.quiet``): a backlog that cannot fit costs nothing until the cluster changes.
@@ -90,6 +92,7 @@ from scheduler.metrics import SchedulerMetrics
 from scheduler.quiet import QuietSessions
 from scheduler.sharding import HardShard
 from scheduler.snapshot import CachedRequests
+from scheduler.visibility.order import Positions, publish
 from scheduler.why import unschedulable_reasons
 
 log = structlog.get_logger("scheduler")
@@ -248,6 +251,8 @@ class SchedulerLoop:
         # patch is in flight is not patched twice.
         self._ungate_slots = asyncio.Semaphore(settings.gate_removal_worker_num)
         self._ungating: dict[str, asyncio.Task[None]] = {}
+        # The waiting jobs in the order the last session serves them (the visibility API).
+        self.positions = Positions()
 
     def _podgroup_seen(self, pg: PodGroup) -> None:
         """Volcano's per-job scheduling start time, set when a PodGroup enters the cache."""
@@ -344,6 +349,10 @@ class SchedulerLoop:
             # What the session planned in the snapshot is derived again from the cache.
             self.live.after_session(session)
         self.metrics.session_latency.observe((time.monotonic() - core_started) * 1000)
+        # Indexing thousands of waiting jobs takes tens of milliseconds: off the event loop.
+        self.positions = await asyncio.to_thread(
+            publish, result.pending, session.now, self.positions
+        )
         self.metrics.observe(result)
         writes = await self.apply(result)
         self.quiet.record(conf, result, writes, now=started)

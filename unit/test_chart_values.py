@@ -47,6 +47,9 @@ PROCESSES: dict[str, type[ProcessSettings]] = {
 
 _IN_CLUSTER = "the chart runs the process in-cluster: its ServiceAccount token, no kubeconfig"
 _CERT_MOUNT = "the chart mounts the serving certificate's Secret and points the flag at it"
+_VISIBILITY = (
+    "set by scheduler.visibility.enabled (the APIService, its Service and serving certificate)"
+)
 _WEBHOOK_NO_LEASE = "unused by the webhook: replicas are active-active, no leader election"
 _CERT_SOURCE = (
     "set by certificates.generator=webhook (the Secret, the Service's names, "
@@ -65,6 +68,10 @@ CHART_MANAGED: dict[str, dict[str, str]] = {
         "kubeconfig": _IN_CLUSTER,
         "context": _IN_CLUSTER,
         "scheduler_conf": "the chart mounts scheduler.conf (a ConfigMap) and points the flag at it",
+        "visibility": _VISIBILITY,
+        "visibility_port": _VISIBILITY,
+        "visibility_cert_file": _VISIBILITY,
+        "visibility_key_file": _VISIBILITY,
     },
     "webhook": {
         "kubeconfig": _IN_CLUSTER,

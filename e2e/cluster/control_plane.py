@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from e2e.cluster.pki import Pki, ensure_pki
+from e2e.cluster.pki import FRONT_PROXY_CLIENT, Pki, ensure_front_proxy, ensure_pki
 from e2e.cluster.processes import ProcessTable
 
 HERE = Path(__file__).resolve().parent
@@ -224,6 +224,7 @@ class ControlPlane:
         bins = binaries()
         self.dir.mkdir(parents=True, exist_ok=True)
         ensure_pki(self.pki.dir)
+        ensure_front_proxy(self.pki)
         running = self.running()
         if not any(running.values()) or not self.ports:
             ports = {k: free_port() for k in ("etcd", "etcd_peer", "apiserver", "kcm", "kwok")}
@@ -384,6 +385,15 @@ class ControlPlane:
                 f"--service-account-key-file={pki.sa_pub}",
                 f"--service-account-signing-key-file={pki.sa_key}",
                 "--service-cluster-ip-range=10.96.0.0/16",
+                # The front proxy, for aggregated APIs (the scheduler's visibility API): the
+                # API server's client certificate to them and the headers naming the user.
+                f"--proxy-client-cert-file={pki.front_proxy_client_crt}",
+                f"--proxy-client-key-file={pki.front_proxy_client_key}",
+                f"--requestheader-client-ca-file={pki.front_proxy_ca_crt}",
+                f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}",
+                "--requestheader-username-headers=X-Remote-User",
+                "--requestheader-group-headers=X-Remote-Group",
+                "--requestheader-extra-headers-prefix=X-Remote-Extra-",
                 "--authorization-mode=Node,RBAC",
                 "--allow-privileged=true",
                 "--profiling=false",

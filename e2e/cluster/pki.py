@@ -1,5 +1,8 @@
 """Certificates for the local control plane: one CA, a serving certificate for 127.0.0.1, an
-admin client certificate in system:masters, and the service-account signing key pair.
+admin client certificate in system:masters, and the service-account signing key pair; and the
+front proxy's own CA and client certificate, with which the API server proxies requests to
+aggregated APIs (Caldera's visibility API): a separate CA, so that no client certificate of the
+cluster CA can pass for the front proxy.
 
 Everything is written once into ``<cluster>/pki`` and reused by later ``up`` calls, so clients
 that trusted the CA before a restart still trust it afterwards.
@@ -59,6 +62,21 @@ class Pki:
     @property
     def sa_pub(self) -> Path:
         return self.dir / "sa.pub"
+
+    @property
+    def front_proxy_ca_crt(self) -> Path:
+        return self.dir / "front-proxy-ca.crt"
+
+    @property
+    def front_proxy_client_crt(self) -> Path:
+        return self.dir / "front-proxy-client.crt"
+
+    @property
+    def front_proxy_client_key(self) -> Path:
+        return self.dir / "front-proxy-client.key"
+
+
+FRONT_PROXY_CLIENT = "front-proxy-client"  # the API server's --requestheader-allowed-names
 
 
 def _key() -> ec.EllipticCurvePrivateKey:
@@ -164,6 +182,33 @@ def ensure_pki(directory: Path) -> Pki:
         )
     )
     return pki
+
+
+def ensure_front_proxy(pki: Pki) -> None:
+    """Create the front proxy's CA and client certificate unless they exist (a cluster made
+    before they were added gets them at its next start)."""
+    if pki.front_proxy_client_crt.exists():
+        return
+    now = dt.datetime.now(dt.UTC)
+    ca_key = _key()
+    ca_cert = ca_certificate(
+        _name("caldera-local-front-proxy-ca"),
+        ca_key,
+        start=now - dt.timedelta(minutes=5),
+        end=now + VALIDITY,
+    )
+    pki.front_proxy_ca_crt.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
+    client_key = _key()
+    client = issue(
+        ca_cert=ca_cert,
+        ca_key=ca_key,
+        subject=_name(FRONT_PROXY_CLIENT),
+        key=client_key,
+        client=True,
+    )
+    _write_key(pki.front_proxy_client_key, client_key)
+    # Written last: its presence marks the pair as complete (see the check above).
+    pki.front_proxy_client_crt.write_bytes(client.public_bytes(serialization.Encoding.PEM))
 
 
 def load_ca(pki: Pki) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:

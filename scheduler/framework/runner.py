@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from caldera.api.volcano import PodGroupCondition, PodGroupStatus
+from caldera.api.why import WaitRecord
 from scheduler.api.types import JobInfo
 from scheduler.framework.incremental import UNREADY_PHASES, Incremental
 from scheduler.framework.plugin import Action, Arguments, Plugin, SchedulerConf
@@ -28,6 +29,7 @@ from scheduler.framework.status import (
     queue_allocation,
     status_changed,
 )
+from scheduler.visibility.order import pending_order
 from scheduler.why import publish, wait_record
 
 PluginFactory = Callable[[Arguments], Plugin]
@@ -87,6 +89,7 @@ def run_session(session: Session, conf: SchedulerConf, registry: Registry) -> Se
     # A settled job keeps its status and a ready phase, and has no wait record to write
     # (scheduler.api.settled), unless a note about it came in this session.
     noted = any(key in settled for key in notes)
+    findings: dict[str, WaitRecord] = {}  # this session's, for the order it publishes
     for job in incremental.unsettled_jobs() if not noted else list(session.jobs.values()):
         key = job.key
         if key in settled and key not in notes:
@@ -110,6 +113,8 @@ def run_session(session: Session, conf: SchedulerConf, registry: Registry) -> Se
         found, record, held = None, None, 0
         if session.explain:
             found = wait_record(job, notes.get(key, ()), session.now)
+            if found is not None:
+                findings[key] = found
             record, held = publish(job, found, session.now)
             if record is not None:
                 session.result.podgroup_why[key] = record
@@ -128,5 +133,13 @@ def run_session(session: Session, conf: SchedulerConf, registry: Registry) -> Se
             session.result.placed_jobs[placed.key] = PlacedJob(
                 placed.namespace, placed.name, placed.queue, placed.creation
             )
+    if session.explain:  # before close: the order keys call the plugins' functions
+        session.result.pending = pending_order(
+            (session.jobs[key] for key in session.result.unready_jobs),
+            session.queues,
+            job_key=session.job_order_key(),
+            queue_key=session.queue_order_key(),
+            findings=findings,
+        )
     session.close()
     return session.result

@@ -53,6 +53,7 @@ from scheduler.api.types import (
 from scheduler.framework.incremental import Incremental, JobScreenFn, Speedups, job_key_tuple
 from scheduler.framework.plugin import CallbackKind, PluginOption
 from scheduler.framework.statement import Statement
+from scheduler.visibility.order import PendingEntry
 
 if TYPE_CHECKING:
     from scheduler.framework.hypernodes import HyperNodeState
@@ -187,6 +188,9 @@ class SessionResult:
     placed_jobs: dict[str, PlacedJob] = field(default_factory=dict)
     queue_capability: dict[str, Resources] = field(default_factory=dict)  # capacity
     queue_real_capability: dict[str, Resources] = field(default_factory=dict)  # capacity
+    # The jobs whose gang is not placed, in the order the scheduler serves them
+    # (scheduler.visibility.order), when the session explains itself.
+    pending: tuple[PendingEntry, ...] = ()
     # Seconds after the session's clock at which a plugin would decide differently with
     # nothing else changed (sla: a job's waiting time runs out); None: never.
     revisit_after: float | None = None
