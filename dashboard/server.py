@@ -22,10 +22,11 @@ that.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
@@ -38,6 +39,7 @@ from dashboard import login, topics
 from dashboard.access import Scope
 from dashboard.auth import Gate
 from dashboard.cache import ClusterCache
+from dashboard.history import CHART_HEIGHT, CHART_WIDTH, ShareHistory, charts
 from dashboard.jobpage import build_job_page
 from dashboard.jobs import (
     MAX_ROWS,
@@ -74,6 +76,9 @@ LOCAL_HOSTS: Final = frozenset({"127.0.0.1", "localhost", "[::1]"})
 # Live pages one signed-in user may hold open at once (in-cluster).
 MAX_STREAMS_PER_USER: Final = 10
 STREAMS: Final = web.AppKey("streams", Counter[str])
+HISTORY: Final = web.AppKey("history", ShareHistory)
+# How often the queues' shares are sampled for their charts (dashboard.history).
+SAMPLE_SECONDS: Final = 60.0
 # A live stream says something at least this often, so a dead client is noticed.
 KEEPALIVE_SECONDS: Final = 15.0
 # A client that cannot take a message in this long is dropped.
@@ -289,6 +294,9 @@ async def queue_page(request: web.Request) -> web.Response:
         "name": name,
         "queue": queue,
         "bars": queue_bars(queue) if queue is not None else (),
+        "shares": charts(request.app[HISTORY].samples(name)),
+        "width": CHART_WIDTH,
+        "height": CHART_HEIGHT,
         "rows": rows[:MAX_ROWS],
         "more": max(0, len(rows) - MAX_ROWS),
         "pending": sum(1 for r in rows if r.waiting),
@@ -399,6 +407,7 @@ def make_app(
     read_positions: ReadPositions = _no_positions,
     clock: Clock = _now,  # a fixed clock for tests
     gate: Gate | None = None,
+    sample_seconds: float = SAMPLE_SECONDS,
 ) -> web.Application:
     """The dashboard's application over `cache`; `read_events` reads a job page's Events,
     `read_positions` a queue's order from the visibility API; with a `gate`, in-cluster:
@@ -419,6 +428,24 @@ def make_app(
         hub.close()  # ends every live stream, so shutdown does not wait for them
 
     app.on_shutdown.append(close_streams)
+    app[HISTORY] = ShareHistory()
+
+    async def sample_shares(app: web.Application) -> AsyncIterator[None]:
+        """Sample every queue's amounts now and each ``sample_seconds`` after, while the
+        dashboard runs (the charts of the queue pages)."""
+
+        async def sample() -> None:
+            while True:
+                app[HISTORY].record(clock(), cache.queues.list())
+                await asyncio.sleep(sample_seconds)
+
+        task = asyncio.create_task(sample())
+        yield
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    app.cleanup_ctx.append(sample_shares)
     app.router.add_get("/", overview)
     app.router.add_get("/jobs", job_list)
     app.router.add_get("/jobs/{namespace}/{name}", job_page)
