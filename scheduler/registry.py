@@ -12,6 +12,7 @@ from scheduler.actions.gangpreempt import GangPreemptAction
 from scheduler.actions.gangreclaim import GangReclaimAction
 from scheduler.actions.preempt import PreemptAction
 from scheduler.actions.reclaim import ReclaimAction
+from scheduler.actions.shuffle import ShuffleAction
 from scheduler.framework.runner import ActionFactory, PluginFactory, Registry
 from scheduler.plugins.binpack import BinpackPlugin
 from scheduler.plugins.capacity import CapacityPlugin
@@ -28,6 +29,7 @@ from scheduler.plugins.predicates import PredicatesPlugin
 from scheduler.plugins.preemption_toleration import PreemptionTolerationPlugin
 from scheduler.plugins.priority import PriorityPlugin
 from scheduler.plugins.proportion import ProportionPlugin
+from scheduler.plugins.rescheduling import ReschedulingPlugin
 from scheduler.plugins.resource_strategy_fit import ResourceStrategyFitPlugin
 from scheduler.plugins.resourcequota import ResourceQuotaPlugin
 from scheduler.plugins.sla import SlaPlugin
@@ -55,6 +57,7 @@ PLUGINS: dict[str, PluginFactory] = {
         CooldownProtectionPlugin,
         NodeGroupPlugin,
         ResourceStrategyFitPlugin,
+        ReschedulingPlugin,
     )
 }
 
@@ -68,6 +71,7 @@ ACTIONS: dict[str, ActionFactory] = {
         ReclaimAction,
         GangPreemptAction,
         GangReclaimAction,
+        ShuffleAction,
     )
 }
 
