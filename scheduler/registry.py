@@ -12,6 +12,7 @@ from scheduler.actions.gangpreempt import GangPreemptAction
 from scheduler.actions.gangreclaim import GangReclaimAction
 from scheduler.actions.preempt import PreemptAction
 from scheduler.actions.reclaim import ReclaimAction
+from scheduler.actions.shuffle import ShuffleAction
 from scheduler.extender_http import HttpTransport
 from scheduler.framework.runner import ActionFactory, PluginFactory, Registry
 from scheduler.plugins.binpack import BinpackPlugin
@@ -30,6 +31,7 @@ from scheduler.plugins.predicates import PredicatesPlugin
 from scheduler.plugins.preemption_toleration import PreemptionTolerationPlugin
 from scheduler.plugins.priority import PriorityPlugin
 from scheduler.plugins.proportion import ProportionPlugin
+from scheduler.plugins.rescheduling import ReschedulingPlugin
 from scheduler.plugins.resource_strategy_fit import ResourceStrategyFitPlugin
 from scheduler.plugins.resourcequota import ResourceQuotaPlugin
 from scheduler.plugins.sla import SlaPlugin
@@ -57,6 +59,7 @@ PLUGINS: dict[str, PluginFactory] = {
         CooldownProtectionPlugin,
         NodeGroupPlugin,
         ResourceStrategyFitPlugin,
+        ReschedulingPlugin,
     )
 }
 # The one plugin that talks to something: it is given its HTTP transport here.
@@ -72,6 +75,7 @@ ACTIONS: dict[str, ActionFactory] = {
         ReclaimAction,
         GangPreemptAction,
         GangReclaimAction,
+        ShuffleAction,
     )
 }
 

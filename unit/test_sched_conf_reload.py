@@ -59,7 +59,7 @@ def test_edits_are_reloaded_and_bad_edits_keep_the_last_good(tmp_path: Path) -> 
     assert source.refresh().actions == ("enqueue", "allocate")
     _touch_later(path, BINPACK)
     assert [p.name for p in source.refresh().tiers[0]] == ["gang", "binpack"]
-    _touch_later(path, 'actions: "allocate, shuffle"\n')
+    _touch_later(path, 'actions: "allocate, nonesuch"\n')  # an unknown action
     kept = source.refresh()
     assert kept.actions == ("allocate", "backfill"), "the bad edit is not used"
     _touch_later(path, GOOD)

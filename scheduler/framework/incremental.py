@@ -117,6 +117,8 @@ NODE_LOCAL_PLUGINS = DEFAULT_PLUGINS | frozenset(
         # registers no predicate or score: it steers jobs with networkTopology to a
         # HyperNode's nodes, whose verdicts are the same (scheduler.actions.topology)
         "network-topology-aware",
+        # registers only the shuffle action's victim function
+        "rescheduling",
     }
 )
 # Plugins whose node scores also depend on the pod's job and task (task-topology reads where
@@ -126,7 +128,7 @@ JOB_LOCAL_PLUGINS = frozenset({"task-topology"})
 # Plugins whose job readiness, queue allocatable and allocate handlers read only the job, the
 # queue and what the handlers kept: with only these configured, allocate replays a gang's
 # failed turn (scheduler.actions.retry).
-REPLAY_PLUGINS = DEFAULT_PLUGINS
+REPLAY_PLUGINS = DEFAULT_PLUGINS | frozenset({"rescheduling"})  # it registers none of them
 
 _NO_SPEEDUPS = Speedups()
 _ORDER_KEYS: Mapping[CallbackKind, Callable[[Speedups], Callable[[Any], Any] | None]] = {

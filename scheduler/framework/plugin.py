@@ -35,6 +35,10 @@ class CallbackKind(enum.Enum):
     PREEMPTIVE = ("preemptive", "enablePreemptive")
     OVERUSED = ("overused", "enabledOverused")
     ALLOCATABLE = ("allocatable", "enabledAllocatable")
+    # The shuffle action's: the pods a plugin would evict (rescheduling), and the screen a
+    # plugin passes them through (pdb); Volcano's VictimTasks, switched by enabledVictim.
+    VICTIM_TASKS = ("victim_tasks", "enabledVictim")
+    VICTIM_TASKS_SCREEN = ("victim_tasks_screen", "enabledVictim")
     # allocate/deallocate handlers (Volcano's event handlers): no switch, always registered.
     ALLOCATE_HANDLER = ("allocate_handler", "")
 

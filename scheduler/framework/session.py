@@ -19,7 +19,11 @@ Plugins register callbacks in tier order; the session combines them the way Volc
   so with gang in the first tier proportion is never asked whether a victim's queue may lose
   the task, and two queues below their deserved shares can reclaim from each other forever;
   requiring every tier's consent is what makes reclaim settle (docs/compatibility.md);
-- preemptive (may a queue take from others for these tasks at all): every plugin must agree.
+- preemptive (may a queue take from others for these tasks at all): every plugin must agree;
+- victim tasks (the shuffle action's): the union of what the plugins of the first tier that
+  proposes any propose, as Volcano's; then every victim-tasks screen (pdb) keeps what it allows.
+  Volcano has no screens: pdb's victim function is one of the union, which alone would propose
+  every labelled pod its budgets allow (docs/compatibility.md).
 
 Callbacks are registered by kind (``CallbackKind``, each with its Volcano switch) through the
 typed ``add_*_fn`` methods; what makes them fast across sessions (sort keys, victim screens,
@@ -80,6 +84,8 @@ _PREEMPTIVE = CallbackKind.PREEMPTIVE
 _OVERUSED = CallbackKind.OVERUSED
 _ALLOCATABLE = CallbackKind.ALLOCATABLE
 _ALLOCATE_HANDLER = CallbackKind.ALLOCATE_HANDLER
+_VICTIM_TASKS = CallbackKind.VICTIM_TASKS
+_VICTIM_TASKS_SCREEN = CallbackKind.VICTIM_TASKS_SCREEN
 
 
 OrderFn = Callable[[T, T], int]  # <0: left first, >0: right first, 0: no opinion
@@ -95,6 +101,7 @@ AllocatableFn = Callable[[QueueInfo, TaskInfo], bool]
 PreemptiveFn = Callable[[QueueInfo, Sequence[TaskInfo]], bool]
 JobValidFn = Callable[[JobInfo], "ValidateResult | None"]
 EventFn = Callable[[TaskInfo], None]
+VictimTasksFn = Callable[[Sequence[TaskInfo]], list[TaskInfo]]
 
 
 @dataclass(frozen=True)
@@ -407,6 +414,12 @@ class Session:
         their shares current this way)."""
         self._add(_ALLOCATE_HANDLER, plugin, (on_allocate, on_deallocate))
 
+    def add_victim_tasks_fn(self, plugin: str, fn: VictimTasksFn) -> None:
+        self._add(_VICTIM_TASKS, plugin, fn)
+
+    def add_victim_tasks_screen(self, plugin: str, fn: VictimTasksFn) -> None:
+        self._add(_VICTIM_TASKS_SCREEN, plugin, fn)
+
     def _registered(self, kind: CallbackKind) -> list[_Registered]:
         return self._fns.get(kind, [])
 
@@ -687,6 +700,26 @@ class Session:
         if not voting:
             return list(candidates)
         return self._intersect(voting, preemptor, candidates, narrowing=kind is not _PREEMPTABLE)
+
+    def proposes_victim_tasks(self) -> bool:
+        """Whether a plugin registered a victim-tasks function this session."""
+        return bool(self._registered(_VICTIM_TASKS))
+
+    def victim_tasks(self, tasks: Sequence[TaskInfo]) -> list[TaskInfo]:
+        """The pods among ``tasks`` the plugins would evict (module docstring), each once, in
+        the order proposed."""
+        chosen: dict[str, TaskInfo] = {}
+        for tier in self._by_tier(_VICTIM_TASKS):
+            for reg in tier:
+                for task in reg.fn(tasks):
+                    chosen.setdefault(task.uid, task)
+            if chosen:
+                break
+        victims = list(chosen.values())
+        for reg in self._registered(_VICTIM_TASKS_SCREEN):
+            if victims:
+                victims = reg.fn(victims)
+        return victims
 
     def preemptive(self, queue: QueueInfo, tasks: Sequence[TaskInfo]) -> bool:
         """Whether ``queue`` may take resources from other queues for ``tasks``."""

@@ -21,7 +21,9 @@ plugin preempt and reclaim choose victims whose eviction then fails and make no 
 
 Registered as preemptable and reclaimable functions: put pdb in the tier that decides
 preemption (the first tier with a preemptable function; see ``scheduler.framework.session``),
-as Volcano's session does; reclaim asks every tier.
+as Volcano's session does; reclaim asks every tier. When the shuffle action is configured, the
+same check screens the pods shuffle would evict (a victim-tasks screen: Volcano registers it as
+one more victim function, whose pods shuffle would evict too).
 """
 
 from __future__ import annotations
@@ -103,10 +105,13 @@ class PdbPlugin:
         evicted: dict[str, TaskInfo] = {}
         self.evicted = evicted
 
-        def victims(preemptor: TaskInfo, candidates: Sequence[TaskInfo]) -> list[TaskInfo]:
+        def within(candidates: Sequence[TaskInfo]) -> list[TaskInfo]:
             if not budgets:
                 return list(candidates)
             return victims_within_budgets(candidates, budgets, evicted.values())
+
+        def victims(preemptor: TaskInfo, candidates: Sequence[TaskInfo]) -> list[TaskInfo]:
+            return within(candidates)
 
         # An eviction deallocates its task, now Releasing, and undoing it allocates the task
         # while still Releasing: so the plugin knows which pods this session evicts, which the
@@ -122,6 +127,8 @@ class PdbPlugin:
         ssn.add_preemptable_fn(self.name, victims)
         ssn.add_reclaimable_fn(self.name, victims)
         ssn.add_allocate_handler(self.name, allocated, deallocated)
+        if "shuffle" in ssn.configured_actions:
+            ssn.add_victim_tasks_screen(self.name, within)
 
     def on_session_close(self, ssn: Session) -> None:
         self.evicted = {}
