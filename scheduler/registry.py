@@ -32,6 +32,7 @@ from scheduler.plugins.resource_strategy_fit import ResourceStrategyFitPlugin
 from scheduler.plugins.resourcequota import ResourceQuotaPlugin
 from scheduler.plugins.sla import SlaPlugin
 from scheduler.plugins.task_topology import TaskTopologyPlugin
+from scheduler.plugins.usage import UsagePlugin
 
 PLUGINS: dict[str, PluginFactory] = {
     cls.name: cls
@@ -55,6 +56,7 @@ PLUGINS: dict[str, PluginFactory] = {
         CooldownProtectionPlugin,
         NodeGroupPlugin,
         ResourceStrategyFitPlugin,
+        UsagePlugin,
     )
 }
 
