@@ -73,6 +73,8 @@ from scheduler.framework.session import Session, SessionResult
 from scheduler.framework.status import with_findings
 from scheduler.live_snapshot import CachedObjects, LiveSnapshot
 from scheduler.metrics import SchedulerMetrics
+from scheduler.node_load import MetricsSource, metrics_source
+from scheduler.node_load_poller import NodeLoadPoller
 from scheduler.quiet import QuietSessions
 from scheduler.snapshot import CachedRequests
 from scheduler.why import unschedulable_reasons
@@ -218,6 +220,7 @@ class SchedulerLoop:
         self._run = run_in_thread or asyncio.to_thread
         self._unschedulable_seen: dict[str, str] = {}  # pod uid -> last message written
         self.quiet = QuietSessions()
+        self.node_load = NodeLoadPoller()
 
     def _podgroup_seen(self, pg: PodGroup) -> None:
         """Volcano's per-job scheduling start time, set when a PodGroup enters the cache."""
@@ -272,6 +275,7 @@ class SchedulerLoop:
                 task.cancel()
             if self._wake.is_set():
                 await asyncio.sleep(0.05)  # let a burst of events land in one session
+        await self.node_load.close()
         await self.drain_binds(grace=10)
 
     def _forget_seen_assumptions(self) -> None:
@@ -287,6 +291,7 @@ class SchedulerLoop:
         started = time.monotonic()
         self._forget_seen_assumptions()
         conf = self.conf.refresh()
+        self.node_load.configure(_load_source(conf))
         news = self.live.has_news(self.assumed)
         last = self.quiet.repeat(conf, news=news, now=started)
         if last is not None:
@@ -295,6 +300,7 @@ class SchedulerLoop:
         cluster, report = self.live.update(self.cached, assumed=self.assumed)
         for key, queue in report.missing_queue.items():
             log.debug("queue of job does not exist, ignoring it", job=key, queue=queue)
+        cluster.node_usage = self.node_load.latest
         session = Session(cluster, conf.tiers)
         core_started = time.monotonic()
         try:
@@ -480,6 +486,16 @@ class SchedulerLoop:
             writes.append(write(key, uid, message))
         await asyncio.gather(*writes)
         return len(writes)
+
+
+def _load_source(conf: SchedulerConf) -> MetricsSource | None:
+    """The metrics source to poll: only when a configured plugin reads the nodes' load."""
+    if not any(option.name == "usage" for tier in conf.tiers for option in tier):
+        return None
+    try:
+        return metrics_source(conf.metrics)
+    except ValueError:  # refused when the configuration was loaded; not reached
+        return None
 
 
 def pod_ref(namespace: str, name: str, uid: str = "") -> ObjectReference:
