@@ -293,3 +293,28 @@ def test_without_load_the_plugin_changes_nothing() -> None:
     plain = placed(run(build({}), CONF % ""))
     assert placed(run(build({}), CONF % ", {name: usage}")) == plain
     assert placed(run(build(stale), CONF % ", {name: usage}")) == plain
+
+
+def test_enable_predicate_false_scores_without_refusing() -> None:
+    """With the predicate switched off, a node over the threshold still takes pods once the
+    others are full."""
+    conf = """\
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins: [{name: priority}, {name: gang}, {name: conformance}]
+- plugins: [{name: predicates}, {name: proportion}, {name: usage%s}]
+"""
+    usage = {"n0": load(95, 10), "n1": load(5, 5), "n2": load(5, 5)}
+
+    def busy() -> ClusterInfo:
+        cluster = make_cluster([make_node(f"n{i}", "2", "16Gi") for i in range(3)], ())
+        cluster.node_usage = usage
+        add_job(cluster, "j", pending=6, phase="Inqueue")
+        return cluster
+
+    refused = placed(run(busy(), conf % ""))
+    assert len(refused) == 4
+    assert "n0" not in refused.values()
+    scored = placed(run(busy(), conf % ", enablePredicate: false"))
+    assert len(scored) == 6
+    assert list(scored.values()).count("n0") == 2

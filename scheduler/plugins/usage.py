@@ -13,8 +13,8 @@ as in Volcano.
   ((1 - cpu) * ``cpu.weight`` + (1 - mem) * ``memory.weight``) / (the weights' sum) * 100 *
   ``usage.weight`` (weights 1, 1, 5): the less loaded node wins.
 - **shadow estimate** (``estimator``): what pods the metrics cannot see yet will use. A pod
-  placed on the node in this session, binding, bound, or running for less than the metrics
-  interval (``metrics.interval`` in Volcano's configuration, 30s) counts
+  placed on the node in this session, binding, bound, or running for less than 30 seconds
+  (Volcano's default ``metrics.interval``; Caldera does not follow a configured one) counts
   (request * ``request_ratio`` + (limit - request) * ``burst_ratio``) * risk, clamped to its
   limit (its request when it has no limit); a pod that requests nothing counts ``be_cpu``
   (250m) and ``be_mem`` (200Mi) * risk. Risk is ``risk_factor`` (1.2) once the node's weighted
