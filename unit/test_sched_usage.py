@@ -4,6 +4,7 @@ cannot see yet estimated on top (Volcano's formulas), and stale or missing load 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -14,10 +15,11 @@ from hypothesis import strategies as st
 
 from caldera.api.core import PodStatus
 from caldera.api.meta import format_time
-from scheduler.api.types import ClusterInfo, NodeUsage, TaskInfo, TaskStatus
+from scheduler.api.types import ClusterInfo, NodeInfo, NodeUsage, TaskInfo, TaskStatus
 from scheduler.conf import ConfError, parse_conf
+from scheduler.framework.incremental import Speedups
 from scheduler.framework.plugin import Arguments
-from scheduler.framework.session import NodeOrderFn, PredicateFn, Session
+from scheduler.framework.session import EventFn, NodeOrderFn, PredicateFn, Session
 from scheduler.plugins.usage import (
     CPU_OVER,
     MEMORY_OVER,
@@ -48,13 +50,31 @@ class FakeSession:
     def add_node_order_fn(self, plugin: str, fn: NodeOrderFn) -> None:
         self.scores.append(fn)
 
+    def add_speedups(self, plugin: str, speedups: Speedups) -> None:
+        self.speedups = speedups
+
+    def add_allocate_handler(
+        self, plugin: str, on_allocate: EventFn, on_deallocate: EventFn
+    ) -> None:
+        self.handlers = (on_allocate, on_deallocate)
+
+    @property
+    def nodes(self) -> dict[str, NodeInfo]:
+        return self.cluster.nodes
+
 
 def plugin(**arguments: Any) -> UsagePlugin:
     return UsagePlugin(Arguments("usage", arguments))
 
 
-def opened(usage: dict[str, NodeUsage], *, now: dt.datetime = T0, **arguments: Any) -> FakeSession:
-    cluster = ClusterInfo(now=now, node_usage=usage)
+def opened(
+    usage: dict[str, NodeUsage],
+    *,
+    now: dt.datetime = T0,
+    nodes: Sequence[NodeInfo] = (),
+    **arguments: Any,
+) -> FakeSession:
+    cluster = ClusterInfo(now=now, node_usage=usage, nodes={n.name: n for n in nodes})
     ssn = FakeSession(cluster, now)
     plugin(**arguments).on_session_open(cast(Session, ssn))
     assert len(ssn.predicates) == len(ssn.scores) == 1
@@ -214,13 +234,37 @@ def test_the_risk_factor_applies_once_the_node_is_loaded() -> None:
     assert score(POD, node) == pytest.approx(node_score(cpu, mem, 1, 1, 5))
 
 
-def test_a_node_change_within_the_session_is_seen() -> None:
-    """The estimate follows the node: a pod placed on it after the first score lowers the next."""
+def test_allocations_in_the_session_are_added_and_taken_back() -> None:
+    """The estimate follows the allocate events: a pod allocated after the first score lowers
+    the next by its estimate; its deallocation restores the score exactly."""
     node = make_node("n")
-    (score,) = opened({"n": load(20, 20)}).scores
+    ssn = opened({"n": load(20, 20)}, nodes=[node])
+    (score,) = ssn.scores
+    allocate, deallocate = ssn.handlers
     before = score(POD, node)
-    node.add_task(make_task("o", 0, status=TaskStatus.ALLOCATED, node="n"))
+    task = make_task("o", 0, status=TaskStatus.ALLOCATED, node="n")
+    node.add_task(task)
+    allocate(task)
+    assert score(POD, node) == pytest.approx(node_score(0.2 + 0.7 / 4, 0.2 + 0.7 / 8, 1, 1, 5))
     assert score(POD, node) < before
+    node.remove_task(task)
+    deallocate(task)
+    assert score(POD, node) == pytest.approx(before)
+
+
+def test_an_allocation_on_a_node_not_yet_scored_is_counted_once() -> None:
+    node = make_node("n")
+    ssn = opened({"n": load(20, 20)}, nodes=[node])
+    (score,) = ssn.scores
+    task = make_task("o", 0, status=TaskStatus.ALLOCATED, node="n")
+    node.add_task(task)
+    ssn.handlers[0](task)
+    assert score(POD, node) == pytest.approx(node_score(0.2 + 0.7 / 4, 0.2 + 0.7 / 8, 1, 1, 5))
+
+
+def test_without_fresh_load_no_handler_is_registered() -> None:
+    ssn = opened({"n": load(20, 20, age=600)})
+    assert not hasattr(ssn, "handlers")
 
 
 # ---- the pure core's invariants ----------------------------------------------------------------

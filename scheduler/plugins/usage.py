@@ -24,15 +24,18 @@ Arguments out of range are ignored as Volcano ignores them (a threshold outside 
 outside 0-1, a risk factor below 1, a negative weight keep the default); an argument of the
 wrong type is an error naming it at start (Volcano would silently keep the default).
 
-Difference from Volcano, on purpose: the shadow estimate of a node is summed over the pods on
-the node in the order the snapshot lists them, whenever the node changed, rather than kept by
-allocate and deallocate events in allocation order; the sums are the same, and the risk factor
-can only differ for a pod that crossed ``risk_threshold``. The limits read are the containers'
-(init containers' limits are not counted).
+As in Volcano, a node's estimate is summed over its unseen pods once per session (here when
+the node is first asked about, and only for nodes with fresh load, rather than for every node
+at the session's start), then kept by the allocate and deallocate events, a deallocation taking
+back exactly what its allocation added (``ShadowLoad``). The warm-up counts the pods in the
+order the snapshot lists them (Volcano's in Go's map order), which only the risk factor can
+tell. The limits read are the containers' (init containers' limits are not counted).
 
-Speed: the verdicts read the node's load and the clock, which no node generation follows, so
-the plugin is not node-local: with it configured the placer does not reuse node verdicts across
-sessions (``scheduler.framework.incremental``).
+Speed: within a session the verdicts read only the pod and the node (the load and the clock
+stay put), so pods share node verdicts as with the node-local plugins. Across sessions the load
+and the clock move without the node's generation: a session with fresh load names a node class
+of its own (``Speedups.node_class``), so no verdict of another session is reused; without any
+fresh load the verdicts are the node-local ones and are reused.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from caldera.api.meta import parse_time
 from caldera.api.quantity import QuantityError
 from caldera.api.resources import Resources
 from scheduler.api.types import NodeInfo, NodeUsage, TaskInfo, TaskStatus
+from scheduler.framework.incremental import Speedups
 from scheduler.framework.plugin import Arguments
 from scheduler.framework.session import Session
 
@@ -196,6 +200,12 @@ def _unseen(task: TaskInfo, now: dt.datetime, interval: dt.timedelta) -> bool:
         return True
 
 
+class _SessionToken:
+    """Equal only to itself: one session's node class."""
+
+    __slots__ = ()
+
+
 class UsagePlugin:
     """Volcano's usage plugin; see the module docstring."""
 
@@ -218,13 +228,13 @@ class UsagePlugin:
         return default if value < 0 else value
 
     def on_session_open(self, ssn: Session) -> None:
-        usage = ssn.cluster.node_usage
         now = ssn.now
         fresh = {
-            name: load for name, load in usage.items() if now - load.measured <= METRICS_ACTIVE
+            name: load
+            for name, load in ssn.cluster.node_usage.items()
+            if now - load.measured <= METRICS_ACTIVE
         }
-        # By node: the generation it was read at, its shadow estimate and capacity (cpu, memory).
-        shadows: dict[str, tuple[int, float, float, float, float]] = {}
+        shadows = ShadowLoad(self, fresh, now)
 
         def predicate(task: TaskInfo, node: NodeInfo) -> str | None:
             load = fresh.get(node.name)
@@ -240,47 +250,93 @@ class UsagePlugin:
             load = fresh.get(node.name)
             if load is None:
                 return 0.0
-            kept = shadows.get(node.name)
-            if kept is None or kept[0] != node.generation:
-                kept = (node.generation, *self.shadow(node, load, now), *_capacity(node))
-                shadows[node.name] = kept
-            _, cpu, memory, cpu_cap, mem_cap = kept
-            return node_score(
-                composite(load.cpu, cpu, cpu_cap),
-                composite(load.memory, memory, mem_cap),
-                self.cpu_weight,
-                self.memory_weight,
-                self.usage_weight,
-            )
+            cpu, memory = shadows.utilisation(node, load)
+            return node_score(cpu, memory, self.cpu_weight, self.memory_weight, self.usage_weight)
 
         ssn.add_predicate_fn(self.name, predicate)
         ssn.add_node_order_fn(self.name, score)
+        if fresh:
+            nodes = ssn.nodes
+            ssn.add_allocate_handler(
+                self.name,
+                lambda task: shadows.allocated(task, nodes.get(task.node_name)),
+                shadows.deallocated,
+            )
+        # Within a session the verdicts read only the node (its load and the clock are fixed);
+        # across sessions the load and the clock move without the node's generation, so a
+        # session with load keeps its classes to itself (a token no other session has).
+        token = _SessionToken() if fresh else None
+        ssn.add_speedups(self.name, Speedups(node_class=lambda _task: token))
 
     def on_session_close(self, ssn: Session) -> None:
         return None
 
-    def shadow(self, node: NodeInfo, load: NodeUsage, now: dt.datetime) -> tuple[float, float]:
-        """The node's shadow estimate (cpu milli, memory bytes): its pods the metrics cannot
-        see yet, each with the risk factor of the load counted before it."""
-        est = self.estimator
-        cpu_cap, mem_cap = _capacity(node)
-        cpu = memory = 0.0
+
+class ShadowLoad:
+    """One session's shadow estimates (Volcano's ShadowLoadCache): per node with fresh load,
+    summed over its unseen pods when the node is first asked about, then kept up to date by
+    the allocate and deallocate events, each pod's share remembered so that a deallocation
+    takes back exactly what its allocation added."""
+
+    def __init__(
+        self, plugin: UsagePlugin, fresh: Mapping[str, NodeUsage], now: dt.datetime
+    ) -> None:
+        self.plugin, self.fresh, self.now = plugin, fresh, now
+        # By node: cpu (milli) and memory (bytes) estimated, and the node's capacity.
+        self.nodes: dict[str, list[float]] = {}
+        # By task uid: the node and what the task added there.
+        self.shares: dict[str, tuple[str, float, float]] = {}
+
+    def utilisation(self, node: NodeInfo, load: NodeUsage) -> tuple[float, float]:
+        """The node's composite cpu and memory utilisation (0-1)."""
+        kept = self.nodes.get(node.name) or self._warm(node, load)
+        return composite(load.cpu, kept[0], kept[2]), composite(load.memory, kept[1], kept[3])
+
+    def _warm(self, node: NodeInfo, load: NodeUsage) -> list[float]:
+        kept = self.nodes[node.name] = [0.0, 0.0, *_capacity(node)]
+        interval = self.plugin.metrics_interval
         for task in node.tasks.values():
-            if not _unseen(task, now, self.metrics_interval):
-                continue
-            load_now = weighted(
-                composite(load.cpu, cpu, cpu_cap),
-                composite(load.memory, memory, mem_cap),
-                self.cpu_weight,
-                self.memory_weight,
-            )
-            risk = est.risk_factor if load_now >= est.risk_threshold else 1.0
-            if task.best_effort:
-                cpu += est.be_cpu * risk
-                memory += est.be_memory * risk
-                continue
+            if _unseen(task, self.now, interval):
+                self._add(task, node.name, load, kept)
+        return kept
+
+    def _add(self, task: TaskInfo, node: str, load: NodeUsage, kept: list[float]) -> None:
+        plugin, est = self.plugin, self.plugin.estimator
+        cpu_cap, mem_cap = kept[2], kept[3]
+        load_now = weighted(
+            composite(load.cpu, kept[0], cpu_cap),
+            composite(load.memory, kept[1], mem_cap),
+            plugin.cpu_weight,
+            plugin.memory_weight,
+        )
+        risk = est.risk_factor if load_now >= est.risk_threshold else 1.0
+        if task.best_effort:
+            cpu, memory = est.be_cpu * risk, est.be_memory * risk
+        else:
             cpu_limit, mem_limit = _limits(task)
             request = task.resreq
-            cpu += estimate(float(request.get("cpu")), cpu_limit, est, risk)
-            memory += estimate(request.get("memory") / 1000, mem_limit, est, risk)
-        return cpu, memory
+            cpu = estimate(float(request.get("cpu")), cpu_limit, est, risk)
+            memory = estimate(request.get("memory") / 1000, mem_limit, est, risk)
+        kept[0] += cpu
+        kept[1] += memory
+        self.shares[task.uid] = (node, cpu, memory)
+
+    def allocated(self, task: TaskInfo, node: NodeInfo | None) -> None:
+        """A task allocated or pipelined on ``node`` in this session."""
+        load = self.fresh.get(task.node_name)
+        if node is None or load is None:
+            return
+        self.deallocated(task)
+        kept = self.nodes.get(node.name)
+        if kept is None:
+            self._warm(node, load)  # counts the task, already on the node
+        else:
+            self._add(task, node.name, load, kept)
+
+    def deallocated(self, task: TaskInfo) -> None:
+        """A task taken off its node (a discarded allocation, an eviction): what it added goes."""
+        share = self.shares.pop(task.uid, None)
+        if share is not None:
+            kept = self.nodes[share[0]]
+            kept[0] -= share[1]
+            kept[1] -= share[2]
