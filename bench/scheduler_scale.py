@@ -36,7 +36,8 @@ The slopes (seconds per 1,000 pending pods, per 1,000 nodes) come from each case
 
 ``--plugin-cost NAME`` runs only the 30,000 backlog, without and with plugin NAME added to the
 second tier (hdrf: drf's ``enableHierarchy``), on objects carrying what the plugin reads
-(``PLUGIN_CASES``), side by side; the goal is at most 20% more session time (issue 46).
+(``PLUGIN_CASES``; usage: every node's measured load, ``PLUGIN_LOADS``), side by side; the
+goal is at most 20% more session time (issue 46).
 """
 
 from __future__ import annotations
