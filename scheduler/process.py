@@ -257,25 +257,30 @@ class SchedulerLoop:
         queues_made = await self.ensure_default_queues()
         await self.factory.wait_for_sync()
         log.info("caches synced; scheduling", period=self.settings.schedule_period)
-        while not stopping.is_set():
-            self._wake.clear()
-            if not queues_made:
-                queues_made = await self.ensure_default_queues()
-            try:
-                await self.cycle()
-            except FencedError:
-                raise  # the Lease may have passed: stop scheduling (a LeadershipLostError)
-            except (ApiError, ApiConnectionError, TimeoutError) as exc:
-                log.warning("session failed", error=str(exc))
-            except Exception:
-                log.exception("session failed unexpectedly")
-            waits = [asyncio.create_task(self._wake.wait()), asyncio.create_task(stopping.wait())]
-            await asyncio.wait(waits, timeout=self.settings.schedule_period)
-            for task in waits:
-                task.cancel()
-            if self._wake.is_set():
-                await asyncio.sleep(0.05)  # let a burst of events land in one session
-        await self.node_load.close()
+        try:
+            while not stopping.is_set():
+                self._wake.clear()
+                if not queues_made:
+                    queues_made = await self.ensure_default_queues()
+                try:
+                    await self.cycle()
+                except FencedError:
+                    raise  # the Lease may have passed: stop scheduling (a LeadershipLostError)
+                except (ApiError, ApiConnectionError, TimeoutError) as exc:
+                    log.warning("session failed", error=str(exc))
+                except Exception:
+                    log.exception("session failed unexpectedly")
+                waits = [
+                    asyncio.create_task(self._wake.wait()),
+                    asyncio.create_task(stopping.wait()),
+                ]
+                await asyncio.wait(waits, timeout=self.settings.schedule_period)
+                for task in waits:
+                    task.cancel()
+                if self._wake.is_set():
+                    await asyncio.sleep(0.05)  # let a burst of events land in one session
+        finally:
+            await self.node_load.close()  # the load poller stops with the loop, failed or not
         await self.drain_binds(grace=10)
 
     def _forget_seen_assumptions(self) -> None:
