@@ -28,6 +28,7 @@ import yaml
 # parser); it is re-exported here for the process, the simulator and the benches.
 from scheduler.framework.plugin import Arguments, PluginOption
 from scheduler.framework.plugin import SchedulerConf as SchedulerConf
+from scheduler.node_load import metrics_source
 
 DEFAULT_CONF = """\
 actions: "enqueue, allocate, backfill"
@@ -79,6 +80,7 @@ def parse_conf(text: str, *, actions: Collection[str], plugins: Collection[str])
     found_actions: tuple[str, ...] = ()
     tiers: list[tuple[PluginOption, ...]] = []
     action_args: dict[str, Mapping[str, Any]] = {}
+    metrics: dict[str, Any] = {}
     for key, key_node, value in _mapping(root, "the configuration"):
         if key == "actions":
             if not isinstance(value, yaml.ScalarNode):
@@ -113,15 +115,24 @@ def parse_conf(text: str, *, actions: Collection[str], plugins: Collection[str])
                 args = _plain(fields["arguments"]) if "arguments" in fields else {}
                 action_args[str(name_node.value)] = args or {}
         elif key == "metrics":
-            continue  # Volcano's metrics source settings; Caldera exports its own metrics
+            # Volcano's metrics source: where the usage plugin's node load comes from.
+            section = _plain(value)
+            if not isinstance(section, dict):
+                raise ConfError(f"{_where(value)}: metrics must be a mapping")
+            try:
+                metrics_source(section)
+            except ValueError as exc:
+                raise ConfError(f"{_where(value)}: {exc}") from None
+            metrics = section
         else:
             raise ConfError(
-                f"{_where(key_node)}: unknown key {key!r}; use actions, tiers, configurations"
+                f"{_where(key_node)}: unknown key {key!r}; "
+                "use actions, tiers, configurations, metrics"
             )
     if not found_actions:
         raise ConfError("the configuration names no actions")
     _check_exclusive(tiers)
-    conf = SchedulerConf(found_actions, tuple(tiers), action_args)
+    conf = SchedulerConf(found_actions, tuple(tiers), action_args, metrics)
     _check_arguments(conf, actions, plugins)
     return conf
 

@@ -89,6 +89,8 @@ from scheduler.framework.session import Session, SessionResult
 from scheduler.framework.status import with_findings
 from scheduler.live_snapshot import CachedObjects, LiveSnapshot, Objects
 from scheduler.metrics import SchedulerMetrics
+from scheduler.node_load import MetricsSource, metrics_source
+from scheduler.node_load_poller import NodeLoadPoller
 from scheduler.quiet import QuietSessions
 from scheduler.sharding import HardShard
 from scheduler.snapshot import CachedRequests
@@ -253,6 +255,7 @@ class SchedulerLoop:
         self._ungating: dict[str, asyncio.Task[None]] = {}
         # The waiting jobs in the order the last session serves them (the visibility API).
         self.positions = Positions()
+        self.node_load = NodeLoadPoller()
 
     def _podgroup_seen(self, pg: PodGroup) -> None:
         """Volcano's per-job scheduling start time, set when a PodGroup enters the cache."""
@@ -289,26 +292,32 @@ class SchedulerLoop:
         queues_made = await self.ensure_default_queues()
         await self.factory.wait_for_sync()
         log.info("caches synced; scheduling", period=self.settings.schedule_period)
-        while not stopping.is_set():
-            self._wake.clear()
-            if not queues_made:
-                queues_made = await self.ensure_default_queues()
-            try:
-                await self.cycle()
-                if self.shard is not None:
-                    await self._publish_shard(self.shard)
-            except FencedError:
-                raise  # the Lease may have passed: stop scheduling (a LeadershipLostError)
-            except (ApiError, ApiConnectionError, TimeoutError) as exc:
-                log.warning("session failed", error=str(exc))
-            except Exception:
-                log.exception("session failed unexpectedly")
-            waits = [asyncio.create_task(self._wake.wait()), asyncio.create_task(stopping.wait())]
-            await asyncio.wait(waits, timeout=self.settings.schedule_period)
-            for task in waits:
-                task.cancel()
-            if self._wake.is_set():
-                await asyncio.sleep(0.05)  # let a burst of events land in one session
+        try:
+            while not stopping.is_set():
+                self._wake.clear()
+                if not queues_made:
+                    queues_made = await self.ensure_default_queues()
+                try:
+                    await self.cycle()
+                    if self.shard is not None:
+                        await self._publish_shard(self.shard)
+                except FencedError:
+                    raise  # the Lease may have passed: stop scheduling (a LeadershipLostError)
+                except (ApiError, ApiConnectionError, TimeoutError) as exc:
+                    log.warning("session failed", error=str(exc))
+                except Exception:
+                    log.exception("session failed unexpectedly")
+                waits = [
+                    asyncio.create_task(self._wake.wait()),
+                    asyncio.create_task(stopping.wait()),
+                ]
+                await asyncio.wait(waits, timeout=self.settings.schedule_period)
+                for task in waits:
+                    task.cancel()
+                if self._wake.is_set():
+                    await asyncio.sleep(0.05)  # let a burst of events land in one session
+        finally:
+            await self.node_load.close()  # the load poller stops with the loop, failed or not
         await self.drain_binds(grace=10)
 
     def _forget_seen_assumptions(self) -> None:
@@ -329,6 +338,7 @@ class SchedulerLoop:
                 if node is not None:
                     self.live.node_changed(node)
         conf = self.conf.refresh()
+        self.node_load.configure(_load_source(conf))
         news = self.live.has_news(self.assumed)
         last = self.quiet.repeat(conf, news=news, now=started)
         if last is not None:
@@ -340,6 +350,7 @@ class SchedulerLoop:
             cluster.outside_allocatable, cluster.outside_used = outside
         for key, queue in report.missing_queue.items():
             log.debug("queue of job does not exist, ignoring it", job=key, queue=queue)
+        cluster.node_usage = self.node_load.latest
         session = Session(cluster, conf.tiers)
         session.queue_admission_gates = self.queue_admission_gates
         core_started = time.monotonic()
@@ -575,6 +586,16 @@ class SchedulerLoop:
             writes.append(write(key, uid, message))
         await asyncio.gather(*writes)
         return len(writes)
+
+
+def _load_source(conf: SchedulerConf) -> MetricsSource | None:
+    """The metrics source to poll: only when a configured plugin reads the nodes' load."""
+    if not any(option.name == "usage" for tier in conf.tiers for option in tier):
+        return None
+    try:
+        return metrics_source(conf.metrics)
+    except ValueError:  # refused when the configuration was loaded; not reached
+        return None
 
 
 def pod_ref(namespace: str, name: str, uid: str = "") -> ObjectReference:

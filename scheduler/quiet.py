@@ -29,8 +29,9 @@ from scheduler.conf import SchedulerConf
 from scheduler.framework.session import SessionResult
 
 # Plugins whose decisions move with the clock (preemption-toleration: a victim is protected
-# until its toleration runs out): with one configured, every session runs.
-CLOCK_PLUGINS = frozenset({"preemption-toleration"})
+# until its toleration runs out; usage: the nodes' measured load, which no informer event
+# notes, and its age): with one configured, every session runs.
+CLOCK_PLUGINS = frozenset({"preemption-toleration", "usage"})
 MAX_QUIET_SECONDS = 60.0
 
 

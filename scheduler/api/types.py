@@ -449,6 +449,16 @@ class QueueInfo:
         return self.state in ("Open", "")
 
 
+@dataclass(frozen=True, slots=True)
+class NodeUsage:
+    """A node's measured load (Volcano's NodeUsage over its one period): average cpu and memory
+    use in percent (0-100) and when the metrics source measured them."""
+
+    cpu: float
+    memory: float
+    measured: dt.datetime
+
+
 @dataclass(slots=True, eq=False)
 class ClusterInfo:
     """A session's snapshot: every schedulable job, node and queue."""
@@ -464,6 +474,9 @@ class ClusterInfo:
     # The HyperNodes resolved against the nodes (empty: no HyperNode, topology-blind).
     hypernodes: HyperNodeTree = field(default_factory=HyperNodeTree)
     now: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
+    # Node load by node name, from the metrics source the process reads (the usage plugin);
+    # empty when none is configured.
+    node_usage: dict[str, NodeUsage] = field(default_factory=dict)
     # Kept by the live snapshot across sessions; None: verdicts live one session.
     verdicts: VerdictMemory | None = None
     # The ready nodes' allocatable, and what the nodes' tasks use, summed as of the session's

@@ -72,6 +72,8 @@ class SchedulerConf:
     actions: tuple[str, ...]
     tiers: tuple[tuple[PluginOption, ...], ...]
     action_arguments: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # Volcano's ``metrics:`` section as given (``scheduler.node_load`` reads it).
+    metrics: Mapping[str, Any] = field(default_factory=dict)
 
 
 class Plugin(Protocol):
