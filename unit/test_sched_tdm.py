@@ -20,6 +20,7 @@ from scheduler.plugins.tdm import (
     TdmConf,
     TdmPlugin,
     Window,
+    closed_zone_victims,
     job_order,
     job_preemptable,
     max_evictions,
@@ -288,6 +289,51 @@ def test_disruption_budgets(
     annotations: dict[str, str], running: int, pending: int, allowed: int
 ) -> None:
     assert max_evictions(job_with(annotations, running, pending)) == allowed
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["n0", "r0", "r1"]), st.booleans(), st.integers(0, 2)),
+        max_size=12,
+    ),
+    st.sampled_from(
+        [{}, {"volcano.sh/jdb-min-available": "1"}, {"volcano.sh/jdb-max-unavailable": "50%"}]
+    ),
+    st.one_of(st.none(), st.integers(1, 4)),
+)
+def test_closed_zone_victims_keep_budgets(
+    pods: list[tuple[str, bool, int]], budget: dict[str, str], max_num: int | None
+) -> None:
+    """Victims are Running preemptable pods of closed-zone nodes, each once, in the order
+    given, never more per job than its budget allows, nor more than max-num in all."""
+    cluster = cluster_of(at(9))
+    jobs = []
+    for j in range(3):
+        placed = [node for node, _, owner in pods if owner == j]
+        job = add_job(cluster, f"j{j}", running=placed, annotations=dict(budget))
+        for task, (_, preemptable, _) in zip(
+            sorted(job.tasks.values(), key=lambda t: int(t.name.split("-")[1])),
+            [p for p in pods if p[2] == j],
+            strict=True,
+        ):
+            if not preemptable:
+                annotate(task, NOT_PREEMPTABLE)
+        jobs.append(job)
+    conf = TdmConf.parse({"tdm.revocable-zone.rz1": "00:00-08:00"})
+    if max_num is not None:
+        conf = TdmConf(conf.zones, conf.evict_period, max_num)
+    tasks = [t for job in jobs for t in job.tasks.values()]
+    victims = closed_zone_victims(tasks, cluster.nodes, cluster.jobs, conf, frozenset())
+    assert len({t.uid for t in victims}) == len(victims)
+    assert all(t.preemptable and t.node_name in ("r0", "r1") for t in victims)
+    assert victims == [t for t in tasks if t in victims]
+    for job in jobs:
+        assert sum(t.job == job.key for t in victims) <= max_evictions(job)
+    if max_num is not None:
+        assert len(victims) <= max_num
+    opened = closed_zone_victims(tasks, cluster.nodes, cluster.jobs, conf, frozenset({"rz1"}))
+    assert opened == []
 
 
 def test_preempt_takes_only_preemptable_pods_of_ordinary_nodes_within_budgets() -> None:
