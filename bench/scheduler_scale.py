@@ -35,8 +35,9 @@ Cases (1-cpu / 2Gi pods, nodes of 16 cpu / 64Gi, gangs whose minAvailable is the
 The slopes (seconds per 1,000 pending pods, per 1,000 nodes) come from each case at two sizes.
 
 ``--plugin-cost NAME`` runs only the 30,000 backlog, without and with plugin NAME added to the
-second tier (hdrf: drf's ``enableHierarchy``; rescheduling: with the shuffle action), on
-objects carrying what the plugin reads (``PLUGIN_CASES``; usage: every node's measured load,
+second tier (hdrf: drf's ``enableHierarchy``; rescheduling: with the shuffle action; tdm: a
+tenth of the nodes revocable, their window open, every pod allowed on them), on objects
+carrying what the plugin reads (``PLUGIN_CASES``; usage: every node's measured load,
 ``PLUGIN_LOADS``), side by side; the goal is at most 20% more session time (issue 46).
 """
 
@@ -90,6 +91,7 @@ from scheduler.framework.runner import Registry, run_session  # noqa: E402
 from scheduler.framework.session import Session, SessionResult  # noqa: E402
 from scheduler.framework.status import with_findings  # noqa: E402
 from scheduler.live_snapshot import CachedObjects, KeyedObjects, LiveSnapshot  # noqa: E402
+from scheduler.plugins.tdm import REVOCABLE_ZONE  # noqa: E402
 from scheduler.quiet import QuietSessions, changed_nothing  # noqa: E402
 from scheduler.registry import REGISTRY  # noqa: E402
 from scheduler.snapshot import CachedRequests, build_cluster  # noqa: E402
@@ -312,6 +314,39 @@ def measured_load(objects: Objects) -> dict[str, NodeUsage]:
         node.metadata.name: NodeUsage(float(i % 8 * 10), float(i % 7 * 10), when)
         for i, node in enumerate(objects.nodes)
     }
+
+
+def revocable(objects: Objects) -> Objects:
+    """For tdm: every tenth node revocable (label ``volcano.sh/revocable-zone: rz1``, its window
+    open at the bench's clock) and every pod allowed on revocable nodes, so that the nodes each
+    pod may take are the ones it may take without the plugin."""
+    nodes = [
+        msgspec.structs.replace(
+            node,
+            metadata=msgspec.structs.replace(
+                node.metadata, labels={**node.metadata.labels, REVOCABLE_ZONE: "rz1"}
+            ),
+        )
+        if i % 10 == 0
+        else node
+        for i, node in enumerate(objects.nodes)
+    ]
+    pods = [
+        msgspec.structs.replace(
+            pod,
+            metadata=msgspec.structs.replace(
+                pod.metadata, annotations={**pod.metadata.annotations, REVOCABLE_ZONE: "*"}
+            ),
+        )
+        for pod in objects.pods
+    ]
+    return Objects(nodes, pods, objects.podgroups, objects.queues)
+
+
+PLUGIN_CASES["tdm"] = (
+    _added("{name: tdm, arguments: {tdm.revocable-zone.rz1: '00:00-12:00'}}"),
+    revocable,
+)
 
 
 # Per plugin: the nodes' measured load it reads (``ClusterInfo.node_usage``).

@@ -36,6 +36,7 @@ from scheduler.plugins.resource_strategy_fit import ResourceStrategyFitPlugin
 from scheduler.plugins.resourcequota import ResourceQuotaPlugin
 from scheduler.plugins.sla import SlaPlugin
 from scheduler.plugins.task_topology import TaskTopologyPlugin
+from scheduler.plugins.tdm import TdmPlugin
 from scheduler.plugins.usage import UsagePlugin
 
 PLUGINS: dict[str, PluginFactory] = {
@@ -62,6 +63,7 @@ PLUGINS: dict[str, PluginFactory] = {
         ResourceStrategyFitPlugin,
         ReschedulingPlugin,
         UsagePlugin,
+        TdmPlugin,
     )
 }
 # The one plugin that talks to something: it is given its HTTP transport here.
