@@ -29,7 +29,7 @@ import yaml
 from cryptography import x509
 
 from caldera.api.crdgen import CRDS
-from caldera.api.kinds import PODGROUP, QUEUE
+from caldera.api.kinds import NODESHARD, PODGROUP, QUEUE
 from caldera.api.meta import format_time
 from caldera.settings import (
     ControllersSettings,
@@ -586,7 +586,8 @@ def test_priority_class_and_crd_check_rules(helm: str, tmp_path: Path) -> None:
         pod = find(objects, "Deployment", f"{FULLNAME}-{process}")["spec"]["template"]["spec"]
         assert pod["priorityClassName"] == "system-cluster-critical"
     wanted = {
-        "controllers": {c.info.resource for c in CRDS},
+        # NodeShard's only with the sharding controller (off by default: docs/sharding.md)
+        "controllers": {c.info.resource for c in CRDS} - {NODESHARD.resource},
         "scheduler": {PODGROUP.resource, QUEUE.resource},
         "webhook": set(),
     }

@@ -303,7 +303,8 @@ def test_assignment_invariants(
 def test_no_flapping_on_a_small_utilization_change(
     shards: tuple[ShardSpec, ...], nodes: list[NodeFacts], data: st.DataObject
 ) -> None:
-    """A node whose utilization moves by less than the margin stays where it is."""
+    """A node whose utilization moves by less than the margin stays where it is, unless a
+    shard below its minNodes can now take it (minimums come first: docs/sharding.md)."""
     got = assign(shards, nodes, {})
     if not nodes:
         return
@@ -313,6 +314,7 @@ def test_no_flapping_on_a_small_utilization_change(
     n = moved[i]
     moved[i] = NodeFacts(n.name, min(1.0, max(0.0, n.cpu_utilization + delta)), n.labels)
     after = assign(shards, moved, got)
+    short = {s.name for s in shards if len(got[s.name]) < s.min_nodes}
     for name, held in got.items():
-        if n.name in held:
-            assert n.name in after[name]
+        if n.name in held and n.name not in after[name]:
+            assert any(n.name in after[other] for other in short), (name, after)
