@@ -36,6 +36,7 @@ from scheduler.plugins.numa_policy import (
     node_refusal,
     parse_cpuset,
     place,
+    pod_numa,
     spread_score,
 )
 from scheduler.process import SchedulerLoop
@@ -160,7 +161,7 @@ def test_guaranteed_qos(containers: tuple[Container, ...], guaranteed: bool) -> 
 def test_only_whole_cpus_are_hinted() -> None:
     assert guaranteed_cpus(container("2")) == 2
     assert guaranteed_cpus(container("1500m")) == 0
-    assert cpu_hints(container("1500m"), layout(), layout().free) is None
+    assert cpu_hints(guaranteed_cpus(container("1500m")), layout(), layout().free) is None
 
 
 # ---- hints and policies ------------------------------------------------------------------------
@@ -168,17 +169,17 @@ def test_only_whole_cpus_are_hinted() -> None:
 
 def test_hints_prefer_the_narrowest_sets_that_could_hold_the_request() -> None:
     numa = layout()
-    hints = cpu_hints(container("2"), numa, numa.free)
+    hints = cpu_hints(2, numa, numa.free)
     assert hints == [
         Hint(frozenset({0}), True),
         Hint(frozenset({1}), True),
         Hint(frozenset({0, 1}), False),
     ]
     # 3 CPUs when NUMA node 0 has 1 free: only node 1 alone, or both
-    hints = cpu_hints(container("3"), numa, frozenset({0, 4, 5, 6, 7}))
+    hints = cpu_hints(3, numa, frozenset({0, 4, 5, 6, 7}))
     assert hints == [Hint(frozenset({1}), True), Hint(frozenset({0, 1}), False)]
     # more than one NUMA node holds: the pair is the narrowest, so preferred
-    assert cpu_hints(container("6"), numa, numa.free) == [Hint(frozenset({0, 1}), True)]
+    assert cpu_hints(6, numa, numa.free) == [Hint(frozenset({0, 1}), True)]
 
 
 # The cases: free CPUs of a 2 x 4-CPU node and a container's whole CPUs.
@@ -212,7 +213,7 @@ def test_policies_over_numa_fits(
 ) -> None:
     free, cpus = case
     numa = layout(policy=policy)
-    hint, ok = admit(policy, numa.numa_nodes, cpu_hints(container(cpus), numa, parse_cpuset(free)))
+    hint, ok = admit(policy, numa.numa_nodes, cpu_hints(int(cpus), numa, parse_cpuset(free)))
     assert ok is admitted
     assert hint.affinity == (None if best is None else frozenset(best))
 
@@ -254,18 +255,23 @@ def test_containers_take_cpus_in_turn() -> None:
     """Two 3-CPU containers on a single-numa-node 2 x 4 node: one NUMA node each; a third
     would not fit one NUMA node."""
     numa = layout()
-    cpus, reason = place(pod(container("3", name="a"), container("3", name="b")), numa, numa.free)
+    cpus, reason = place(
+        pod_numa(pod(container("3", name="a"), container("3", name="b"))), numa, numa.free
+    )
     assert reason is None
     assert cpus is not None
     assert len(cpus) == 6
     assert {cpu // 4 for cpu in cpus} == {0, 1}
     three = pod(container("3", name="a"), container("3", name="b"), container("3", name="c"))
-    assert place(three, numa, numa.free) == (None, "container c cannot be assigned by numa")
+    assert place(pod_numa(three), numa, numa.free) == (
+        None,
+        "container c cannot be assigned by numa",
+    )
 
 
 def test_reserved_cpus_are_never_taken() -> None:
     numa = layout(reserved="2")
-    cpus, _ = place(pod(container("4")), numa, numa.free)
+    cpus, _ = place(pod_numa(pod(container("4"))), numa, numa.free)
     assert cpus == frozenset({4, 5, 6, 7})  # NUMA node 0 has only 2 after the reserved CPUs 0 and 1
 
 
@@ -279,7 +285,7 @@ def test_placements_take_only_free_cpus_and_single_numa_stays_on_one(
 ) -> None:
     numa = layout(numa_nodes=4, policy=policy)
     containers = [container(str(n), name=f"c{i}") for i, n in enumerate(requests)]
-    cpus, reason = place(pod(*containers), numa, free)
+    cpus, reason = place(pod_numa(pod(*containers)), numa, free)
     if cpus is None:
         assert reason is not None
         assert policy in (RESTRICTED, SINGLE_NUMA_NODE)
@@ -291,7 +297,7 @@ def test_placements_take_only_free_cpus_and_single_numa_stays_on_one(
         # every container's CPUs on one NUMA node: check by placing them one at a time
         left = free
         for c in containers:
-            taken, _ = place(pod(c), numa, left)
+            taken, _ = place(pod_numa(pod(c)), numa, left)
             assert taken is not None
             assert len({cpu // 4 for cpu in taken}) <= 1
             left = left - taken

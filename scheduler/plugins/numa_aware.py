@@ -30,9 +30,11 @@ node, the CPUs of the pods it placed that the agent has not reported yet; Calder
 two sessions before the agent's next report can count the same free CPUs twice (the kubelet
 then refuses the second pod with a TopologyAffinityError).
 
-Speed: the verdicts read the pod's containers and annotation beyond its requests, and the
-session's free CPUs, which move between sessions without the node's generation: with any
-Numatopology, each session names a node class of its own (``Speedups.node_class``).
+Speed: for a Guaranteed pod the verdicts read its containers and annotation beyond its
+requests, and the session's free CPUs, which move between sessions without the node's
+generation: with any Numatopology, such a pod's node class is the session's own
+(``Speedups.node_class``); other pods' verdicts read nothing of the plugin and stay shared
+across sessions. Within a session each (pod, node, free CPUs) placement is worked out once.
 """
 
 from __future__ import annotations
@@ -47,16 +49,19 @@ from scheduler.framework.session import Session
 from scheduler.plugins.numa_policy import (
     NONE,
     NodeNuma,
-    is_guaranteed,
+    PodNuma,
     node_numa,
     node_refusal,
     numa_nodes_used,
     place,
-    pod_policy,
+    pod_numa,
     spread_score,
 )
 
 NAME: Final = "numa-aware"
+
+
+Placement = tuple[frozenset[int] | None, str | None]
 
 
 class _SessionToken:
@@ -82,24 +87,37 @@ class NumaAwarePlugin:
         free = {name: layout.free for name, layout in layouts.items()}
         most = max((len(layout.numa_nodes) for layout in layouts.values()), default=0)
         taken: dict[str, tuple[str, frozenset[int]]] = {}  # task uid -> (node, cpus)
+        pods: dict[str, PodNuma | None] = {}  # by task uid: a pod's spec is fixed
+        # (pod, node, the node's free CPUs) -> the placement: the predicate, the score and
+        # the allocate event ask the same question
+        placements: dict[tuple[PodNuma, str, frozenset[int]], Placement] = {}
 
-        def placement(task: TaskInfo, node_name: str) -> tuple[frozenset[int] | None, str | None]:
+        def facts(task: TaskInfo) -> PodNuma | None:
+            if task.uid not in pods:
+                pods[task.uid] = None if task.pod is None else pod_numa(task.pod)
+            return pods[task.uid]
+
+        def placement(task: TaskInfo, node_name: str) -> Placement:
             """The CPUs the pod takes on the node; (None, None) when the check does not apply."""
-            pod = task.pod
-            if pod is None or not is_guaranteed(pod):
+            pod = facts(task)
+            if pod is None or not pod.guaranteed:
                 return None, None
             layout = layouts.get(node_name)
-            applies, refusal = node_refusal(pod_policy(pod), layout)
+            applies, refusal = node_refusal(pod.policy, layout)
             if not applies or layout is None:
                 return None, refusal
-            return place(pod, layout, free.get(node_name, frozenset()))
+            key = (pod, node_name, free[node_name])
+            found = placements.get(key)
+            if found is None:
+                found = placements[key] = place(pod, layout, free[node_name])
+            return found
 
         def predicate(task: TaskInfo, node: NodeInfo) -> str | None:
             return placement(task, node.name)[1]
 
         def score(task: TaskInfo, node: NodeInfo) -> float:
-            pod = task.pod
-            if pod is None or pod_policy(pod) in ("", NONE):
+            pod = facts(task)
+            if pod is None or pod.policy in ("", NONE):
                 return 0.0
             cpus, _ = placement(task, node.name)
             layout = layouts.get(node.name)
@@ -123,28 +141,16 @@ class NumaAwarePlugin:
         ssn.add_node_order_fn(self.name, score)
         if layouts:
             ssn.add_allocate_handler(self.name, allocated, deallocated)
+        # Across sessions the free CPUs move without the nodes' generations: with any
+        # Numatopology, a Guaranteed pod's class is the session's own (a token no other
+        # session has); the others' verdicts do not read the CPUs and stay shared.
         token = _SessionToken() if layouts else None
-        ssn.add_speedups(self.name, Speedups(node_class=lambda task: (token, pod_key(task))))
+
+        def node_class(task: TaskInfo) -> Hashable:
+            pod = facts(task)
+            return (token, pod) if pod is not None and pod.guaranteed else None
+
+        ssn.add_speedups(self.name, Speedups(node_class=node_class))
 
     def on_session_close(self, ssn: Session) -> None:
         return None
-
-
-def pod_key(task: TaskInfo) -> Hashable:
-    """What the verdicts read of a pod beyond its requests: its containers' resources and
-    names, its init containers' (the QoS class) and its policy annotation."""
-    pod = task.pod
-    if pod is None:
-        return None
-    return (
-        pod_policy(pod),
-        tuple(
-            (
-                c.name,
-                tuple(sorted(c.resources.requests.items())),
-                tuple(sorted(c.resources.limits.items())),
-            )
-            for c in (*pod.spec.containers, *pod.spec.init_containers)
-        ),
-        len(pod.spec.containers),
-    )

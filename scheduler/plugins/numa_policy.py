@@ -20,12 +20,14 @@ above ``MAX_CPU_ID``, or a cpuset that does not parse is read as having no Numat
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Final
 
 from caldera.api.core import Container, Pod
+from caldera.api.meta import Quantity
 from caldera.api.numatopology import CPU_MANAGER_POLICY, TOPOLOGY_MANAGER_POLICY, Numatopology
 from caldera.api.quantity import QuantityError, milli_value
 
@@ -47,14 +49,33 @@ class NodeNuma:
     cpus: Mapping[int, tuple[int, int, int]]  # cpu id -> (NUMA node, socket, core)
     free: frozenset[int]  # numares.cpu.allocatable
     reserved: frozenset[int]  # the CPUs resReserved.cpu keeps (rounded up)
+    numa_nodes: tuple[int, ...] = field(init=False)
+    # Every non-empty set of NUMA nodes, smallest first, with how many CPUs it has.
+    masks: tuple[tuple[frozenset[int], int], ...] = field(init=False)
+    ordered: tuple[int, ...] = field(init=False)  # every CPU, in the order they are taken
 
-    @property
-    def numa_nodes(self) -> tuple[int, ...]:
-        return tuple(sorted({numa for numa, _, _ in self.cpus.values()}))
+    def __post_init__(self) -> None:
+        numa_nodes = tuple(sorted({numa for numa, _, _ in self.cpus.values()}))
+        per_node = Counter(numa for numa, _, _ in self.cpus.values())
+        masks = tuple((mask, sum(per_node[n] for n in mask)) for mask in _subsets(numa_nodes))
+        object.__setattr__(self, "numa_nodes", numa_nodes)
+        object.__setattr__(self, "masks", masks)
+        ordered = tuple(sorted(self.cpus, key=lambda cpu: (*self.cpus[cpu], cpu)))
+        object.__setattr__(self, "ordered", ordered)
 
-    def order(self, cpus: Iterable[int]) -> list[int]:
-        """CPUs in the order they are taken: by NUMA node, socket, core, then id."""
-        return sorted(cpus, key=lambda cpu: (*self.cpus.get(cpu, (0, 0, 0)), cpu))
+    def numa_of(self, cpu: int) -> int:
+        return self.cpus.get(cpu, (-1, 0, 0))[0]
+
+    def order(self, cpus: frozenset[int] | set[int]) -> list[int]:
+        """The node's CPUs among ``cpus`` in the order they are taken: by NUMA node, socket,
+        core, then id (a free CPU the node's cpuDetail does not list is never taken)."""
+        return [cpu for cpu in self.ordered if cpu in cpus]
+
+
+def _subsets(numa_nodes: tuple[int, ...]) -> Iterator[frozenset[int]]:
+    for size in range(1, len(numa_nodes) + 1):
+        for combo in combinations(numa_nodes, size):
+            yield frozenset(combo)
 
 
 def parse_cpuset(text: str) -> frozenset[int]:
@@ -90,28 +111,43 @@ def node_numa(topology: Numatopology) -> NodeNuma | None:
         return None
     if len({numa for numa, _, _ in cpus.values()}) > MAX_NUMA_NODES:
         return None
-    layout = NodeNuma(
+    order = sorted(cpus, key=lambda cpu: (*cpus[cpu], cpu))
+    return NodeNuma(
         spec.policies.get(CPU_MANAGER_POLICY, ""),
         spec.policies.get(TOPOLOGY_MANAGER_POLICY, ""),
         cpus,
         free,
-        frozenset(),
+        frozenset(order[: max(reserved_count, 0)]),
     )
-    reserved = frozenset(layout.order(cpus)[: max(reserved_count, 0)])
-    return NodeNuma(layout.cpu_manager_policy, layout.topology_policy, cpus, free, reserved)
 
 
 # --- the pod ------------------------------------------------------------------------------------
 
 
-def _milli(resources: Mapping[str, object], name: str) -> int | None:
+def _milli(resources: Mapping[str, Quantity], name: str) -> int | None:
     raw = resources.get(name)
     if raw is None:
         return None
+    if isinstance(raw, str) and raw.isdigit() and len(raw) < 12:  # whole units: the usual case
+        return int(raw) * 1000
     try:
-        return milli_value(raw)  # type: ignore[arg-type]
+        return milli_value(raw)
     except QuantityError:
         return None
+
+
+def _nonzero(raw: Quantity | None) -> bool:
+    if isinstance(raw, str) and raw[:1].isdigit() and raw[0] != "0":
+        return True  # "2", "4Gi": no parse needed
+    return raw is not None and bool(_milli({"q": raw}, "q"))
+
+
+def _equal(first: Quantity | None, second: Quantity | None) -> bool:
+    if first == second:
+        return True
+    if first is None or second is None:
+        return False
+    return _milli({"q": first}, "q") == _milli({"q": second}, "q")
 
 
 def is_guaranteed(pod: Pod) -> bool:
@@ -123,14 +159,14 @@ def is_guaranteed(pod: Pod) -> bool:
     for container in containers:
         requests, limits = container.resources.requests, container.resources.limits
         for name in ("cpu", "memory"):
-            limit = _milli(limits, name)
-            if limit is None or limit == 0:
+            limit = limits.get(name)
+            if not _nonzero(limit):
                 return False
-            request = _milli(requests, name)
-            if request is not None and request != limit:
+            request = requests.get(name)
+            if request is not None and not _equal(request, limit):
                 return False
-        for name in requests:
-            if name not in ("cpu", "memory") and _milli(requests, name) != _milli(limits, name):
+        for name, request in requests.items():
+            if name not in ("cpu", "memory") and not _equal(request, limits.get(name)):
                 return False
     return True
 
@@ -148,6 +184,23 @@ def guaranteed_cpus(container: Container) -> int:
     return milli // 1000
 
 
+@dataclass(frozen=True)
+class PodNuma:
+    """What the plugin reads of a pod: its QoS, its policy and its containers' whole CPUs."""
+
+    guaranteed: bool
+    policy: str
+    containers: tuple[tuple[str, int], ...]  # (name, whole CPUs requested)
+
+
+def pod_numa(pod: Pod) -> PodNuma:
+    return PodNuma(
+        is_guaranteed(pod),
+        pod_policy(pod),
+        tuple((c.name, guaranteed_cpus(c)) for c in pod.spec.containers),
+    )
+
+
 # --- hints and policies -------------------------------------------------------------------------
 
 
@@ -161,29 +214,20 @@ def _mask(nodes: frozenset[int]) -> int:
     return sum(1 << node for node in nodes)
 
 
-def _subsets(numa_nodes: tuple[int, ...]) -> Iterator[frozenset[int]]:
-    for size in range(1, len(numa_nodes) + 1):
-        for combo in combinations(numa_nodes, size):
-            yield frozenset(combo)
-
-
-def cpu_hints(container: Container, numa: NodeNuma, free: frozenset[int]) -> list[Hint] | None:
-    """The CPU manager's hints: None for no preference (no whole CPUs requested); otherwise
-    every set of NUMA nodes whose free CPUs cover the request, the narrowest sets that could
-    hold the request preferred (Volcano's generateCPUTopologyHints)."""
-    request = guaranteed_cpus(container)
+def cpu_hints(request: int, numa: NodeNuma, free: frozenset[int]) -> list[Hint] | None:
+    """The CPU manager's hints for ``request`` whole CPUs: None for no preference (none
+    requested); otherwise every set of NUMA nodes whose free CPUs cover the request, the
+    narrowest sets that could hold the request preferred (Volcano's
+    generateCPUTopologyHints)."""
     if request == 0:
         return None
-    available = free - numa.reserved
-    numa_nodes = numa.numa_nodes
-    min_size = len(numa_nodes)
+    free_per_node = Counter(numa.numa_of(cpu) for cpu in free - numa.reserved)
+    min_size = len(numa.numa_nodes)
     hints: list[Hint] = []
-    for mask in _subsets(numa_nodes):
-        in_mask = sum(1 for n, _, _ in numa.cpus.values() if n in mask)
+    for mask, in_mask in numa.masks:
         if in_mask >= request and len(mask) < min_size:
             min_size = len(mask)
-        matching = sum(1 for cpu in available if numa.cpus.get(cpu, (-1, 0, 0))[0] in mask)
-        if matching >= request:
+        if sum(free_per_node[n] for n in mask) >= request:
             hints.append(Hint(mask, False))
     return [Hint(h.affinity, h.affinity is not None and len(h.affinity) == min_size) for h in hints]
 
@@ -229,17 +273,16 @@ def admit(policy: str, numa_nodes: tuple[int, ...], hints: list[Hint] | None) ->
     return best, policy == BEST_EFFORT or best.preferred
 
 
-def take(numa: NodeNuma, container: Container, best: Hint, free: frozenset[int]) -> frozenset[int]:
-    """The CPUs the container takes: aligned with the best hint first, the rest from anywhere;
-    none when the free CPUs do not cover the request (Volcano's cpuMng.Allocate)."""
-    request = guaranteed_cpus(container)
+def take(numa: NodeNuma, request: int, best: Hint, free: frozenset[int]) -> frozenset[int]:
+    """The ``request`` CPUs a container takes: aligned with the best hint first, the rest
+    from anywhere; none when the free CPUs do not cover it (Volcano's cpuMng.Allocate)."""
+    if request == 0:
+        return frozenset()
     available = free - numa.reserved
     taken: list[int] = []
     if best.affinity is not None:
-        aligned = [
-            c for c in numa.order(available) if numa.cpus.get(c, (-1, 0, 0))[0] in best.affinity
-        ]
-        taken = aligned[:request]
+        affinity = best.affinity
+        taken = [c for c in numa.order(available) if numa.numa_of(c) in affinity][:request]
     rest = numa.order(available - set(taken))[: request - len(taken)]
     if len(taken) + len(rest) < request:
         return frozenset()
@@ -270,17 +313,17 @@ def node_refusal(policy: str, numa: NodeNuma | None) -> tuple[bool, str | None]:
 
 
 def place(
-    pod: Pod, numa: NodeNuma, free: frozenset[int]
+    pod: PodNuma, numa: NodeNuma, free: frozenset[int]
 ) -> tuple[frozenset[int] | None, str | None]:
     """The CPUs the pod's containers take on the node, container by container; or None and
     the reason when the node's policy refuses one."""
     taken: frozenset[int] = frozenset()
     numa_nodes = numa.numa_nodes
-    for container in pod.spec.containers:
-        best, admitted = admit(numa.topology_policy, numa_nodes, cpu_hints(container, numa, free))
+    for name, request in pod.containers:
+        best, admitted = admit(numa.topology_policy, numa_nodes, cpu_hints(request, numa, free))
         if not admitted:
-            return None, f"container {container.name} cannot be assigned by numa"
-        cpus = take(numa, container, best, free)
+            return None, f"container {name} cannot be assigned by numa"
+        cpus = take(numa, request, best, free)
         taken |= cpus
         free = free - cpus
     return taken, None
@@ -288,7 +331,7 @@ def place(
 
 def numa_nodes_used(numa: NodeNuma, cpus: Iterable[int]) -> int:
     """How many NUMA nodes the CPUs span."""
-    return len({numa.cpus[c][0] for c in cpus if c in numa.cpus})
+    return len({numa.numa_of(c) for c in cpus if c in numa.cpus})
 
 
 def spread_score(count: int, most: int, weight: int) -> float:
