@@ -34,7 +34,8 @@ Speed: for a Guaranteed pod the verdicts read its containers and annotation beyo
 requests, and the session's free CPUs, which move between sessions without the node's
 generation: with any Numatopology, such a pod's node class is the session's own
 (``Speedups.node_class``); other pods' verdicts read nothing of the plugin and stay shared
-across sessions. Within a session each (pod, node, free CPUs) placement is worked out once.
+across sessions. Within a session each placement is worked out once per pod, node shape (its
+policy, CPUs and reserved CPUs) and free CPUs.
 """
 
 from __future__ import annotations
@@ -85,12 +86,18 @@ class NumaAwarePlugin:
             if layout is not None:
                 layouts[name] = layout
         free = {name: layout.free for name, layout in layouts.items()}
+        # Nodes of one shape (a homogeneous fleet) share their placements: each node's shape
+        # as a small number, so that a placement's key hashes cheaply.
+        shapes: dict[Hashable, int] = {}
+        shape_of = {
+            name: shapes.setdefault(layout.shape(), len(shapes)) for name, layout in layouts.items()
+        }
         most = max((len(layout.numa_nodes) for layout in layouts.values()), default=0)
         taken: dict[str, tuple[str, frozenset[int]]] = {}  # task uid -> (node, cpus)
         pods: dict[str, PodNuma | None] = {}  # by task uid: a pod's spec is fixed
-        # (pod, node, the node's free CPUs) -> the placement: the predicate, the score and
-        # the allocate event ask the same question
-        placements: dict[tuple[PodNuma, str, frozenset[int]], Placement] = {}
+        # (pod, node shape, the node's free CPUs) -> the placement: the predicate, the score
+        # and the allocate event ask the same question, for nodes alike
+        placements: dict[tuple[PodNuma, int, frozenset[int]], Placement] = {}
 
         def facts(task: TaskInfo) -> PodNuma | None:
             if task.uid not in pods:
@@ -106,7 +113,7 @@ class NumaAwarePlugin:
             applies, refusal = node_refusal(pod.policy, layout)
             if not applies or layout is None:
                 return None, refusal
-            key = (pod, node_name, free[node_name])
+            key = (pod, shape_of[node_name], free[node_name])
             found = placements.get(key)
             if found is None:
                 found = placements[key] = place(pod, layout, free[node_name])

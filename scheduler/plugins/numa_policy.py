@@ -11,17 +11,18 @@ hint; ``single-numa-node`` only with a preferred hint of one NUMA node.
 Differences from Volcano, on purpose: the CPUs a container takes (and the reserved ones) are the
 first ones in (NUMA node, socket, core, id) order rather than the kubelet's whole-socket then
 whole-core search; only their NUMA nodes matter here (the score, and what later pods of the
-session find free), the kubelet chooses the real ones. A node reporting more than
-``MAX_NUMA_NODES`` NUMA nodes (the kubelet's own topology manager refuses more than 8), a CPU id
-above ``MAX_CPU_ID``, or a cpuset that does not parse is read as having no Numatopology
-(Volcano reads a bad cpuset as empty).
+session find free), the kubelet chooses the real ones; a free CPU that ``cpuDetail`` does not
+list counts nowhere. A node reporting more than ``MAX_NUMA_NODES`` NUMA nodes (the kubelet's own
+topology manager refuses more than 8; it also bounds the 2^n sets of NUMA nodes the hints
+walk), a CPU id above ``MAX_CPU_ID``, or a cpuset that does not parse is read as having no
+Numatopology (Volcano reads a bad cpuset as empty).
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Final
@@ -62,6 +63,11 @@ class NodeNuma:
         object.__setattr__(self, "masks", masks)
         ordered = tuple(sorted(self.cpus, key=lambda cpu: (*self.cpus[cpu], cpu)))
         object.__setattr__(self, "ordered", ordered)
+
+    def shape(self) -> Hashable:
+        """All a placement reads of the node beyond its free CPUs: nodes of equal shapes
+        place a pod alike."""
+        return (self.topology_policy, tuple(sorted(self.cpus.items())), self.reserved)
 
     def numa_of(self, cpu: int) -> int:
         return self.cpus.get(cpu, (-1, 0, 0))[0]
