@@ -38,7 +38,9 @@ The slopes (seconds per 1,000 pending pods, per 1,000 nodes) come from each case
 second tier (hdrf: drf's ``enableHierarchy``; rescheduling: with the shuffle action; tdm: a
 tenth of the nodes revocable, their window open, every pod allowed on them), on objects
 carrying what the plugin reads (``PLUGIN_CASES``; usage: every node's measured load,
-``PLUGIN_LOADS``), side by side; the goal is at most 20% more session time (issue 46).
+``PLUGIN_LOADS``; numa-aware: every node's Numatopology, ``PLUGIN_NUMA``, and every pod
+Guaranteed asking for single-numa-node), side by side; the goal is at most 20% more session
+time (issue 46).
 """
 
 from __future__ import annotations
@@ -72,6 +74,12 @@ from caldera.api.core import (  # noqa: E402
     ResourceRequirements,
 )
 from caldera.api.meta import ObjectMeta, format_time  # noqa: E402
+from caldera.api.numatopology import (  # noqa: E402
+    CpuInfo,
+    NumaResourceInfo,
+    Numatopology,
+    NumatopoSpec,
+)
 from caldera.api.volcano import (  # noqa: E402
     HIERARCHY_KEY,
     HIERARCHY_WEIGHTS_KEY,
@@ -92,6 +100,7 @@ from scheduler.framework.session import Session, SessionResult  # noqa: E402
 from scheduler.framework.status import with_findings  # noqa: E402
 from scheduler.live_snapshot import CachedObjects, KeyedObjects, LiveSnapshot  # noqa: E402
 from scheduler.plugins.tdm import REVOCABLE_ZONE  # noqa: E402
+from scheduler.plugins.numa_policy import POLICY_KEY as NUMA_POLICY_KEY  # noqa: E402
 from scheduler.quiet import QuietSessions, changed_nothing  # noqa: E402
 from scheduler.registry import REGISTRY  # noqa: E402
 from scheduler.snapshot import CachedRequests, build_cluster  # noqa: E402
@@ -354,6 +363,51 @@ PLUGIN_LOADS: dict[str, Callable[[Objects], dict[str, NodeUsage]]] = {"usage": m
 PLUGIN_CASES["usage"] = (_added("{name: usage}"), lambda objects: objects)
 
 
+def numa_layouts(objects: Objects) -> dict[str, Numatopology]:
+    """For numa-aware: every node's Numatopology, its 16 CPUs on two NUMA nodes, all free,
+    the static CPU manager and the single-numa-node policy."""
+    cpus = {str(i): CpuInfo(numa=i // 8, core=i) for i in range(16)}
+    spec = NumatopoSpec(
+        policies={"CPUManagerPolicy": "static", "TopologyManagerPolicy": "single-numa-node"},
+        numares={"cpu": NumaResourceInfo("0-15", 16)},
+        cpu_detail=cpus,
+    )
+    return {
+        node.metadata.name: Numatopology(metadata=ObjectMeta(name=node.metadata.name), spec=spec)
+        for node in objects.nodes
+    }
+
+
+def guaranteed_numa_pods(objects: Objects) -> Objects:
+    """For numa-aware: every pod Guaranteed (limits equal to requests) and asking for the
+    single-numa-node policy, so that every pod is checked on every node."""
+    pods = []
+    for pod in objects.pods:
+        containers = tuple(
+            msgspec.structs.replace(
+                c,
+                resources=ResourceRequirements(
+                    requests=c.resources.requests, limits=dict(c.resources.requests)
+                ),
+            )
+            for c in pod.spec.containers
+        )
+        notes = {**pod.metadata.annotations, NUMA_POLICY_KEY: "single-numa-node"}
+        pods.append(
+            msgspec.structs.replace(
+                pod,
+                metadata=msgspec.structs.replace(pod.metadata, annotations=notes),
+                spec=msgspec.structs.replace(pod.spec, containers=containers),
+            )
+        )
+    return Objects(objects.nodes, pods, objects.podgroups, objects.queues)
+
+
+# Per plugin: the nodes' Numatopology objects it reads (``ClusterInfo.numa_topologies``).
+PLUGIN_NUMA: dict[str, Callable[[Objects], dict[str, Numatopology]]] = {"numa-aware": numa_layouts}
+PLUGIN_CASES["numa-aware"] = (_added("{name: numa-aware}"), guaranteed_numa_pods)
+
+
 # ---- one cycle ----------------------------------------------------------------------------------
 
 
@@ -377,6 +431,7 @@ class Cache:
         self.classes: KeyedObjects[PriorityClass] = KeyedObjects()
         self.live = LiveSnapshot(requests=requests)
         self.node_usage: dict[str, NodeUsage] = {}  # the nodes' measured load (usage)
+        self.numa_topologies: dict[str, Numatopology] = {}  # numa-aware
 
     def add(self, objects: Objects) -> None:
         for node in objects.nodes:
@@ -396,6 +451,7 @@ class Cache:
         objects = CachedObjects(self.pods, self.nodes, self.podgroups, self.queues, self.classes)
         cluster, _ = self.live.update(objects, assumed={}, now=BENCH_NOW)
         cluster.node_usage = self.node_usage
+        cluster.numa_topologies = self.numa_topologies
         return cluster
 
     def timed_cycle(
@@ -430,6 +486,7 @@ def cycle(
     conf: SchedulerConf,
     registry: Registry = REGISTRY,
     node_usage: dict[str, NodeUsage] | None = None,
+    numa_topologies: dict[str, Numatopology] | None = None,
 ) -> Cycle:
     """The process's cycle with its live snapshot: a first, untimed cycle over ``before``
     (it derives everything), then ``arriving`` lands in the cache, and the next cycle (bring
@@ -437,6 +494,7 @@ def cycle(
     process, whose informer handlers have seen every pod."""
     cache = Cache(warm_requests([*before.pods, *arriving.pods]))
     cache.node_usage = node_usage or {}
+    cache.numa_topologies = numa_topologies or {}
     cache.add(before)
     cache.timed_cycle(conf, registry)
     cache.add(arriving)
@@ -733,8 +791,13 @@ def plugin_cost(name: str, smoke: bool) -> bool:
     objects = cluster_objects(nodes=1000 // scale, running=0, pending=30_000 // scale, queues=10)
     with_plugin = conf_of(configure(FULL))
     base = cycle(*split(objects), conf_of(FULL))
-    load = PLUGIN_LOADS.get(name)
-    added = cycle(*split(prepare(objects)), with_plugin, node_usage=load(objects) if load else None)
+    load, numa = PLUGIN_LOADS.get(name), PLUGIN_NUMA.get(name)
+    added = cycle(
+        *split(prepare(objects)),
+        with_plugin,
+        node_usage=load(objects) if load else None,
+        numa_topologies=numa(objects) if numa else None,
+    )
     ratio = added.session / max(base.session, 1e-9)
     rows = [
         Row("backlog", 30_000 // scale, 1000 // scale, base, base.session, "s", None),

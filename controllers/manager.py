@@ -21,7 +21,7 @@ import structlog
 from prometheus_client import CollectorRegistry
 
 from caldera.api.crdgen import CRDS
-from caldera.api.kinds import NODESHARD
+from caldera.api.kinds import NODESHARD, NUMATOPOLOGY
 from caldera.kube.client import KubeClient
 from caldera.kube.events import EventRecorder
 from caldera.kube.leader import LeadershipLostError
@@ -88,9 +88,14 @@ async def run(settings: ControllersSettings) -> int:
     try:
         # Every CRD of Caldera's: the controllers write Jobs, CronJobs, PodGroups and Queues and
         # read Commands; NodeShards only when the sharding controller runs (off by default, so
-        # a cluster without the NodeShard CRD runs the others).
+        # a cluster without the NodeShard CRD runs the others). Numatopology is the scheduler's
+        # numa-aware plugin's alone.
         sharding = ShardingController in classes
-        crds = tuple(c.info.resource for c in CRDS if sharding or c.info is not NODESHARD)
+        crds = tuple(
+            c.info.resource
+            for c in CRDS
+            if (sharding or c.info is not NODESHARD) and c.info is not NUMATOPOLOGY
+        )
         await check_crds(client, crds, strict=settings.check_crds)
         return await _run_connected(settings, classes, registry, client)
     finally:

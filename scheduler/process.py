@@ -53,6 +53,7 @@ from caldera.api.kinds import (
     HYPERNODE,
     NODE,
     NODESHARD,
+    NUMATOPOLOGY,
     POD,
     POD_DISRUPTION_BUDGET,
     PODGROUP,
@@ -68,6 +69,7 @@ from caldera.api.meta import (
     object_key,
     parse_time,
 )
+from caldera.api.numatopology import Numatopology
 from caldera.api.resources import Resources
 from caldera.api.volcano import (
     SCHEDULING_API_VERSION,
@@ -256,6 +258,31 @@ class SchedulerLoop:
         # The waiting jobs in the order the last session serves them (the visibility API).
         self.positions = Positions()
         self.node_load = NodeLoadPoller()
+        # Numatopology objects are watched from the first configuration naming numa-aware
+        # (a node agent writes one per node: not worth a watch for clusters that never read
+        # them); a change to one is news to the quiet sessions.
+        self.numa_topologies: SharedInformer[Numatopology] | None = None
+        self._numa_news = False
+
+    def _watch_numa(self, conf: SchedulerConf) -> bool:
+        """Whether ``conf`` names numa-aware; the Numatopology kind is watched from the first
+        configuration that does (and stays watched: a reload may name it again)."""
+        if not _names_plugin(conf, "numa-aware"):
+            return False
+        if self.numa_topologies is None:
+            self.numa_topologies = self.factory.informer(NUMATOPOLOGY)
+            _note(self.numa_topologies, self._numa_changed)
+        return True
+
+    def _numa_objects(self) -> dict[str, Numatopology]:
+        """The cached Numatopology objects by name (a node's is named after it)."""
+        if self.numa_topologies is None:
+            return {}
+        return {topology.metadata.name: topology for topology in self.numa_topologies.store.list()}
+
+    def _numa_changed(self, _topology: Numatopology) -> None:
+        self._numa_news = True
+        self._wake.set()
 
     def _podgroup_seen(self, pg: PodGroup) -> None:
         """Volcano's per-job scheduling start time, set when a PodGroup enters the cache."""
@@ -339,7 +366,8 @@ class SchedulerLoop:
                     self.live.node_changed(node)
         conf = self.conf.refresh()
         self.node_load.configure(_load_source(conf))
-        news = self.live.has_news(self.assumed)
+        numa_aware = self._watch_numa(conf)
+        news = self.live.has_news(self.assumed) or self._numa_news
         last = self.quiet.repeat(conf, news=news, now=started)
         if last is not None:
             self.metrics.skipped.inc()
@@ -351,6 +379,8 @@ class SchedulerLoop:
         for key, queue in report.missing_queue.items():
             log.debug("queue of job does not exist, ignoring it", job=key, queue=queue)
         cluster.node_usage = self.node_load.latest
+        self._numa_news = False
+        cluster.numa_topologies = self._numa_objects() if numa_aware else {}
         session = Session(cluster, conf.tiers)
         session.queue_admission_gates = self.queue_admission_gates
         core_started = time.monotonic()
@@ -586,6 +616,10 @@ class SchedulerLoop:
             writes.append(write(key, uid, message))
         await asyncio.gather(*writes)
         return len(writes)
+
+
+def _names_plugin(conf: SchedulerConf, name: str) -> bool:
+    return any(option.name == name for tier in conf.tiers for option in tier)
 
 
 def _load_source(conf: SchedulerConf) -> MetricsSource | None:

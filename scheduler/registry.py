@@ -25,6 +25,7 @@ from scheduler.plugins.gang import GangPlugin
 from scheduler.plugins.network_topology_aware import NetworkTopologyAwarePlugin
 from scheduler.plugins.nodegroup import NodeGroupPlugin
 from scheduler.plugins.nodeorder import NodeOrderPlugin
+from scheduler.plugins.numa_aware import NumaAwarePlugin
 from scheduler.plugins.overcommit import OvercommitPlugin
 from scheduler.plugins.pdb import PdbPlugin
 from scheduler.plugins.predicates import PredicatesPlugin
@@ -63,6 +64,7 @@ PLUGINS: dict[str, PluginFactory] = {
         ResourceStrategyFitPlugin,
         ReschedulingPlugin,
         UsagePlugin,
+        NumaAwarePlugin,
         TdmPlugin,
     )
 }

@@ -175,6 +175,8 @@ def test_volcano_crds_and_the_migration_doc_agree() -> None:
         if listed.startswith("not in Volcano v1.13"):  # a newer CRD (NodeShard, v1.14)
             assert not path.exists(), definition.info.resource
             continue
+        if listed.startswith("not checked at start"):  # Numatopology: no process checks it
+            continue
         problem = check_served_crd(definition, yaml.safe_load(path.read_text()))
         missing = problem.missing if problem is not None else ()
         if listed == "none":

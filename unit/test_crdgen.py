@@ -227,7 +227,7 @@ def test_check_reports_missing_stale_and_unknown_files(tmp_path: Path) -> None:
     (tmp_path / "bus.volcano.sh_commands.yaml").unlink()
     jobs = tmp_path / "batch.volcano.sh_jobs.yaml"
     jobs.write_text(jobs.read_text(encoding="utf-8").replace("default: 3", "default: 4"))
-    (tmp_path / "nodeinfo.volcano.sh_numatopologies.yaml").write_text("{}")
+    (tmp_path / "config.volcano.sh_colocationconfigurations.yaml").write_text("{}")
     (tmp_path / "batch.volcano.sh_old.yaml").write_text("{}")
     problems = crdgen.check(tmp_path)
     assert len(problems) == 3

@@ -22,8 +22,10 @@ cronjob, jobflow and jobtemplate controllers act on them; the webhook validates 
 JobFlows), and HyperNode (from caldera/api/topology.py; the hypernode controller discovers them
 from node labels, the webhook validates them at /hypernodes/validate), and shard.volcano.sh
 NodeShard (from caldera/api/shard.py; the sharding controller writes them, the schedulers in
-hard sharding mode read them). Volcano CRDs Caldera does not serve: nodeinfo.volcano.sh
-Numatopology (and the newer Reservation and colocation CRDs).
+hard sharding mode read them), and nodeinfo.volcano.sh Numatopology (from
+caldera/api/numatopology.py; written by a node agent Caldera does not ship, read by the
+numa-aware scheduler plugin). Volcano CRDs Caldera does not serve: the newer Reservation and
+colocation CRDs.
 """
 
 from __future__ import annotations
@@ -146,6 +148,7 @@ CRDS: Final = (
         ),
     ),
     CrdDef(kinds.NODESHARD, status_subresource=True, printer_columns=(_AGE,)),
+    CrdDef(kinds.NUMATOPOLOGY, status_subresource=None),
 )
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Generic, TypeVar
 from urllib.parse import quote
 
-from caldera.api import core, flow, shard, topology, volcano
+from caldera.api import core, flow, numatopology, shard, topology, volcano
 from caldera.api.codec import ListDecoder, ObjectDecoder, WatchEventDecoder
 from caldera.api.meta import ObjectMeta, ObjectReference, OwnerReference
 
@@ -170,6 +170,15 @@ HYPERNODE: Final = KindInfo(
 NODESHARD: Final = KindInfo(
     "NodeShard", "shard.volcano.sh", "v1alpha1", "nodeshards", False, shard.NodeShard, ("nsh",)
 )
+NUMATOPOLOGY: Final = KindInfo(
+    "Numatopology",
+    "nodeinfo.volcano.sh",
+    "v1alpha1",
+    "numatopologies",
+    False,
+    numatopology.Numatopology,
+    ("numatopo",),
+)
 
 ALL_KINDS: Final[tuple[KindInfo[Any], ...]] = (
     POD,
@@ -194,6 +203,7 @@ ALL_KINDS: Final[tuple[KindInfo[Any], ...]] = (
     QUEUE,
     HYPERNODE,
     NODESHARD,
+    NUMATOPOLOGY,
 )
 _BY_API_VERSION_KIND: Final = {(info.api_version, info.kind): info for info in ALL_KINDS}
 _BY_TYPE: Final[dict[type[Any], KindInfo[Any]]] = {info.type: info for info in ALL_KINDS}

@@ -73,6 +73,13 @@ MAX_FLOWS: Final = MAX_TASKS  # flows of a JobFlow, and targets of one flow's de
 # limit; longer names would meet the API server's own refusal of the write, not a crash.
 MAX_SHARD_NODES: Final = 20_000
 MAX_NODE_NAME: Final = 253  # a node's name is a DNS subdomain
+# A Numatopology (written by a node agent): CPUs of one node (the largest machines have under
+# 2,000), its resources, the pods it has assigned (a node runs at most a few hundred) and the
+# length of one cpuset string ("0-3,8,...": a few characters per CPU).
+MAX_NUMA_CPUS: Final = 4096
+MAX_NUMA_RESOURCES: Final = 64
+MAX_NUMA_POD_ALLOCATIONS: Final = 1024
+MAX_CPUSET_LENGTH: Final = 32768
 
 
 def at_most(path: str, limit: int, got: int, what: str = "") -> str:
@@ -223,6 +230,21 @@ SCHEMA_BOUNDS: Final[Mapping[str, Mapping[str, Mapping[str, int]]]] = {
     "JobFlow": {
         "spec.flows": {"maxItems": MAX_FLOWS},
         "spec.flows.[].dependsOn.targets": {"maxItems": MAX_FLOWS},
+    },
+    "Numatopology": {
+        "spec.policies": {"maxProperties": 2},
+        "spec.resReserved": {"maxProperties": MAX_NUMA_RESOURCES},
+        "spec.numares": {"maxProperties": MAX_NUMA_RESOURCES},
+        "spec.numares.{}.allocatable": {"maxLength": MAX_CPUSET_LENGTH},
+        "spec.cpuDetail": {"maxProperties": MAX_NUMA_CPUS},
+        "spec.podAllocations": {"maxItems": MAX_NUMA_POD_ALLOCATIONS},
+        "spec.podAllocations.[].containerAllocations": {"maxItems": 2 * MAX_CONTAINERS},
+        "spec.podAllocations.[].containerAllocations.[].allocations": {
+            "maxProperties": MAX_NUMA_RESOURCES
+        },
+        "spec.podAllocations.[].containerAllocations.[].allocations.{}": {
+            "maxLength": MAX_CPUSET_LENGTH
+        },
     },
     "NodeShard": {
         f"{path}{items}": keywords

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from caldera.api.core import Node, Pod, PodDisruptionBudget, PriorityClass, ResourceQuota
+from caldera.api.numatopology import Numatopology
 from caldera.api.resources import Resources
 from caldera.api.topology_tree import HyperNodeTree
 from caldera.api.volcano import PodGroup, Queue
@@ -477,6 +478,9 @@ class ClusterInfo:
     # Node load by node name, from the metrics source the process reads (the usage plugin);
     # empty when none is configured.
     node_usage: dict[str, NodeUsage] = field(default_factory=dict)
+    # Numatopology objects by node name (the numa-aware plugin); empty when no configuration
+    # names that plugin, as the process watches them only then.
+    numa_topologies: dict[str, Numatopology] = field(default_factory=dict)
     # Kept by the live snapshot across sessions; None: verdicts live one session.
     verdicts: VerdictMemory | None = None
     # The ready nodes' allocatable, and what the nodes' tasks use, summed as of the session's
