@@ -99,8 +99,8 @@ from scheduler.framework.runner import Registry, run_session  # noqa: E402
 from scheduler.framework.session import Session, SessionResult  # noqa: E402
 from scheduler.framework.status import with_findings  # noqa: E402
 from scheduler.live_snapshot import CachedObjects, KeyedObjects, LiveSnapshot  # noqa: E402
-from scheduler.plugins.tdm import REVOCABLE_ZONE  # noqa: E402
 from scheduler.plugins.numa_policy import POLICY_KEY as NUMA_POLICY_KEY  # noqa: E402
+from scheduler.plugins.tdm import REVOCABLE_ZONE  # noqa: E402
 from scheduler.quiet import QuietSessions, changed_nothing  # noqa: E402
 from scheduler.registry import REGISTRY  # noqa: E402
 from scheduler.snapshot import CachedRequests, build_cluster  # noqa: E402
