@@ -46,7 +46,6 @@ from e2e.waiting import eventually
 
 pytestmark = pytest.mark.e2e
 
-ELECTION = ["--lease-duration=6", "--renew-deadline=4", "--retry-period=1"]
 # A write each process must have made in the workload (the webhook only reads).
 WRITES = {
     "controllers": Right("", "secrets", "create"),
@@ -87,8 +86,10 @@ async def run(
     port = free_port()
     lease_ns = f"--leader-election-namespace={identities.namespace}"
     args = {
-        "controllers": ["--leader-elect=true", lease_ns, *ELECTION],
-        "scheduler": ["--leader-elect=true", lease_ns, *ELECTION, "--schedule-period=0.5"],
+        # Default Lease timings: nothing here waits for a takeover, and under a loaded CI a
+        # 4 s renew deadline can be missed, which makes the leader exit (fencing) mid-test.
+        "controllers": ["--leader-elect=true", lease_ns],
+        "scheduler": ["--leader-elect=true", lease_ns, "--schedule-period=0.5"],
         "webhook": [f"--port={port}", f"--tls-cert-file={crt}", f"--tls-key-file={key}"],
     }
     procs = {
@@ -211,9 +212,15 @@ async def _workload(kube: KubeClient, namespace: str, cluster: Cluster, run: Run
 
         run.known.update(await eventually(ssh_key, timeout=30, what="the ssh Secret"))
 
-        running = await eventually(
-            lambda: in_phase(kube, namespace, "held", "Running"), timeout=40, what="held Running"
-        )
+        try:
+            running = await eventually(
+                lambda: in_phase(kube, namespace, "held", "Running"),
+                timeout=40,
+                what="held Running",
+            )
+        except AssertionError as exc:  # say why: the processes' last lines
+            logs = "\n".join(f"--- {p}\n{proc.log()[-3000:]}" for p, proc in run.procs.items())
+            raise AssertionError(f"{exc}\n{logs}") from None
         target = {
             "apiVersion": "batch.volcano.sh/v1alpha1",
             "kind": "Job",
