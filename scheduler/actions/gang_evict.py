@@ -33,7 +33,7 @@ from typing import Any
 from caldera.api.resources import Resources
 from scheduler.actions import gang_victims
 from scheduler.actions.placer import Placer
-from scheduler.actions.room import pending_in_order, queue_takes, shape
+from scheduler.actions.room import eligible, pending_in_order, queue_takes, shape
 from scheduler.actions.topology import eviction_domains, still_needed
 from scheduler.api.types import JobInfo, QueueInfo, TaskInfo, TaskStatus
 from scheduler.framework.plugin import CallbackKind
@@ -367,3 +367,46 @@ class GangEvictor:
             if best is None or key < best:
                 best = key
         return None if best is None else best[1]
+
+
+def starving_by_queue(ssn: Session) -> dict[str, list[JobInfo]]:
+    """The starving jobs (``session.job_starving``; admitted, valid, in a known queue) by
+    queue: the gangs that may evict."""
+    starving: dict[str, list[JobInfo]] = {}
+    for job in ssn.jobs.values():
+        if eligible(ssn, job) and ssn.job_starving(job):
+            starving.setdefault(job.queue, []).append(job)
+    return starving
+
+
+def jobs_by_queue(ssn: Session, *statuses: TaskStatus) -> dict[str, list[JobInfo]]:
+    """The jobs holding a pod in ``statuses``, by queue: where victims may come from. Indexed
+    once per action: the action only evicts and pipelines, so no pod enters those statuses."""
+    found: dict[str, list[JobInfo]] = {}
+    for job in ssn.jobs.values():
+        if job.count(*statuses):
+            found.setdefault(job.queue, []).append(job)
+    return found
+
+
+class GangAction:
+    """What gangpreempt and gangreclaim share: Volcano's arguments (``gang_arguments``) and an
+    evictor asking the plugins' victim functions of ``kind`` about pods in ``statuses``."""
+
+    name: str
+    kind: CallbackKind
+    statuses: frozenset[TaskStatus]
+
+    def __init__(self, arguments: Mapping[str, Any] | None = None) -> None:
+        self.arguments = dict(arguments or {})
+        self.max_domains, self.allow_whole = gang_arguments(self.name, self.arguments)
+
+    def evictor(self, ssn: Session) -> GangEvictor:
+        return GangEvictor(
+            ssn,
+            kind=self.kind,
+            reason=self.name,
+            statuses=self.statuses,
+            max_domains=self.max_domains,
+            allow_whole=self.allow_whole,
+        )

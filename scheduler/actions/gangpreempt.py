@@ -16,51 +16,26 @@ true).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-from scheduler.actions.gang_evict import GangEvictor, gang_arguments
+from scheduler.actions.gang_evict import GangAction, jobs_by_queue, starving_by_queue
 from scheduler.actions.preempt import PREEMPTABLE_STATUSES
-from scheduler.actions.room import JobLine, eligible
-from scheduler.api.types import JobInfo, TaskInfo
+from scheduler.actions.room import JobLine
+from scheduler.api.types import TaskInfo
 from scheduler.framework.plugin import CallbackKind
 from scheduler.framework.session import Session
 
 
-def jobs_by_queue(ssn: Session, *statuses: Any) -> dict[str, list[JobInfo]]:
-    """The jobs holding a pod in ``statuses``, by queue: where victims may come from. Indexed
-    once per action: the action only evicts and pipelines, so no pod enters those statuses."""
-    found: dict[str, list[JobInfo]] = {}
-    for job in ssn.jobs.values():
-        if job.count(*statuses):
-            found.setdefault(job.queue, []).append(job)
-    return found
-
-
-class GangPreemptAction:
+class GangPreemptAction(GangAction):
     """Volcano's gangpreempt action; see the module docstring."""
 
     name = "gangpreempt"
-
-    def __init__(self, arguments: Mapping[str, Any] | None = None) -> None:
-        self.arguments = dict(arguments or {})
-        self.max_domains, self.allow_whole = gang_arguments(self.name, self.arguments)
+    kind = CallbackKind.PREEMPTABLE
+    statuses = frozenset(PREEMPTABLE_STATUSES)
 
     def execute(self, ssn: Session) -> None:
-        starving: dict[str, list[JobInfo]] = {}
-        for job in ssn.jobs.values():
-            if eligible(ssn, job) and ssn.job_starving(job):
-                starving.setdefault(job.queue, []).append(job)
+        starving = starving_by_queue(ssn)
         if not starving:
             return
-        evictor = GangEvictor(
-            ssn,
-            kind=CallbackKind.PREEMPTABLE,
-            reason=self.name,
-            statuses=PREEMPTABLE_STATUSES,
-            max_domains=self.max_domains,
-            allow_whole=self.allow_whole,
-        )
+        evictor = self.evictor(ssn)
         owners = jobs_by_queue(ssn, *PREEMPTABLE_STATUSES)
         for queue in sorted((ssn.queues[name] for name in starving), key=ssn.queue_order_key()):
             waiting = JobLine(ssn, starving[queue.name])

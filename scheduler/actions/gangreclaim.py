@@ -16,43 +16,27 @@ Arguments as gangpreempt's: ``maxDomains``, ``allowWholeBundle``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-from scheduler.actions.gang_evict import GangEvictor, gang_arguments
-from scheduler.actions.gangpreempt import jobs_by_queue
+from scheduler.actions.gang_evict import GangAction, jobs_by_queue, starving_by_queue
 from scheduler.actions.reclaim import RECLAIMABLE_STATUSES
-from scheduler.actions.room import JobLine, eligible, pending_in_order
-from scheduler.api.types import JobInfo, TaskInfo
+from scheduler.actions.room import JobLine, pending_in_order
+from scheduler.api.types import TaskInfo
 from scheduler.framework.plugin import CallbackKind
 from scheduler.framework.session import Session
 from scheduler.why import DETAIL
 
 
-class GangReclaimAction:
+class GangReclaimAction(GangAction):
     """Volcano's gangreclaim action; see the module docstring."""
 
     name = "gangreclaim"
-
-    def __init__(self, arguments: Mapping[str, Any] | None = None) -> None:
-        self.arguments = dict(arguments or {})
-        self.max_domains, self.allow_whole = gang_arguments(self.name, self.arguments)
+    kind = CallbackKind.RECLAIMABLE
+    statuses = frozenset(RECLAIMABLE_STATUSES)
 
     def execute(self, ssn: Session) -> None:
-        starving: dict[str, list[JobInfo]] = {}
-        for job in ssn.jobs.values():
-            if eligible(ssn, job) and ssn.job_starving(job):
-                starving.setdefault(job.queue, []).append(job)
+        starving = starving_by_queue(ssn)
         if not starving:
             return
-        evictor = GangEvictor(
-            ssn,
-            kind=CallbackKind.RECLAIMABLE,
-            reason=self.name,
-            statuses=RECLAIMABLE_STATUSES,
-            max_domains=self.max_domains,
-            allow_whole=self.allow_whole,
-        )
+        evictor = self.evictor(ssn)
         by_queue = jobs_by_queue(ssn, *RECLAIMABLE_STATUSES)
         order = ssn.queue_order_key()
         for queue in sorted((ssn.queues[name] for name in starving), key=order):
