@@ -11,71 +11,36 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from caldera.api.core import Pod
 from caldera.api.kinds import JOB, PODGROUP
 from caldera.api.volcano import PARTITION_ID_KEY
 from caldera.kube.client import KubeClient
 from e2e.caldera_process import CalderaProcess
-from e2e.cluster.control_plane import LABEL_DISCOVERY, RACK_LABEL, NodeSpec
+from e2e.cluster.control_plane import RACK_LABEL
 from e2e.conftest import Cluster
 from e2e.job_fixtures import finish_pod, get_job, job, pods_of, task
+from e2e.topology_fixtures import topology_nodes, topology_processes  # noqa: F401 - fixture
 from e2e.waiting import eventually
-from scheduler.conf import DEFAULT_CONF
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("crds")]
 
 CALDERA = str(Path(sys.prefix) / "bin" / "caldera")
-SCHEDULER_CONF = DEFAULT_CONF + "  - name: network-topology-aware\n"
 PARTITIONS, SIZE = 3, 4  # a partition of four 4-cpu pods fills a rack (2 nodes of 8 cpu)
 
 
 @pytest.fixture
-def topology(cluster: Cluster, namespace: str) -> Iterator[dict[str, tuple[str, str]]]:
-    """2 spines x 2 racks x 2 nodes of 8 cpu for this test (node -> (rack, spine))."""
-    if cluster.plane is None:
-        pytest.skip("creates and labels fake nodes")
-    spec = NodeSpec(cpu="8", memory="64Gi", labels={"e2e-topology": namespace})
-    where = cluster.plane.create_topology_nodes(2, 2, 2, spec, prefix=f"{namespace}-")
-    yield where
-    cluster.plane.kubectl("delete", "node", "--wait=false", "--ignore-not-found", *where)
-
-
-@pytest.fixture
-async def processes(
+def processes(
     cluster: Cluster, tmp_path: Path, topology: dict[str, tuple[str, str]]
-) -> AsyncIterator[tuple[CalderaProcess, CalderaProcess]]:
+) -> Iterator[tuple[CalderaProcess, CalderaProcess]]:
     """The job and hypernode controllers (label discovery), and the scheduler with the
     network-topology-aware plugin."""
-    discovery = tmp_path / "volcano-controller.conf"
-    discovery.write_text(yaml.safe_dump(LABEL_DISCOVERY))
-    conf = tmp_path / "scheduler.conf"
-    conf.write_text(SCHEDULER_CONF)
-    controllers = CalderaProcess(
-        "controllers",
-        [
-            "--controllers=job,hypernode",
-            "--leader-elect=false",
-            f"--network-topology-discovery={discovery}",
-        ],
-        kubeconfig=cluster.kubeconfig,
-        log_dir=tmp_path,
-    )
-    scheduler = CalderaProcess(
-        "scheduler",
-        ["--leader-elect=false", "--schedule-period=0.5", f"--scheduler-conf={conf}"],
-        kubeconfig=cluster.kubeconfig,
-        log_dir=tmp_path,
-    )
-    yield controllers, scheduler
-    assert scheduler.stop() == 0, scheduler.log()[-3000:]
-    assert controllers.stop() == 0, controllers.log()[-3000:]
+    yield from topology_processes(cluster, tmp_path, "job,hypernode")
 
 
 def _partitioned_job(
