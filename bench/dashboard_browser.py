@@ -68,7 +68,11 @@ async def measure(jobs: int, nodes: int, queues: int, runs: int) -> dict[str, li
     await web.TCPSite(runner, "127.0.0.1", port).start()
     out: dict[str, list[float]] = {}
     try:
-        with tempfile.TemporaryDirectory(prefix="dashboard-browser.") as profile:
+        # Chromium's helper processes may still write to the profile as it closes: whatever
+        # they leave is not this benchmark's concern.
+        with tempfile.TemporaryDirectory(
+            prefix="dashboard-browser.", ignore_cleanup_errors=True
+        ) as profile:
             async with chromium(Path(profile)) as page:
                 for name, path in pages.items():
                     url = f"http://127.0.0.1:{port}{path}"
