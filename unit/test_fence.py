@@ -6,8 +6,10 @@ the proof on a real API server is the pause and stall faults (e2e/test_fencing.p
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
+from aiohttp import web
 from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
@@ -193,6 +195,51 @@ async def test_a_write_is_dropped_if_its_fence_closes_while_it_waits_for_a_conne
     assert [m for m, _, _ in server.seen] == ["GET"], "the write never reached the server"
     assert sample(registry, "caldera_rest_client_fenced_writes_total", verb="POST") == 1
     assert sample(registry, "caldera_rest_client_requests_total", verb="POST", code="<error>") == 0
+
+
+async def test_a_write_is_dropped_if_its_fence_closes_before_its_body_goes_on_the_wire(
+    server: FakeApiServer,
+) -> None:
+    """The last check, as the body is written: the fence allowed the write before sending and
+    once connected, and closed before aiohttp's body writer ran (a process stopped in between).
+    Nothing reaches the server, headers included (aiohttp sends them with the body)."""
+    server.handlers = [reply(201, CM)]
+    times = iter([100.0, 100.0])  # before sending, once connected; as the body goes, 120
+    fence = Fence(DEADLINE, clock=lambda: next(times, 120.0))
+    fence.renewed(100.0)
+    sleeps, registry = Sleeps(), CollectorRegistry()
+    async with make_client(server.port, sleeps, registry) as c:
+        c.fence = fence
+        with pytest.raises(FencedError):
+            await c.create(CONFIGMAP, CM, namespace="ns")
+        server.handlers = [reply(200, CM)]
+        await c.get(CONFIGMAP, "a", namespace="ns")  # the client goes on reading
+    assert [m for m, _, _ in server.seen] == ["GET"], "the write never reached the server"
+    assert sample(registry, "caldera_rest_client_fenced_writes_total", verb="POST") == 1
+    assert sample(registry, "caldera_rest_client_requests_total", verb="POST", code="<error>") == 0
+
+
+async def test_a_fenced_write_with_its_fence_open_sends_its_body_as_json(
+    server: FakeApiServer,
+) -> None:
+    received: list[tuple[str, dict[str, Any]]] = []
+
+    async def record(request: web.Request) -> web.StreamResponse:
+        received.append((request.content_type, await request.json()))
+        return await reply(201, CM)(request)
+
+    server.handlers = [record]
+    fence = Fence(DEADLINE, clock=lambda: 100.0)
+    fence.renewed(100.0)
+    sleeps, registry = Sleeps(), CollectorRegistry()
+    async with make_client(server.port, sleeps, registry) as c:
+        c.fence = fence
+        await c.patch(CONFIGMAP, "a", {"data": {"k": "v"}}, namespace="ns")
+        await c.create(CONFIGMAP, CM, namespace="ns")
+    assert received == [
+        ("application/merge-patch+json", {"data": {"k": "v"}}),
+        ("application/json", CM),
+    ]
 
 
 async def test_a_write_in_retry_backoff_is_not_retried_once_its_fence_closes(

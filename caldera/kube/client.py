@@ -22,9 +22,10 @@ metric. Watches are long-lived and not limited.
 
 Fencing. A client given a `caldera.kube.fence.Fence` (a leader's: `LeaderElector.fence`) checks
 it before every attempt of a mutating request (after the rate limiter and any retry backoff),
-and again once aiohttp has a connection for it (a trace hook, after any wait for a free slot in
-the pool or for a new connection), right before the request goes on the wire: once the leader's
-Lease may have passed, the write is dropped with `FencedError` instead of sent. Reads and
+again once aiohttp has a connection for it (a trace hook, after any wait for a free slot in
+the pool or for a new connection), and a last time as the body is written to the socket (with
+no event-loop turn between the check and the write; the headers go out with the body): once the
+leader's Lease may have passed, the write is dropped with `FencedError` instead of sent. Reads and
 watches go on. The Lease itself is renewed through `lease_client()`: a client of its own,
 without retries, rate limiter or fence, with a short timeout.
 
@@ -361,15 +362,18 @@ class KubeClient:
         auth = await self.settings.auth.header()
         all_headers = {**headers, "Authorization": auth} if auth else dict(headers)
         write = None
+        data: bytes | _FencedBody | None = body
         if self.fence is not None and method not in READ_METHODS:
             self._check_fence(verb, method, path)  # and again once connected: _fence_on_connection
             write = _Write(verb, method, path)
+            if body:  # and a last time as the body goes on the wire (see `_FencedBody`)
+                data = _FencedBody(body, lambda: self._check_fence(verb, method, path))
         try:
             response = await self._session.request(
                 method,
                 self.settings.host + path,
                 params=query,
-                data=body,
+                data=data,
                 headers=all_headers,
                 timeout=client_timeout,
                 proxy=self.settings.proxy,
@@ -378,6 +382,11 @@ class KubeClient:
             )
         except FencedError:
             raise  # nothing was sent (the fence's check once connected)
+        except aiohttp.ClientConnectionError as exc:
+            if (fenced := _fenced_cause(exc)) is not None:
+                raise fenced from None  # nothing was sent (the check as the body went out)
+            self._metrics.requests.labels(verb, "<error>").inc()
+            raise
         except BaseException:
             self._metrics.requests.labels(verb, "<error>").inc()
             raise
@@ -718,6 +727,37 @@ class _Write:
     verb: str
     method: str
     path: str
+
+
+class _FencedBody(aiohttp.BytesPayload):
+    """A write's body that checks the fence once more as it is written, in the same synchronous
+    stretch as the socket write (aiohttp buffers the headers and sends them with the first body
+    bytes). On Python < 3.12 aiohttp writes a body from a task of its own, one event-loop turn or
+    more after the connection hook: a process stopped in that turn would otherwise send, on
+    resuming, a write its fence allowed before the stop."""
+
+    def __init__(self, body: bytes, check: Callable[[], None]) -> None:
+        super().__init__(body, content_type=JSON)
+        self._check = check
+
+    async def write(self, writer: Any) -> None:
+        self._check()
+        await super().write(writer)
+
+    async def write_with_length(self, writer: Any, content_length: int | None) -> None:
+        self._check()
+        await super().write_with_length(writer, content_length)
+
+
+def _fenced_cause(exc: BaseException) -> FencedError | None:
+    """The `FencedError` aiohttp wrapped when `_FencedBody` refused to write, if that is what
+    ``exc`` is."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, FencedError):
+            return seen
+        seen = seen.__cause__
+    return None
 
 
 class _Opening:
