@@ -1,5 +1,6 @@
 """The cluster scripts themselves: ``up`` is idempotent, ``down`` leaves no process behind, ``up``
-after ``down`` brings the same cluster back, and kube-scheduler runs when asked for."""
+after ``down`` brings the same cluster back, kube-scheduler runs when asked for, and Caldera's
+processes as ``make demo`` starts them serve the visibility API."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from e2e.cluster.caldera_processes import start_caldera, stop_caldera
 from e2e.cluster.control_plane import ORDER, ControlPlane, NodeSpec
 
 pytestmark = pytest.mark.e2e
@@ -75,3 +78,58 @@ def test_up_down_up_with_scheduler(tmp_path: Path) -> None:
     finally:
         plane.down(purge=True)
     assert not (tmp_path / "second").exists()
+
+
+def test_caldera_on_the_local_plane_serves_the_visibility_api(tmp_path: Path) -> None:
+    """What ``make demo`` starts: the scheduler answers the visibility API through the API
+    server (an APIService), with a waiting job in its queue's order; stopping Caldera removes
+    the registration first, so namespaces can still be deleted afterwards."""
+    if os.environ.get("CALDERA_E2E_KUBECONFIG"):
+        pytest.skip("exercises the local control plane scripts")
+    plane = ControlPlane(tmp_path / "demo")
+    try:
+        plane.up()
+        start_caldera(plane)
+        job = {
+            "apiVersion": "batch.volcano.sh/v1alpha1",
+            "kind": "Job",
+            "metadata": {"name": "waits", "namespace": "default"},
+            "spec": {
+                "minAvailable": 1,
+                "schedulerName": "volcano",
+                "tasks": [
+                    {
+                        "name": "worker",
+                        "replicas": 1,
+                        "template": {
+                            "spec": {
+                                "containers": [
+                                    {
+                                        "name": "c",
+                                        "image": "busybox",
+                                        "resources": {"requests": {"cpu": "1"}},
+                                    }
+                                ]
+                            }
+                        },
+                    }
+                ],
+            },
+        }
+        plane.kubectl("apply", "-f", "-", input=json.dumps(job))  # no node: it waits
+        path = "/apis/visibility.caldera.dev/v1alpha1/queues/default/pendingjobs"
+        deadline = time.monotonic() + 60
+        jobs: list[str] = []
+        listed: dict[str, Any] = {}
+        while time.monotonic() < deadline and jobs != ["waits"]:
+            listed = json.loads(plane.kubectl("get", "--raw", path))
+            jobs = [item["job"] for item in listed.get("items", [])]
+            time.sleep(0.5)
+        assert jobs == ["waits"], listed
+
+        stopped = stop_caldera(plane)
+        assert "caldera-scheduler" in stopped
+        left = plane.kubectl("get", "apiservice", "-o", "name")
+        assert "visibility.caldera.dev" not in left, left
+    finally:
+        plane.down(purge=True)

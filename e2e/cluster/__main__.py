@@ -62,6 +62,7 @@ def _demo(plane: ControlPlane, args: argparse.Namespace) -> int:
     say(f"Jobs ended: {ended}. Use the cluster with:\n")
     say(f"  export KUBECONFIG={kubeconfig}\n")
     say("  kubectl get vcjob,pg,queue   # Volcano's short names work\n")
+    say("  caldera queue pending default  # the waiting jobs in order (the visibility API)\n")
     say("  make down                    # stops Caldera and the control plane\n")
     return 0 if all(p == "Completed" for p in phases.values()) else 1
 

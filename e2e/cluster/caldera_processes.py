@@ -1,6 +1,12 @@
 """Caldera's own processes on the local control plane, started like the control plane's (pid
 files, logs, detached) so that ``down`` stops them too, and the demo: Caldera runs an example
-job to completion on fake nodes."""
+job to completion on fake nodes.
+
+The scheduler serves the visibility API (docs/visibility.md) as in the chart: an APIService
+whose Service (ExternalName ``localhost``) names the local process, so ``caldera queue
+pending`` and ``kubectl get --raw /apis/visibility.caldera.dev/...`` work on the demo cluster.
+It is registered only once the scheduler serves it and removed before the scheduler stops: an
+aggregated API that does not answer holds namespace deletion back."""
 
 from __future__ import annotations
 
@@ -21,6 +27,9 @@ CALDERA_PROCESSES = ("caldera-webhook", "caldera-controllers", "caldera-schedule
 CRD_DIR = REPO / "charts" / "caldera" / "crds"
 DEMO_JOBS = (REPO / "examples" / "tensorflow-job.yaml", REPO / "examples" / "mpi-job.yaml")
 WEBHOOK_CONFIG = "caldera-local"
+VISIBILITY_APISERVICE = "v1alpha1.visibility.caldera.dev"
+VISIBILITY_SERVICE = "caldera-visibility"
+VISIBILITY_NAMESPACE = "kube-system"
 # (name, path, API group, version, resource, operations) of Caldera's admission webhooks.
 MUTATING = (
     ("mutatejob", "/jobs/mutate", "batch.volcano.sh", "v1alpha1", "jobs", ["CREATE"]),
@@ -119,6 +128,11 @@ def start_caldera(plane: ControlPlane, timeout: float = 60) -> dict[str, int]:
     state: dict[str, int] = json.loads(state_path.read_text()) if state_path.exists() else {}
     certs = plane.dir / "webhook-certs"
     crt, key = write_serving_pair(plane.pki, certs, ["127.0.0.1", "localhost"])
+    visibility_crt, visibility_key = write_serving_pair(
+        plane.pki,
+        plane.dir / "visibility-certs",
+        [f"{VISIBILITY_SERVICE}.{VISIBILITY_NAMESPACE}.svc"],
+    )
     for name in CALDERA_PROCESSES:
         if plane.procs.pid(name) is not None:
             continue
@@ -140,6 +154,14 @@ def start_caldera(plane: ControlPlane, timeout: float = 60) -> dict[str, int]:
                 f"--tls-cert-file={crt}",
                 f"--tls-key-file={key}",
             ]
+        if name == "caldera-scheduler":
+            state["visibility-https"] = free_port()
+            argv += [
+                "--visibility=true",
+                f"--visibility-port={state['visibility-https']}",
+                f"--visibility-cert-file={visibility_crt}",
+                f"--visibility-key-file={visibility_key}",
+            ]
         plane.procs.start(name, argv)
     state_path.write_text(json.dumps(state))
     deadline = time.monotonic() + timeout
@@ -160,7 +182,46 @@ def start_caldera(plane: ControlPlane, timeout: float = 60) -> dict[str, int]:
     url = f"https://127.0.0.1:{state['webhook-https']}"
     for doc in webhook_configurations(url, ca):
         plane.kubectl("apply", "-f", "-", input=json.dumps(doc))
+    if "visibility-https" in state:  # else a scheduler started before it served the API
+        for doc in visibility_registration(state["visibility-https"], ca):
+            plane.kubectl("apply", "-f", "-", input=json.dumps(doc))
+        plane.kubectl(
+            "wait",
+            "--for=condition=Available",
+            f"--timeout={timeout:.0f}s",
+            f"apiservice/{VISIBILITY_APISERVICE}",
+        )
     return state
+
+
+def visibility_registration(port: int, ca: bytes) -> list[dict[str, Any]]:
+    """The Service and APIService that route ``visibility.caldera.dev`` to the local
+    scheduler's port (the API server resolves an ExternalName Service by its host name)."""
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": VISIBILITY_SERVICE, "namespace": VISIBILITY_NAMESPACE},
+            "spec": {"type": "ExternalName", "externalName": "localhost"},
+        },
+        {
+            "apiVersion": "apiregistration.k8s.io/v1",
+            "kind": "APIService",
+            "metadata": {"name": VISIBILITY_APISERVICE},
+            "spec": {
+                "group": "visibility.caldera.dev",
+                "version": "v1alpha1",
+                "service": {
+                    "namespace": VISIBILITY_NAMESPACE,
+                    "name": VISIBILITY_SERVICE,
+                    "port": port,
+                },
+                "caBundle": base64.b64encode(ca).decode(),
+                "groupPriorityMinimum": 100,
+                "versionPriority": 100,
+            },
+        },
+    ]
 
 
 NOT_SYSTEM = {
@@ -229,12 +290,18 @@ def webhook_configurations(
 
 
 def stop_caldera(plane: ControlPlane) -> list[str]:
-    """Unregister the webhook (while the API server still runs), then stop the processes."""
+    """Unregister the webhook and the visibility API (while the API server still runs), then
+    stop the processes."""
     if plane.running().get("kube-apiserver") and plane.kubeconfig.exists():
-        for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
+        registered = (
+            ("mutatingwebhookconfiguration", WEBHOOK_CONFIG),
+            ("validatingwebhookconfiguration", WEBHOOK_CONFIG),
+            ("apiservice", VISIBILITY_APISERVICE),
+        )
+        for kind, name in registered:
             # The API server is going away anyway if this fails.
             with contextlib.suppress(ClusterError):
-                plane.kubectl("delete", kind, WEBHOOK_CONFIG, "--ignore-not-found")
+                plane.kubectl("delete", kind, name, "--ignore-not-found")
     return [name for name in reversed(CALDERA_PROCESSES) if plane.procs.stop(name)]
 
 
