@@ -192,6 +192,19 @@ def pod_request(pod: Pod) -> Mapping[str, int]:
         return {}
 
 
+def names_gpu(pod: Pod) -> bool:
+    """Whether any of the pod's containers (init containers and sidecars included) or its
+    overhead names a GPU: only those pods' requests are worth adding up for the GPU count
+    (most pods of a cluster name none, and the full sum halves the overview's speed)."""
+    spec = pod.spec
+    if GPU in spec.overhead:
+        return True
+    return any(
+        GPU in c.resources.requests or GPU in c.resources.limits
+        for c in (*spec.containers, *spec.init_containers)
+    )
+
+
 def _nodes(nodes: Sequence[Node], pods: Iterable[Pod]) -> NodeSummary:
     sums: Counter[str] = Counter()
     for node in nodes:
@@ -199,7 +212,9 @@ def _nodes(nodes: Sequence[Node], pods: Iterable[Pod]) -> NodeSummary:
     requested = sum(
         pod_request(p).get(GPU, 0)
         for p in pods
-        if p.spec.node_name and p.status.phase not in (PodPhase.SUCCEEDED, PodPhase.FAILED)
+        if p.spec.node_name
+        and p.status.phase not in (PodPhase.SUCCEEDED, PodPhase.FAILED)
+        and names_gpu(p)
     )
     return NodeSummary(
         count=len(nodes),

@@ -29,7 +29,7 @@ from dashboard.jobs import (
     wait_reason,
 )
 from dashboard.nodes import build_nodes
-from dashboard.overview import build_overview
+from dashboard.overview import build_overview, names_gpu, pod_request
 from dashboard.topology import build_topology, job_hypernode
 from unit.dashboard_objects import T0, job, node, pod, podgroup, queue, ts
 
@@ -136,6 +136,38 @@ def test_gpus_requested_count_what_the_kubelet_reserves() -> None:
     )
     summary = build_overview([], [], [node("n0")], [with_sidecar]).nodes
     assert summary.gpus_requested == 3
+
+
+_AMOUNTS = st.dictionaries(st.sampled_from(["cpu", "nvidia.com/gpu"]), st.sampled_from(["1", "2"]))
+_CONTAINERS = st.builds(
+    lambda requests, limits, always: Container(
+        name="c",
+        restart_policy="Always" if always else "",
+        resources=ResourceRequirements(requests=requests, limits=limits),
+    ),
+    _AMOUNTS,
+    _AMOUNTS,
+    st.booleans(),
+)
+
+
+@given(
+    containers=st.lists(_CONTAINERS, min_size=1, max_size=3),
+    init=st.lists(_CONTAINERS, max_size=2),
+    overhead=_AMOUNTS,
+)
+def test_a_pod_skipped_as_naming_no_gpu_requests_none(
+    containers: list[Container], init: list[Container], overhead: dict[str, str]
+) -> None:
+    """The overview adds up only the pods `names_gpu` picks: it must never skip one whose
+    reserved amounts include a GPU."""
+    base = pod(job("j"), 0, phase="Running", node="n0")
+    spec = msgspec.structs.replace(
+        base.spec, containers=tuple(containers), init_containers=tuple(init), overhead=overhead
+    )
+    p = msgspec.structs.replace(base, spec=spec)
+    if pod_request(p).get("nvidia.com/gpu", 0) > 0:
+        assert names_gpu(p)
 
 
 # --- the job list --------------------------------------------------------------------------
