@@ -19,7 +19,7 @@ from caldera.api.kinds import JOB
 from caldera.kube.client import KubeClient
 from e2e.caldera_process import CalderaProcess
 from e2e.conftest import Cluster
-from e2e.waiting import eventually
+from e2e.waiting import READY_TIMEOUT, eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -108,7 +108,11 @@ async def test_only_the_leader_reconciles_and_a_standby_takes_over(
             CalderaProcess("controllers", args, kubeconfig=cluster.kubeconfig, log_dir=tmp_path)
         )
     for proc in processes:
-        await eventually(lambda: _value(proc.get("/readyz")[0] == 200), what="readiness")  # noqa: B023 - awaited at once
+        await eventually(
+            lambda: _value(proc.get("/readyz")[0] == 200),  # noqa: B023 - awaited at once
+            timeout=READY_TIMEOUT,
+            what="readiness",
+        )
     leader = await eventually(lambda: _value(_leader(processes, lease)), what="a leader")
     standby = next(p for p in processes if p is not leader)
 

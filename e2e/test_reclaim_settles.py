@@ -27,7 +27,7 @@ from e2e.test_scheduler_experiments import (  # noqa: F401  (fixtures)
     dedicated_plane,
     dexp,
 )
-from e2e.waiting import eventually
+from e2e.waiting import READY_TIMEOUT, eventually
 from scheduler.conf import DEFAULT_CONF
 
 pytestmark = pytest.mark.e2e
@@ -89,7 +89,7 @@ async def _start(exp: Experiment) -> None:
     exp.make_nodes(2, 4)
     scheduler = exp.scheduler(FULL_CONF)
     exp.controllers()
-    await eventually(lambda: _ready(scheduler), timeout=30, what="scheduler readiness")
+    await eventually(lambda: _ready(scheduler), timeout=READY_TIMEOUT, what="scheduler readiness")
 
 
 async def _reach_and_hold(exp: Experiment, want: dict[str, int]) -> None:

@@ -17,7 +17,7 @@ from caldera.kube.client import KubeClient
 from e2e.caldera_process import CalderaProcess
 from e2e.conftest import Cluster
 from e2e.kwok_tasks import gang_pod
-from e2e.waiting import eventually
+from e2e.waiting import READY_TIMEOUT, eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -30,7 +30,9 @@ async def scheduler(cluster: Cluster, crds: Path, tmp_path: Path) -> AsyncIterat
         kubeconfig=cluster.kubeconfig,
         log_dir=tmp_path,
     )
-    await eventually(lambda: _value(proc.get("/readyz")[0] == 200), timeout=30, what="readiness")
+    await eventually(
+        lambda: _value(proc.get("/readyz")[0] == 200), timeout=READY_TIMEOUT, what="readiness"
+    )
     yield proc
     assert proc.stop() == 0, proc.log()[-3000:]
 

@@ -14,7 +14,7 @@ from e2e.test_scheduler_experiments import (
     _ready,
     exp,  # noqa: F401  (fixture)
 )
-from e2e.waiting import eventually
+from e2e.waiting import READY_TIMEOUT, eventually
 from scheduler.plugins.cdp import COOLDOWN_TIME
 
 pytestmark = pytest.mark.e2e
@@ -37,7 +37,7 @@ async def test_preemption_skips_pods_in_their_cooldown(exp: Experiment) -> None:
             body["metadata"]["labels"] = labels
             await exp.kube.create(POD, body, namespace=exp.namespace)
     scheduler = exp.scheduler(CDP_CONF)
-    await eventually(lambda: _ready(scheduler), timeout=30, what="scheduler readiness")
+    await eventually(lambda: _ready(scheduler), timeout=READY_TIMEOUT, what="scheduler readiness")
 
     async def full() -> bool:
         placed = _by_group(await exp.placed(), ["a-cooling", "z-warm"])

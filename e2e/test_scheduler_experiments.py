@@ -54,7 +54,7 @@ from caldera.kube.errors import NotFound
 from e2e.caldera_process import CalderaProcess
 from e2e.cluster.control_plane import ControlPlane, NodeSpec
 from e2e.conftest import Cluster, own_plane
-from e2e.waiting import eventually
+from e2e.waiting import READY_TIMEOUT, eventually
 from scheduler.conf import DEFAULT_CONF
 
 pytestmark = pytest.mark.e2e
@@ -445,7 +445,7 @@ async def test_deadlock_gone_with_caldera(exp: Experiment) -> None:
     exp.make_nodes(2, 6)
     scheduler = exp.scheduler()
     exp.controllers()
-    await eventually(lambda: _ready(scheduler), timeout=30, what="scheduler readiness")
+    await eventually(lambda: _ready(scheduler), timeout=READY_TIMEOUT, what="scheduler readiness")
     names = [f"job{j}" for j in range(JOBS)]
     for name in names:
         await exp.kube.create(JOB, _volcano_job(name, exp.namespace, "4s"), namespace=exp.namespace)

@@ -20,7 +20,7 @@ from e2e.test_scheduler_experiments import (
     _ready,
     exp,  # noqa: F401  (fixture)
 )
-from e2e.waiting import eventually
+from e2e.waiting import READY_TIMEOUT, eventually
 from scheduler.conf import DEFAULT_CONF
 from scheduler.extender_http import HttpTransport
 from scheduler.framework.plugin import Arguments
@@ -100,7 +100,9 @@ async def test_the_extender_filters_and_scores_nodes(exp: Experiment) -> None:  
     async with _filter_server({nodes[0], nodes[1]}, nodes[1]) as (url, seen):
         conf = _conf(url, predicateVerb="filter", prioritizeVerb="score", httpTimeout="2s")
         scheduler = exp.scheduler(conf)
-        await eventually(lambda: _ready(scheduler), timeout=30, what="scheduler readiness")
+        await eventually(
+            lambda: _ready(scheduler), timeout=READY_TIMEOUT, what="scheduler readiness"
+        )
         await exp.podgroup("steer", 2)
         await exp.pods(["steer-0", "steer-1"], "steer")
 
@@ -129,7 +131,7 @@ async def test_an_extender_that_never_answers_costs_a_timeout_per_session(
     exp.make_nodes(1, 4)
     async with _silent_server() as (url, calls):
         strict = exp.scheduler(_conf(url, predicateVerb="filter", httpTimeout="200ms"))
-        await eventually(lambda: _ready(strict), timeout=30, what="scheduler readiness")
+        await eventually(lambda: _ready(strict), timeout=READY_TIMEOUT, what="scheduler readiness")
         await exp.podgroup("held", 1)
         await exp.pods(["held-0"], "held")
 
@@ -146,7 +148,7 @@ async def test_an_extender_that_never_answers_costs_a_timeout_per_session(
         lenient = exp.scheduler(
             _conf(url, predicateVerb="filter", httpTimeout="200ms", ignorable="true")
         )
-        await eventually(lambda: _ready(lenient), timeout=30, what="scheduler readiness")
+        await eventually(lambda: _ready(lenient), timeout=READY_TIMEOUT, what="scheduler readiness")
 
         async def runs() -> bool:
             return _by_group(await exp.placed(), ["held"]) == {"held": 1}

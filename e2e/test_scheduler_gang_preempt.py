@@ -18,7 +18,7 @@ from e2e.test_scheduler_experiments import (
     dexp,  # noqa: F401  (fixture)
     exp,  # noqa: F401  (fixture)
 )
-from e2e.waiting import eventually
+from e2e.waiting import READY_TIMEOUT, eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -50,7 +50,7 @@ async def test_gang_preempts_a_gang_whole_or_not_at_all(exp: Experiment) -> None
     await exp.podgroup("low", 8, priority_class=low)
     await exp.pods([f"low-{i}" for i in range(8)], "low", priority_class=low)
     scheduler = exp.scheduler(GANG_CONF)
-    await eventually(lambda: _ready(scheduler), timeout=30, what="scheduler readiness")
+    await eventually(lambda: _ready(scheduler), timeout=READY_TIMEOUT, what="scheduler readiness")
 
     async def full() -> bool:
         return _by_group(await exp.placed(), ["low"]) == {"low": 8}
@@ -88,7 +88,7 @@ async def test_gang_reclaims_a_whole_gang(dexp: Experiment) -> None:  # noqa: F8
         await dexp.podgroup(group, 4, queue=a)
         await dexp.pods([f"{group}-{i}" for i in range(4)], group)
     scheduler = dexp.scheduler(GANG_CONF)
-    await eventually(lambda: _ready(scheduler), timeout=30, what="scheduler readiness")
+    await eventually(lambda: _ready(scheduler), timeout=READY_TIMEOUT, what="scheduler readiness")
 
     async def full() -> bool:
         return _by_group(await dexp.placed(), ["a1", "a2"]) == {"a1": 4, "a2": 4}

@@ -12,7 +12,7 @@ from e2e.test_scheduler_experiments import (
     _ready,
     exp,  # noqa: F401  (fixture)
 )
-from e2e.waiting import eventually
+from e2e.waiting import READY_TIMEOUT, eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -55,7 +55,7 @@ async def test_weighted_levels_share_a_node(exp: Experiment) -> None:  # noqa: F
             await exp.podgroup(f"{short}-{i}", 1, queue=queue)
             await exp.pods([f"{short}-{i}-0"], f"{short}-{i}")
     scheduler = exp.scheduler(HDRF_CONF)
-    await eventually(lambda: _ready(scheduler), timeout=30, what="scheduler readiness")
+    await eventually(lambda: _ready(scheduler), timeout=READY_TIMEOUT, what="scheduler readiness")
 
     async def held() -> dict[str, int]:
         placed = await exp.placed()

@@ -17,7 +17,7 @@ from e2e.test_scheduler_experiments import (
     _ready,
     exp,  # noqa: F401  (fixture)
 )
-from e2e.waiting import eventually
+from e2e.waiting import READY_TIMEOUT, eventually
 from scheduler.conf import DEFAULT_CONF
 
 pytestmark = pytest.mark.e2e
@@ -63,7 +63,7 @@ async def test_queues_stay_in_their_node_groups_within_limits(exp: Experiment) -
     await exp.podgroup("b", 1, queue=batch)
     await exp.pods([f"b-{i}" for i in range(3)], "b")
     scheduler = exp.scheduler(NODEGROUP_CONF)
-    await eventually(lambda: _ready(scheduler), timeout=30, what="scheduler readiness")
+    await eventually(lambda: _ready(scheduler), timeout=READY_TIMEOUT, what="scheduler readiness")
 
     async def spread() -> tuple[tuple[str, str], ...]:
         return tuple(sorted((await exp.placed()).items()))

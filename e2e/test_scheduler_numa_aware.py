@@ -19,7 +19,7 @@ from e2e.test_scheduler_experiments import (
     _ready,
     exp,  # noqa: F401  (fixture)
 )
-from e2e.waiting import eventually
+from e2e.waiting import READY_TIMEOUT, eventually
 from scheduler.conf import DEFAULT_CONF
 from scheduler.plugins.numa_policy import POLICY_KEY
 
@@ -62,7 +62,9 @@ async def test_guaranteed_pods_go_where_one_numa_node_holds_them(exp: Experiment
         await exp.podgroup("n", 1)
         await exp.kube.create(POD, numa_pod(exp, "n-0", "n"), namespace=exp.namespace)
         scheduler = exp.scheduler(NUMA_CONF)
-        await eventually(lambda: _ready(scheduler), timeout=30, what="scheduler readiness")
+        await eventually(
+            lambda: _ready(scheduler), timeout=READY_TIMEOUT, what="scheduler readiness"
+        )
 
         async def placed_on(pod: str, node: str) -> bool:
             return (await exp.placed()).get(pod) == node

@@ -32,7 +32,7 @@ from e2e.cluster.pki import write_serving_pair
 from e2e.conftest import Cluster
 from e2e.test_scheduler_experiments import Experiment, _ready
 from e2e.test_scheduler_experiments import exp as exp  # fixture
-from e2e.waiting import eventually
+from e2e.waiting import READY_TIMEOUT, eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -174,7 +174,7 @@ async def test_a_full_queue_keeps_its_pods_gated_until_it_has_room(
         for pod in created.values()
     )
     scheduler = exp.scheduler(CONF, FEATURE)
-    await eventually(lambda: _ready(scheduler), timeout=30, what="scheduler readiness")
+    await eventually(lambda: _ready(scheduler), timeout=READY_TIMEOUT, what="scheduler readiness")
 
     async def first_bound() -> bool:
         return set(await exp.placed()) == {"first-0", "first-1"}

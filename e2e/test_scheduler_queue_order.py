@@ -18,7 +18,7 @@ from e2e.test_scheduler_experiments import (  # noqa: F401  (fixtures)
     dedicated_plane,
     dexp,
 )
-from e2e.waiting import eventually
+from e2e.waiting import READY_TIMEOUT, eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -53,7 +53,7 @@ async def test_reclaim_takes_from_the_lower_priority_queue(dexp: Experiment) -> 
         await dexp.podgroup(group, 1, queue=queue)
         await dexp.pods([f"{group}-{i}" for i in range(6)], group)
     scheduler = dexp.scheduler(CONF)
-    await eventually(lambda: _ready(scheduler), timeout=30, what="scheduler readiness")
+    await eventually(lambda: _ready(scheduler), timeout=READY_TIMEOUT, what="scheduler readiness")
 
     async def borrowed() -> bool:
         return _by_group(await dexp.placed(), GROUPS) == {"a-high": 6, "b-low": 6, "c-poor": 0}

@@ -35,7 +35,7 @@ from e2e.test_scheduler_experiments import (  # noqa: F401  (fixtures)
     dedicated_plane,
     dexp,
 )
-from e2e.waiting import eventually
+from e2e.waiting import READY_TIMEOUT, eventually
 from scheduler.conf import DEFAULT_CONF
 
 pytestmark = pytest.mark.e2e
@@ -127,7 +127,7 @@ async def test_capacity_tree_lends_and_reclaims_deserved_shares(dexp: Experiment
     dexp.make_nodes(4, 4)
     names = await _tree(dexp)
     scheduler = dexp.scheduler(CAPACITY_CONF)
-    await eventually(lambda: _ready(scheduler), timeout=30, what="scheduler readiness")
+    await eventually(lambda: _ready(scheduler), timeout=READY_TIMEOUT, what="scheduler readiness")
 
     # Lending: pb1 deserves 4 but may hold 14 (16 less pa1's reserved guarantee).
     await _greedy(dexp, "pb1", names["pb1"], 16)
@@ -213,7 +213,7 @@ async def test_sla_job_overtakes_an_older_job(dexp: Experiment) -> None:  # noqa
     scheduler), the older one is not; when the running gang finishes, the sla gang runs first."""
     dexp.make_nodes(1, 4)
     scheduler = dexp.scheduler(SLA_CONF)
-    await eventually(lambda: _ready(scheduler), timeout=30, what="scheduler readiness")
+    await eventually(lambda: _ready(scheduler), timeout=READY_TIMEOUT, what="scheduler readiness")
     await _gang(dexp, "first", run_for=f"{WAIT + 12}s")
 
     async def first_runs() -> bool:

@@ -12,7 +12,7 @@ from e2e.test_scheduler_experiments import (
     _ready,
     exp,  # noqa: F401  (fixture)
 )
-from e2e.waiting import eventually
+from e2e.waiting import READY_TIMEOUT, eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -38,7 +38,7 @@ async def test_shuffle_evens_out_a_binpacked_node(exp: Experiment) -> None:  # n
     await exp.podgroup("hot", 1)
     await exp.pods([f"hot-{i}" for i in range(6)], "hot", cpu="1")
     scheduler = exp.scheduler(SHUFFLE_CONF)
-    await eventually(lambda: _ready(scheduler), timeout=30, what="scheduler readiness")
+    await eventually(lambda: _ready(scheduler), timeout=READY_TIMEOUT, what="scheduler readiness")
 
     async def spread() -> tuple[tuple[str, str], ...]:
         return tuple(sorted((await exp.placed("hot-")).items()))

@@ -13,7 +13,7 @@ from e2e.test_scheduler_experiments import (
     _ready,
     exp,  # noqa: F401  (fixture)
 )
-from e2e.waiting import eventually
+from e2e.waiting import READY_TIMEOUT, eventually
 from scheduler.conf import DEFAULT_CONF
 
 pytestmark = pytest.mark.e2e
@@ -40,7 +40,7 @@ async def test_sra_keeps_cpu_pods_off_the_gpu_node(exp: Experiment) -> None:  # 
     await exp.podgroup("c", 1)
     await exp.pods([f"c-{i}" for i in range(4)], "c")
     scheduler = exp.scheduler(SRA_CONF)
-    await eventually(lambda: _ready(scheduler), timeout=30, what="scheduler readiness")
+    await eventually(lambda: _ready(scheduler), timeout=READY_TIMEOUT, what="scheduler readiness")
 
     async def spread() -> tuple[tuple[str, str], ...]:
         return tuple(sorted((await exp.placed()).items()))

@@ -28,7 +28,7 @@ from e2e.test_scheduler_experiments import (
     _ready,
     exp,  # noqa: F401  (fixture)
 )
-from e2e.waiting import eventually
+from e2e.waiting import READY_TIMEOUT, eventually
 from scheduler.conf import DEFAULT_CONF
 
 pytestmark = pytest.mark.e2e
@@ -64,7 +64,7 @@ async def test_job_waits_for_its_namespace_quota(exp: Experiment) -> None:  # no
     await eventually(quota_synced, timeout=30, what="the quota controller's status")
     scheduler = exp.scheduler(QUOTA_CONF)
     exp.controllers()
-    await eventually(lambda: _ready(scheduler), timeout=30, what="scheduler readiness")
+    await eventually(lambda: _ready(scheduler), timeout=READY_TIMEOUT, what="scheduler readiness")
     worker = task("worker", 3, cpu="1", memory="64Mi", minAvailable=3)
     worker["template"]["spec"].update(
         {"nodeSelector": {NODE_LABEL: exp.namespace}, "tolerations": [{"operator": "Exists"}]}
@@ -132,7 +132,7 @@ async def test_preemption_skips_pods_a_budget_protects(exp: Experiment) -> None:
     }
     await exp.kube.create(POD_DISRUPTION_BUDGET, budget, namespace=exp.namespace)
     scheduler = exp.scheduler(PDB_CONF)
-    await eventually(lambda: _ready(scheduler), timeout=30, what="scheduler readiness")
+    await eventually(lambda: _ready(scheduler), timeout=READY_TIMEOUT, what="scheduler readiness")
 
     async def full() -> bool:
         return _by_group(await exp.placed(), ["a-protected", "z-free"]) == {

@@ -17,7 +17,7 @@ from e2e.test_scheduler_experiments import (
     _ready,
     exp,  # noqa: F401  (fixture)
 )
-from e2e.waiting import eventually
+from e2e.waiting import READY_TIMEOUT, eventually
 from scheduler.conf import DEFAULT_CONF
 from scheduler.plugins.tdm import PREEMPTABLE, REVOCABLE_ZONE
 
@@ -81,7 +81,7 @@ async def test_revocable_nodes_follow_their_windows(exp: Experiment) -> None:  #
     await exp.podgroup("plain", 1)
     await exp.pods([f"plain-{i}" for i in range(2)], "plain")
     scheduler = exp.scheduler(_conf())
-    await eventually(lambda: _ready(scheduler), timeout=30, what="scheduler readiness")
+    await eventually(lambda: _ready(scheduler), timeout=READY_TIMEOUT, what="scheduler readiness")
 
     async def spread() -> tuple[tuple[str, str], ...]:
         return tuple(sorted((await exp.placed()).items()))

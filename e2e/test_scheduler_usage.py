@@ -16,7 +16,7 @@ from e2e.test_scheduler_experiments import (
     _ready,
     exp,  # noqa: F401  (fixture)
 )
-from e2e.waiting import eventually
+from e2e.waiting import READY_TIMEOUT, eventually
 from scheduler.conf import DEFAULT_CONF
 from scheduler.node_load import CPU_QUERY, MEMORY_QUERY
 
@@ -71,7 +71,7 @@ async def test_pods_keep_off_the_loaded_node_and_follow_the_load(
         + f"metrics:\n  type: prometheus\n  address: {address}\n  interval: 5s\n"
     )
     scheduler = exp.scheduler(conf)
-    await eventually(lambda: _ready(scheduler), timeout=30, what="scheduler readiness")
+    await eventually(lambda: _ready(scheduler), timeout=READY_TIMEOUT, what="scheduler readiness")
 
     async def polled(times: int) -> bool:
         return prom.asked >= times

@@ -5,13 +5,18 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from caldera.api.kinds import KindInfo
 from caldera.kube.client import KubeClient
 from caldera.kube.errors import NotFound
 
 T = TypeVar("T")
+
+
+# How long a test waits for a process it started to be ready (imports, informers synced): a
+# few seconds on a quiet machine, past 30 s at load 16 (CI beside other work).
+READY_TIMEOUT: Final = 90.0
 
 
 async def eventually(
