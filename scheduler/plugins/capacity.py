@@ -408,11 +408,11 @@ class CapacityPlugin:
             return False
         if within_deserved(attr.allocated, request, attr.limits.deserved):
             return True
-        return self._granting_ancestor(attr, request) is not None
+        return bool(self._ancestor_level) and self._granting_ancestor(attr, request) is not None
 
     def _granting_ancestor(self, attr: CapacityAttr, request: Resources) -> str | None:
         """The nearest ancestor within ancestorReclaimLevel that may reclaim for ``request``
-        (``within_deserved``) for a queue that may not on its own; None at level 0."""
+        (``within_deserved``) for a queue that may not on its own."""
         for name in ancestors_within(attr.limits, self._ancestor_level):
             ancestor = self.attrs[name]
             if within_deserved(ancestor.allocated, request, ancestor.limits.deserved):
