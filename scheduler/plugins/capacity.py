@@ -31,6 +31,11 @@ a queue below its deserved share wants them back, reclaim takes the borrowed pod
   (Volcano's "immediate victim": a queue without deserved is best effort), or the queue still
   holds at least its deserved amount of some resource the victim requests once it has lost
   the victim. Judged cumulatively per queue, in the candidates' order;
+- with hierarchy, the argument ``ancestorReclaimLevel`` (Volcano's; 0, the default, adds
+  nothing) lets a queue reclaim on behalf of an ancestor up to that many levels above it, and
+  holds a victim's ancestors where its branch parts from the reclaimer's to their deserved
+  amounts too (``scheduler.plugins.capacity_reclaim``; the candidates are then judged in
+  victim order);
 - queue order: higher ``spec.priority`` first; then the lower share (the largest
   ``allocated / deserved`` over the resources the queue deserves; a queue that deserves nothing
   has share 1, and of two equal shares the one that deserves something goes first). With
@@ -71,6 +76,13 @@ from scheduler.api.types import JobInfo, QueueInfo, TaskInfo, TaskStatus
 from scheduler.framework.incremental import Speedups
 from scheduler.framework.plugin import Arguments
 from scheduler.framework.session import Session
+from scheduler.plugins.capacity_reclaim import (
+    ReclaimScope,
+    ancestors_within,
+    keeps_deserved,
+    reclaim_level,
+    within_deserved,
+)
 from scheduler.plugins.proportion import UNTRACKED, job_inqueue, tracked_capability
 from scheduler.plugins.queue_tree import QueueLimits, QueueTerms, QueueTree, queue_tree
 from scheduler.why import gate_text
@@ -154,7 +166,11 @@ class CapacityPlugin:
 
     def __init__(self, arguments: Arguments) -> None:
         self.arguments = arguments
+        # ancestorReclaimLevel (scheduler.plugins.capacity_reclaim); refused here when bad, so
+        # at configuration load.
+        self.level = reclaim_level(arguments)
         self.hierarchy = False
+        self._ancestor_level = 0  # the level in force: 0 without hierarchy
         self.tree = QueueTree(limits={}, detached={})
         self.attrs: dict[str, CapacityAttr] = {}
         self._chains: dict[str, list[CapacityAttr]] = {}
@@ -170,6 +186,7 @@ class CapacityPlugin:
     def on_session_open(self, ssn: Session) -> None:
         self._ssn = ssn
         self.hierarchy = ssn.plugin_switch(self.name, HIERARCHY_SWITCH, False)
+        self._ancestor_level = self.level if self.hierarchy else 0
         terms = [
             QueueTerms(
                 name=queue.name,
@@ -381,18 +398,26 @@ class CapacityPlugin:
 
     def preemptive(self, queue: QueueInfo, tasks: Sequence[TaskInfo]) -> bool:
         """May ``queue`` reclaim for ``tasks``: within its real capability with them, and
-        within what it deserves of every resource it deserves that they request."""
+        within what it deserves of every resource it deserves that they request (or, with
+        ancestorReclaimLevel, one of its ancestors within the level is)."""
         if self._refusal(queue):
             return False
         attr = self.attrs[queue.name]
         request = Resources.sum(t.resreq for t in tasks).without(*UNTRACKED)
         if not over_limit(request, attr.allocated, attr.limits.real_capability).is_empty():
             return False
-        deserved = attr.limits.deserved
-        relevant = [n for n, a in request.items() if a > 0 and n in deserved]
-        return bool(relevant) and all(
-            attr.allocated.get(n) + request.get(n) <= deserved.get(n) for n in relevant
-        )
+        if within_deserved(attr.allocated, request, attr.limits.deserved):
+            return True
+        return bool(self._ancestor_level) and self._granting_ancestor(attr, request) is not None
+
+    def _granting_ancestor(self, attr: CapacityAttr, request: Resources) -> str | None:
+        """The nearest ancestor within ancestorReclaimLevel that may reclaim for ``request``
+        (``within_deserved``) for a queue that may not on its own."""
+        for name in ancestors_within(attr.limits, self._ancestor_level):
+            ancestor = self.attrs[name]
+            if within_deserved(ancestor.allocated, request, ancestor.limits.deserved):
+                return name
+        return None
 
     def job_enqueueable(self, job: JobInfo) -> int:
         """Reject jobs of a queue that may not run them, or beyond a quota up the tree."""
@@ -464,6 +489,11 @@ class CapacityPlugin:
         if self._ssn is None:
             return []
         wanted = _requested(reclaimer.init_resreq.items())
+        scope = self._ancestor_scope(reclaimer) if self._ancestor_level else None
+        if scope is not None:
+            # Judged in victim order, as Volcano's: the ancestors' cumulative checks then keep
+            # the pods that order would lose last.
+            candidates = sorted(candidates, key=self._ssn.victim_order_key(reclaimer))
         victims: list[TaskInfo] = []
         remaining: dict[str, Resources] = {}
         for task in candidates:
@@ -478,13 +508,42 @@ class CapacityPlugin:
             after = remaining.get(attr.name, attr.allocated) - released
             if any(after.get(n) < a for n, a in attr.limits.guarantee.items() if a > 0):
                 continue  # the queue would fall below its guarantee
-            deserved = attr.limits.deserved
-            relevant = [n for n in requested if n in deserved]
-            if relevant and not any(after.get(n) >= deserved.get(n) for n in relevant):
+            if not keeps_deserved(after, attr.limits.deserved, requested):
                 continue  # the queue would fall below its deserved share of all of them
+            if scope is not None:
+                checked = scope.checked(attr.limits, requested)
+                if checked is None or not all(
+                    keeps_deserved(
+                        remaining.get(name, self.attrs[name].allocated) - released,
+                        self.attrs[name].limits.deserved,
+                        requested,
+                    )
+                    for name in checked
+                ):
+                    continue  # spared, or an ancestor apart from the reclaimer's would fall
+                for name in attr.limits.ancestors:
+                    remaining[name] = remaining.get(name, self.attrs[name].allocated) - released
             remaining[attr.name] = after
             victims.append(task)
         return victims
+
+    def _ancestor_scope(self, reclaimer: TaskInfo) -> ReclaimScope | None:
+        """What ancestorReclaimLevel adds to the judgement of victims for ``reclaimer``."""
+        ssn = self._ssn
+        job = ssn.jobs.get(reclaimer.job) if ssn is not None else None
+        own = self.attrs.get(job.queue) if job is not None else None
+        if own is None:
+            return None
+        request = reclaimer.resreq.without(*UNTRACKED)
+        grant = None
+        if not within_deserved(own.allocated, request, own.limits.deserved):
+            grant = self._granting_ancestor(own, request)
+        return ReclaimScope(
+            own=own.limits,
+            level=self._ancestor_level,
+            grant=grant,
+            deserves_request=bool(_requested(request.items()) & set(own.limits.deserved.names())),
+        )
 
 
 def _requested(amounts: Iterable[tuple[str, int]]) -> set[str]:
