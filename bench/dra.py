@@ -175,7 +175,11 @@ async def create_pods(kube: KubeClient, who: str, bodies: list[Json], namespace:
 
 
 async def drop_namespace(kube: KubeClient, namespace: str, limit: float = 180) -> None:
-    """Delete the namespace and wait until its claims are gone (their devices free again)."""
+    """Delete the namespace and wait until its claims are gone (their devices free again).
+    The pods go first, at once (grace 0): the namespace controller alone takes minutes for a
+    thousand of them on a busy machine."""
+    body = b'{"kind":"DeleteOptions","apiVersion":"v1","gracePeriodSeconds":0}'
+    await kube.request("DELETE", f"/api/v1/namespaces/{namespace}/pods", body=body)
     with contextlib.suppress(NotFound):
         await kube.delete(NAMESPACE, namespace)
     deadline = time.monotonic() + limit
