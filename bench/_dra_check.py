@@ -59,6 +59,7 @@ class Verdict:
     bound: int = 0
     unallocated: int = 0  # bound pods with a claim that has no allocation
     problems: list[str] = field(default_factory=list)
+    waiting: list[str] = field(default_factory=list)  # unbound pods: why, as the scheduler says
 
     @property
     def valid(self) -> bool:
@@ -192,6 +193,14 @@ def _check_count(
     return [] if have == want else [f"{name}: request {req} got {have} devices, wants {want}"]
 
 
+def waiting_reason(pod: Json) -> str:
+    """The message of an unbound pod's ``PodScheduled=False`` condition ("" without one)."""
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            return str(condition.get("message") or condition.get("reason") or "")
+    return ""
+
+
 def check(
     pods: Iterable[Json],
     claims: Iterable[Json],
@@ -211,6 +220,9 @@ def check(
         verdict.pods += 1
         meta, node = pod["metadata"], (pod.get("spec") or {}).get("nodeName")
         if not node:
+            verdict.waiting.append(
+                f"pod {meta['name']}: {waiting_reason(pod) or 'no reason given'}"
+            )
             continue
         verdict.bound += 1
         unallocated = False

@@ -51,7 +51,7 @@ if sys.path[:1] != [str(REPO)]:  # first, before bench/ itself (bench/dra.py is 
     sys.path.insert(0, str(REPO))
 
 from bench._dra_cases import CASES, Case, case_of, objects, pods  # noqa: E402
-from bench._dra_check import Verdict, check  # noqa: E402
+from bench._dra_check import Verdict, check, waiting_reason  # noqa: E402
 from bench.scheduler import QPS, PodWatch, machine, make_namespace, wait_done  # noqa: E402
 from caldera.api.kinds import NAMESPACE, NODE, PODGROUP  # noqa: E402
 from caldera.kube.client import ClientOptions, KubeClient  # noqa: E402
@@ -336,25 +336,20 @@ async def bench_throughput(
 # ---- the cases ----------------------------------------------------------------------------------
 
 
-async def settle(kube: KubeClient, namespace: str, quiet: float = 3.0, limit: float = 90) -> None:
-    """Wait until every pod is bound or marked unschedulable and nothing changed for ``quiet``
-    seconds (at most ``limit``)."""
+async def settle(kube: KubeClient, namespace: str, quiet: float = 5.0, limit: float = 90) -> None:
+    """Wait until every pod is bound or marked unschedulable and nothing (binding, or the
+    reason a pod waits) changed for ``quiet`` seconds; at most ``limit``. A scheduler's first
+    reasons can be passing ones (Caldera says when it is still starting to watch DRA objects)."""
     deadline = time.monotonic() + limit
-    last: frozenset[tuple[str, str]] = frozenset()
+    last: frozenset[tuple[str, str, str]] = frozenset()
     since = time.monotonic()
     while time.monotonic() < deadline:
         listed = (await kube.list(POD_JSON, namespace=namespace)).items
         state = frozenset(
-            (p["metadata"]["name"], (p.get("spec") or {}).get("nodeName") or "") for p in listed
-        )
-        decided = all(
-            (p.get("spec") or {}).get("nodeName")
-            or any(
-                c.get("type") == "PodScheduled" and c.get("status") == "False"
-                for c in (p.get("status") or {}).get("conditions") or []
-            )
+            (p["metadata"]["name"], (p.get("spec") or {}).get("nodeName") or "", waiting_reason(p))
             for p in listed
         )
+        decided = all(node or reason for _, node, reason in state)
         if state != last:
             last, since = state, time.monotonic()
         elif decided and time.monotonic() - since >= quiet:
@@ -433,6 +428,9 @@ async def bench_cases(kube: KubeClient, schedulers: Schedulers) -> bool:
         )
         for problem in (k.problems + (c.problems if supported else []))[:5]:
             print(f"    {problem}")
+        if miss:
+            for why in c.waiting[:2]:
+                print(f"    caldera: {why}")
     ok = all(v.valid for v in kube_v.values())
     if not supported:
         print(f"  {NOT_SUPPORTED} (pods bound without their claims allocated)")

@@ -100,6 +100,19 @@ def test_unreserved_and_leaked_claims_are_caught() -> None:
     assert any("claim c1 allocated but used by no bound pod" in p for p in problems)
 
 
+def test_unbound_pods_say_why_they_wait() -> None:
+    pods_, claims, slices = _world([9, 9])
+    pods_[0]["status"] = {
+        "conditions": [
+            {"type": "PodScheduled", "status": "False", "message": "claim c0: 9 devices wanted"}
+        ]
+    }
+    assert check(pods_, claims, slices, _accept_all).waiting == [
+        "pod p0: claim c0: 9 devices wanted",
+        "pod p1: no reason given",
+    ]
+
+
 def test_a_bound_pod_without_allocation_counts_as_unallocated() -> None:
     pods_, claims, slices = _world([9])  # fits nowhere
     pods_[0]["spec"]["nodeName"] = "n0"  # a scheduler that ignores claims
