@@ -44,7 +44,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 REPO: Final = Path(__file__).resolve().parent.parent
 if sys.path[:1] != [str(REPO)]:  # first, before bench/ itself (bench/dra.py is no package)
@@ -53,7 +53,7 @@ if sys.path[:1] != [str(REPO)]:  # first, before bench/ itself (bench/dra.py is 
 from bench._dra_cases import CASES, Case, case_of, objects, pods  # noqa: E402
 from bench._dra_check import Verdict, check, waiting_reason  # noqa: E402
 from bench.scheduler import QPS, PodWatch, machine, make_namespace, wait_done  # noqa: E402
-from caldera.api.kinds import NAMESPACE, NODE, PODGROUP  # noqa: E402
+from caldera.api.kinds import NAMESPACE, NODE, PODGROUP, KindInfo  # noqa: E402
 from caldera.kube.client import ClientOptions, KubeClient  # noqa: E402
 from caldera.kube.errors import NotFound  # noqa: E402
 from caldera.obs.logging import configure_logging  # noqa: E402
@@ -67,6 +67,10 @@ from e2e.dra_kinds import (  # noqa: E402
     pod_with_claims,
 )
 from e2e.fake_dra_driver import DRIVER, FakeDraDriver, NodeGpus  # noqa: E402
+
+if TYPE_CHECKING:
+    from e2e.caldera_process import CalderaProcess
+    from e2e.cluster.control_plane import ControlPlane
 
 CRD_DIR: Final = REPO / "charts" / "caldera" / "crds"
 GROUP_ANNOTATION: Final = "scheduling.k8s.io/group-name"
@@ -120,7 +124,9 @@ async def make_nodes(kube: KubeClient, names: Iterable[str], labels: dict[str, s
     raise RuntimeError(f"only {len(ready & set(wanted))}/{len(wanted)} nodes Ready")
 
 
-async def create_all(kube: KubeClient, kind: Any, bodies: list[Json], namespace: str) -> None:
+async def create_all(
+    kube: KubeClient, kind: KindInfo[Any], bodies: list[Json], namespace: str
+) -> None:
     gate = asyncio.Semaphore(64)
 
     async def one(body: Json) -> None:
@@ -198,9 +204,9 @@ async def drop_namespace(kube: KubeClient, namespace: str, limit: float = 180) -
 class Schedulers:
     """Starts and stops kube-scheduler or ``caldera scheduler`` on the plane."""
 
-    def __init__(self, plane: Any, tmp: Path, caldera_conf: Path | None) -> None:
+    def __init__(self, plane: ControlPlane, tmp: Path, caldera_conf: Path | None) -> None:
         self.plane, self.tmp, self.caldera_conf = plane, tmp, caldera_conf
-        self._caldera: Any = None
+        self._caldera: CalderaProcess | None = None
 
     def start(self, who: str) -> None:
         if who == "kube-scheduler":
@@ -233,8 +239,8 @@ class Schedulers:
 
     def tail(self, who: str) -> str:
         if who == "kube-scheduler":
-            return str(self.plane.procs.tail("kube-scheduler"))
-        return str(self._caldera.log()[-3000:]) if self._caldera else ""
+            return self.plane.procs.tail("kube-scheduler")
+        return self._caldera.log()[-3000:] if self._caldera else ""
 
 
 async def observed(kube: KubeClient, namespace: str) -> tuple[list[Json], list[Json], list[Json]]:
