@@ -5,7 +5,7 @@
   status  [--dir D]                                             which processes run, with pids
   nodes   [--dir D] --count N [node options]                    create or update fake nodes
   compact [--dir D]                                             compact etcd history (410 Gone)
-  demo    [--dir D] [--nodes N]                                 Caldera runs an example job
+  demo    [--dir D] [--nodes N] [--no-dra]                      Caldera runs the example jobs
 
 Node options: --cpu 32 --memory 256Gi --pods 110 --gpu N --label k=v (repeatable) --prefix NAME-
 """
@@ -58,6 +58,15 @@ def _demo(plane: ControlPlane, args: argparse.Namespace) -> int:
     say("(1 launcher + 2 workers), both gang-scheduled:\n")
     phases = run_demo_jobs(plane)
     print(plane.kubectl("get", "jobs.batch.volcano.sh,pods", "-o", "wide"))
+    if args.dra:
+        from e2e.cluster.dra_demo import run_dra_demo, start_driver
+
+        say("Dynamic Resource Allocation: the fake DRA driver publishes 8 GPUs per node, and\n")
+        say("examples/dra-gpu-job.yaml's 2 workers claim one each through a claim template:\n")
+        start_driver(plane)
+        dra_phase = run_dra_demo(plane)
+        if dra_phase != "skipped":
+            phases["dra-gpu-job"] = dra_phase
     ended = ", ".join(f"{name} {phase}" for name, phase in phases.items())
     say(f"Jobs ended: {ended}. Use the cluster with:\n")
     say(f"  export KUBECONFIG={kubeconfig}\n")
@@ -98,6 +107,12 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("compact", help="compact etcd history")
     demo = sub.add_parser("demo", help="start Caldera on the cluster and run an example job")
     demo.add_argument("--nodes", type=int, default=4, help="fake nodes (default 4)")
+    demo.add_argument(
+        "--no-dra",
+        dest="dra",
+        action="store_false",
+        help="leave out the DRA example (it skips itself when the scheduler does not do DRA)",
+    )
     _node_options(demo)
     args = parser.parse_args(argv)
 

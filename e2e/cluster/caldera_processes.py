@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from e2e.cluster.control_plane import REPO, ClusterError, ControlPlane, free_port
+from e2e.cluster.dra_demo import stop_driver
 from e2e.cluster.pki import write_serving_pair
 
 CALDERA_PROCESSES = ("caldera-webhook", "caldera-controllers", "caldera-scheduler")
@@ -302,7 +303,9 @@ def stop_caldera(plane: ControlPlane) -> list[str]:
             # The API server is going away anyway if this fails.
             with contextlib.suppress(ClusterError):
                 plane.kubectl("delete", kind, name, "--ignore-not-found")
-    return [name for name in reversed(CALDERA_PROCESSES) if plane.procs.stop(name)]
+    # The demo's fake DRA driver first: it deletes its ResourceSlices while the API server runs.
+    stopped = ["fake-dra-driver"] if stop_driver(plane) else []
+    return stopped + [name for name in reversed(CALDERA_PROCESSES) if plane.procs.stop(name)]
 
 
 FINAL = ("Completed", "Failed", "Aborted", "Terminated")

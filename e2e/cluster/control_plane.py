@@ -5,6 +5,11 @@ The binaries come from ``build.sh`` (built once, cached under ``~/.cache/caldera
 lives in one directory: certificates, etcd data, logs, pid files, the chosen ports and the admin
 kubeconfig. ``up`` is idempotent (it starts only what is not running), ``down`` stops everything
 it started, and ``up`` after ``down`` brings the same cluster back with its data.
+
+Dynamic Resource Allocation needs no flag on Kubernetes 1.36: the API server serves
+``resource.k8s.io/v1``, kube-controller-manager's ``--controllers=*`` includes the resourceclaim
+controller (claims from templates, ``status.resourceClaimStatuses``) and kube-scheduler runs its
+DynamicResources plugin; e2e/test_control_plane_dra.py fails if that changes.
 """
 
 from __future__ import annotations
