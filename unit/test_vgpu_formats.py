@@ -3,6 +3,8 @@ request from its limits, and the bind annotations, in Volcano's formats."""
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -17,6 +19,7 @@ from caldera.api.vgpu import (
     IDS,
     MIG,
     NO_PERCENTAGE,
+    NODE_LOCK,
     TO_ALLOCATE,
     Card,
     CardFilter,
@@ -30,6 +33,7 @@ from caldera.api.vgpu import (
     encode_pod_devices,
     encode_register,
     group_key,
+    node_lock_patch,
     parse_register,
 )
 
@@ -216,3 +220,16 @@ def test_card_filter() -> None:
 def test_group_key() -> None:
     assert group_key(pod(annotations={"scheduling.k8s.io/group-name": "pg"})) == "ns/pg"
     assert group_key(pod()) == ""
+
+
+def test_node_lock_patch() -> None:
+    """The lock is taken when absent, stale (older than 5 minutes) or unreadable, with the
+    node's resourceVersion as a precondition; a fresh lock held by another refuses."""
+    now = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.UTC)
+    taken = node_lock_patch({}, "42", now)
+    assert taken == {
+        "metadata": {"resourceVersion": "42", "annotations": {NODE_LOCK: "2026-01-01T12:00:00Z"}}
+    }
+    assert node_lock_patch({NODE_LOCK: "2026-01-01T11:58:00Z"}, "42", now) is None
+    assert node_lock_patch({NODE_LOCK: "2026-01-01T11:50:00Z"}, "42", now) is not None
+    assert node_lock_patch({NODE_LOCK: "yesterday"}, "42", now) is not None

@@ -26,6 +26,7 @@ An import-linter contract keeps this module free of I/O.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -321,3 +322,23 @@ def bind_annotations(node: str, devices: PodDevices, unix_seconds: int) -> dict[
         BIND_PHASE: PHASE_ALLOCATING,
         BIND_TIME: stamp,
     }
+
+
+def node_lock_patch(
+    annotations: Mapping[str, str], resource_version: str, now: dt.datetime
+) -> dict[str, object] | None:
+    """The merge patch that takes the node's lock (Volcano's nodelock.LockNode): None while
+    another holds it (a lock younger than ``NODE_LOCK_SECONDS``); an older or unreadable one
+    is taken over. The patch carries the node's resourceVersion, so two schedulers racing for
+    the lock cannot both win (the API server answers the later one 409 Conflict)."""
+    held = annotations.get(NODE_LOCK)
+    if held is not None:
+        try:
+            since = dt.datetime.fromisoformat(held.replace("Z", "+00:00"))
+        except ValueError:
+            since = None
+        fresh = since is not None and since.tzinfo is not None
+        if fresh and since is not None and (now - since).total_seconds() <= NODE_LOCK_SECONDS:
+            return None
+    stamp = now.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {"metadata": {"resourceVersion": resource_version, "annotations": {NODE_LOCK: stamp}}}
