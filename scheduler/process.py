@@ -510,6 +510,12 @@ class SchedulerLoop:
                 self.metrics.attempts.labels(result="error").inc()
                 self.assumed.pop(uid, None)  # not bound: the room is free again
                 self.device_grants.pop(uid, None)
+                # The snapshot kept the pod as the session placed it; a bind that fails before
+                # the next update would otherwise go unseen there: derive it again.
+                cached = self.pods.store.get(f"{namespace}/{name}")
+                if cached is not None and cached.metadata.uid == uid:
+                    self.live.pod_changed(cached)
+                    self._wake.set()
                 if locked:  # no device plugin will release it for this pod
                     with contextlib.suppress(ApiError, ApiConnectionError, TimeoutError):
                         await self.client.patch(NODE, node, UNLOCK_PATCH)
