@@ -128,6 +128,7 @@ class Ledger:
     cards: tuple[Card, ...]
     mode: str = HAMI_CORE
     holders: dict[str, _Holder] = field(default_factory=dict)
+    version: int = 0  # counts the changes: equal versions, equal fits
     # Use per card: by every holder, by the pipelined ones, by the releasing ones.
     _all: list[_Use] = field(init=False)
     _pipelined: list[_Use] = field(init=False)
@@ -145,6 +146,7 @@ class Ledger:
     # --- changes ------------------------------------------------------------------------------
 
     def _apply(self, holder: _Holder, sign: int) -> None:
+        self.version += 1
         extra = {"pipelined": self._pipelined, "releasing": self._releasing}.get(holder.state)
         for container in holder.grants:
             for position, memory, cores in container:
@@ -212,7 +214,11 @@ class Ledger:
             )
         if self.mode == MIG:
             return Refusal(MIG_REFUSAL, f"node {self.node} shares its cards by MIG")
-        use = [list(self.use(i, future=future)) for i in range(len(self.cards))]
+        less = self._releasing if future else self._pipelined
+        use = [
+            [a.number - b.number, a.memory - b.memory, a.cores - b.cores]
+            for a, b in zip(self._all, less, strict=True)
+        ]
         groups: dict[int, set[str]] = {}
         grants: list[tuple[Grant, ...]] = []
         score = 0.0

@@ -39,16 +39,20 @@ implement those devices.
 Speed: the predicate's and score's answers read the node's tasks and its register annotation
 (its generation) and, of the pod, what ``PodAsk`` holds: that is the pod's node class
 (``Speedups.node_class``), so node verdicts stay reused across sessions. One fit per pod
-ask, node generation and view is worked out and shared by the predicate, the score and the
-allocate event.
+ask (with the pod's init requests), ledger version and view is worked out and shared by the
+predicate, the score and the allocate event; a pod's vGPU limits are parsed once per distinct
+set of container resources.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Hashable
 from typing import TYPE_CHECKING, Final
 
+from caldera.api.core import Pod
+from caldera.api.resources import Resources
 from caldera.api.vgpu import IDS as IDS_ANNOTATION
 from caldera.api.vgpu import MODE as MODE_ANNOTATION
 from caldera.api.vgpu import (
@@ -59,7 +63,9 @@ from caldera.api.vgpu import (
     VGPU_NUMBER,
     WHOLE_GPU,
     CardFilter,
+    ContainerRequest,
     FormatError,
+    NodeCards,
     bind_annotations,
     container_requests,
     decode_pod_devices,
@@ -95,12 +101,31 @@ _NO_ASK: Final = PodAsk()
 _SPREAD_GROUPS: Final = "spread"
 
 
+# Containers' vGPU requests by their resources (pods of one task have the same): parsed once,
+# forgotten whole past a bound (only speed is lost).
+_REQUESTS: dict[tuple[object, ...], tuple[ContainerRequest, ...]] = {}
+_MAX_REQUESTS = 4096
+
+
+def _requests_of(pod: Pod) -> tuple[ContainerRequest, ...]:
+    key = tuple(
+        (tuple(c.resources.limits.items()), tuple(c.resources.requests.items()))
+        for c in pod.spec.containers
+    )
+    found = _REQUESTS.get(key)
+    if found is None:
+        if len(_REQUESTS) >= _MAX_REQUESTS:
+            _REQUESTS.clear()
+        found = _REQUESTS[key] = container_requests(pod)
+    return found
+
+
 def ask_of(task: TaskInfo) -> PodAsk:
     """What the task's pod asks of GPU cards (nothing, for a pod without one)."""
     pod = task.pod
     if pod is None:
         return _NO_ASK
-    containers = container_requests(pod)
+    containers = _requests_of(pod)
     whole = 0 if containers else max(task.resreq.get(WHOLE_GPU), 0) // 1000
     if not containers and not whole:
         return _NO_ASK
@@ -125,8 +150,16 @@ def node_ledger(node: NodeInfo) -> Ledger | None:
         return None
     if any(node.allocatable.get(name) <= 0 for name in (VGPU_NUMBER, VGPU_MEMORY, VGPU_CORES)):
         return None
+    registered = _registered(text)
+    return None if registered is None else Ledger.of(node.name, registered)
+
+
+@functools.lru_cache(maxsize=8192)
+def _registered(text: str) -> NodeCards | None:
+    """The cards a register annotation names (read once per distinct text: nodes keep
+    theirs from session to session)."""
     try:
-        return Ledger.of(node.name, parse_register(text))
+        return parse_register(text)
     except FormatError:
         return None
 
@@ -183,13 +216,27 @@ class DeviceSharePlugin:
             if ledger is not None:
                 ledgers[name] = ledger
                 self._fill(ledger, node, ssn.cluster.device_grants, asks, where)
-        fits: dict[tuple[PodAsk, str, int, bool], Fit | Refusal] = {}
+        # Each distinct (ask, init requests) gets a small number, cheap to hash. A fit is a
+        # function of the ask and the ledger's state (its version), the view one of the
+        # requests and the node's state (its generation, unique in the process): the
+        # predicate, the score and the allocate event share them.
+        fits: dict[tuple[int, str, int, bool], Fit | Refusal] = {}
+        views: dict[tuple[int, int], bool] = {}
+        numbers: dict[tuple[PodAsk, Resources], int] = {}
+        numbered: dict[str, int] = {}  # task uid -> its number
         refusals = self.refusals  # the one a user reads, per ask
 
         def ask(task: TaskInfo) -> PodAsk:
             found = asks.get(task.uid)
             if found is None:
                 found = asks[task.uid] = ask_of(task)
+            return found
+
+        def number(task: TaskInfo) -> int:
+            found = numbered.get(task.uid)
+            if found is None:
+                key = (ask(task), task.init_resreq)
+                found = numbered[task.uid] = numbers.setdefault(key, len(numbers))
             return found
 
         def ledger_for(node: NodeInfo) -> Ledger | None:
@@ -211,17 +258,27 @@ class DeviceSharePlugin:
             ledger = ledger_for(node)
             if ledger is None:
                 return None
-            key = (pod_ask, node.name, node.generation, future)
+            if ssn.nodes.get(node.name) is not node:  # a copy: no version of its own
+                return ledger.fit(pod_ask, self.policy, future=future)
+            return fit_on(task, ledger, future)
+
+        def fit_on(task: TaskInfo, ledger: Ledger, future: bool) -> Fit | Refusal:
+            key = (number(task), ledger.node, ledger.version, future)
             found = fits.get(key)
-            if found is None or ssn.nodes.get(node.name) is not node:
-                found = ledger.fit(pod_ask, self.policy, future=future)
-                if ssn.nodes.get(node.name) is node:
-                    fits[key] = found
+            if found is None:
+                found = fits[key] = ledger.fit(ask(task), self.policy, future=future)
             return found
 
         def future_view(task: TaskInfo, node: NodeInfo) -> bool:
-            alloc, used = node.allocatable, node.used
-            return any(n > alloc.get(r) - used.get(r) for r, n in task.init_resreq.items())
+            """Whether the pod would be pipelined here: its requests fit only the future."""
+            key = (number(task), node.generation)
+            found = views.get(key)
+            if found is None:
+                alloc, used = node.allocatable, node.used
+                found = views[key] = any(
+                    n > alloc.get(r) - used.get(r) for r, n in task.init_resreq.items()
+                )
+            return found
 
         def predicate(task: TaskInfo, node: NodeInfo) -> str | None:
             found = fit(task, node, future_view(task, node))
@@ -255,7 +312,7 @@ class DeviceSharePlugin:
                 return
             pipelined = task.status == TaskStatus.PIPELINED
             # The node holds the task already: fit it against the ledger as it was.
-            found = ledger.fit(ask(task), self.policy, future=pipelined)
+            found = fit_on(task, ledger, pipelined)
             if isinstance(found, Fit):
                 ledger.take(task.uid, found.grants, ask(task).group, _state(task))
                 where[task.uid] = task.node_name
