@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from caldera.api.core import Container, Node, NodeSpec, Pod, PodSpec, ResourceRequirements
 from caldera.api.meta import ObjectMeta
@@ -26,6 +27,7 @@ from scheduler.conf import parse_conf
 from scheduler.framework.plugin import Arguments
 from scheduler.framework.runner import run_session
 from scheduler.framework.session import Session
+from scheduler.metrics import SchedulerMetrics
 from scheduler.plugins.deviceshare import DeviceSharePlugin
 from scheduler.registry import REGISTRY
 from unit.sched_fixtures import make_cluster, make_job
@@ -333,3 +335,29 @@ def test_arguments() -> None:
         DeviceSharePlugin(Arguments("deviceshare", {"deviceshare.GPUNumberEnable": True}))
     with pytest.raises(ValueError, match="binpack or spread"):
         DeviceSharePlugin(Arguments("deviceshare", {"deviceshare.SchedulePolicy": "pack"}))
+
+
+def test_card_figures_reach_the_metrics() -> None:
+    """The session reports each card's memory, memory and cores given and pods; the process's
+    gauges carry them under Caldera's names and Volcano's."""
+    holder = vgpu_task(
+        "r",
+        0,
+        memory=6000,
+        cores=30,
+        node="n1",
+        status=TaskStatus.RUNNING,
+        annotations={IDS: "GPU-n1-0,NVIDIA,6000,30:"},
+    )
+    ssn = run(cluster_of([gpu_node("n1")], [holder]), conf("binpack"))
+    assert ssn.result.gpu_cards[("n1", "GPU-n1-0")] == (CARD_MEMORY, 6000, 30, 1)
+    assert ssn.result.gpu_cards[("n1", "GPU-n1-1")] == (CARD_MEMORY, 0, 0, 0)
+    registry = CollectorRegistry()
+    metrics = SchedulerMetrics(registry)
+    metrics.observe(ssn.result)
+    labels = {"node": "n1", "uuid": "GPU-n1-0"}
+    used = registry.get_sample_value("caldera_gpu_card_memory_used_bytes", labels)
+    assert used == 6000 * 2**20
+    volcano = {"devID": "GPU-n1-0", "NodeName": "n1"}
+    assert registry.get_sample_value("caldera_vgpu_device_allocated_memory", volcano) == 6000
+    assert registry.get_sample_value("caldera_vgpu_device_shared_number", volcano) == 1

@@ -28,6 +28,7 @@ from caldera.api.vgpu import (
     FormatError,
     asks_vgpu,
     bind_annotations,
+    cards_in_use,
     container_requests,
     decode_pod_devices,
     encode_pod_devices,
@@ -233,3 +234,17 @@ def test_node_lock_patch() -> None:
     assert node_lock_patch({NODE_LOCK: "2026-01-01T11:58:00Z"}, "42", now) is None
     assert node_lock_patch({NODE_LOCK: "2026-01-01T11:50:00Z"}, "42", now) is not None
     assert node_lock_patch({NODE_LOCK: "yesterday"}, "42", now) is not None
+
+
+def test_cards_in_use_add_up_the_pods_annotations() -> None:
+    """Each card's pods, memory and cores are what the bound pods' ids annotations give it;
+    a card no pod names is idle, a register that does not read gives no cards."""
+    used = cards_in_use(
+        REGISTER_TEXT,
+        ["GPU-0a1b,NVIDIA,3000,30:", "GPU-0a1b,NVIDIA,1000,0:;GPU-9999,NVIDIA,5,5:"],
+    )
+    assert [(u.card.uuid, u.pods, u.memory, u.cores) for u in used] == [
+        ("GPU-0a1b", 2, 4000, 30),
+        ("GPU-2c3d", 0, 0, 0),
+    ]
+    assert cards_in_use("not a register", []) == ()

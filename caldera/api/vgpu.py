@@ -342,3 +342,34 @@ def node_lock_patch(
             return None
     stamp = now.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return {"metadata": {"resourceVersion": resource_version, "annotations": {NODE_LOCK: stamp}}}
+
+
+@dataclass(frozen=True, slots=True)
+class CardInUse:
+    """One registered card and what the pods bound to its node hold of it, as their
+    ``volcano.sh/vgpu-ids-new`` annotations say (for views and metrics)."""
+
+    card: Card
+    pods: int
+    memory: int  # MiB
+    cores: int
+
+
+def cards_in_use(register: str, held: Sequence[str]) -> tuple[CardInUse, ...]:
+    """The node's cards (from its register annotation; none when it does not read) with the
+    use ``held`` (the ids annotations of the pods bound there) adds up to. Figures are what
+    the pods were given, not what they use."""
+    try:
+        cards = parse_register(register).cards
+    except FormatError:
+        return ()
+    use = {card.uuid: [0, 0, 0] for card in cards}
+    for text in held:
+        for container in decode_pod_devices(text):
+            for device in container:
+                figures = use.get(device.uuid)
+                if figures is not None:
+                    figures[0] += 1
+                    figures[1] += device.memory
+                    figures[2] += device.cores
+    return tuple(CardInUse(card, *use[card.uuid]) for card in cards)

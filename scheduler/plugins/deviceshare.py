@@ -386,6 +386,11 @@ class DeviceSharePlugin:
             ssn.result.bind_annotations[uid] = bind_annotations(node, devices, stamp)
         if ssn.explain and self.refusals:
             self._explain(ssn)
+        if ssn.explain:
+            for name, ledger in self.ledgers.items():
+                for i, card in enumerate(ledger.cards):
+                    pods, memory, cores = ledger.use(i, future=False)
+                    ssn.result.gpu_cards[(name, card.uuid)] = (card.memory, memory, cores, pods)
 
     def _explain(self, ssn: Session) -> None:
         """The closest card's figures in the wait record of jobs whose vGPU pods wait."""
