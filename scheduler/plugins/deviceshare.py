@@ -209,6 +209,10 @@ class DeviceSharePlugin:
 
     def on_session_open(self, ssn: Session) -> None:
         if not self.vgpu:
+            # Off (Volcano's default): every node passes. Registered all the same, with a
+            # node class that adds nothing, so the placer keeps reusing node verdicts.
+            ssn.add_predicate_fn(self.name, lambda _task, _node: None)
+            ssn.add_speedups(self.name, Speedups(node_class=lambda _task: None))
             return
         asks, ledgers, where = self.asks, self.ledgers, self.where
         for name, node in ssn.nodes.items():
