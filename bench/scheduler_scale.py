@@ -4,6 +4,7 @@
     .venv/bin/python bench/scheduler_scale.py --smoke    # CI: every case, small
     .venv/bin/python bench/scheduler_scale.py --reference-at-full   # + the plain walk at 30,000
     .venv/bin/python bench/scheduler_scale.py --plugin-cost nodegroup   # one plugin's cost
+    .venv/bin/python bench/scheduler_scale.py --vgpu     # deviceshare beside plain resources
 
 One table, cost against size, each case beside its goal (issue 14; goals are for this 2-core
 machine). Every case runs the scheduler's pure core as the process runs it: a snapshot
@@ -30,7 +31,12 @@ Cases (1-cpu / 2Gi pods, nodes of 16 cpu / 64Gi, gangs whose minAvailable is the
   1.2x of its session time); ``--gang`` runs only these two;
 - backlog (capacity, queue tree): the 30,000 backlog with capacity (``enableHierarchy``) in
   place of proportion, its 10 queues projects under two teams under root, each deserving a
-  tenth of the cluster: what the capacity plugin costs, beside the proportion backlog.
+  tenth of the cluster: what the capacity plugin costs, beside the proportion backlog;
+- vGPU (issue 42): 20,000 pending pods in gangs of 20 asking one vGPU each (4, 8 or 16 GiB of
+  a card's 32, some a quarter of its cores) on 1,000 nodes of 8 HAMi cards, with the
+  deviceshare plugin (binpack, weight 10) beside the same objects with the vGPU resources
+  counted as plain resources (no deviceshare): the goal is at most 1.3x its session time;
+  ``--vgpu`` runs only these two.
 
 The slopes (seconds per 1,000 pending pods, per 1,000 nodes) come from each case at two sizes.
 
@@ -63,7 +69,13 @@ REPO: Final = Path(__file__).resolve().parent.parent
 if sys.path[:1] != [str(REPO)]:  # first, before bench/ itself (bench/scheduler.py is no package)
     sys.path.insert(0, str(REPO))
 
-from bench._clusters import POD_REQUESTS, T0, conf_of, node_object  # noqa: E402
+from bench._clusters import (  # noqa: E402
+    NODE_ALLOCATABLE,
+    POD_REQUESTS,
+    T0,
+    conf_of,
+    node_object,
+)
 from caldera.api.core import (  # noqa: E402
     Container,
     Node,
@@ -80,6 +92,7 @@ from caldera.api.numatopology import (  # noqa: E402
     Numatopology,
     NumatopoSpec,
 )
+from caldera.api.vgpu import REGISTER, Card, encode_register  # noqa: E402
 from caldera.api.volcano import (  # noqa: E402
     HIERARCHY_KEY,
     HIERARCHY_WEIGHTS_KEY,
@@ -120,6 +133,14 @@ GANG_GOAL = 1.2  # times the plain backlog's session
 CAPACITY = FULL.replace("{name: proportion}", "{name: capacity, enableHierarchy: true}")
 BINPACK = "  - name: binpack\n"
 GANG = 20
+# The backlog's configuration with deviceshare sharing the cards (issue 42).
+VGPU_CONF = FULL.replace(
+    "{name: binpack}]",
+    "{name: binpack}, {name: deviceshare, arguments: {deviceshare.VGPUEnable: true,"
+    " deviceshare.SchedulePolicy: binpack, deviceshare.ScheduleWeight: 10}}]",
+)
+VGPU_GOAL = 1.3  # times the session counting the vGPU resources as plain resources
+CARDS, CARD_MIB, CARD_SPLIT = 8, 32_768, 10
 
 
 def machine() -> str:
@@ -472,6 +493,68 @@ class Cache:
         return measured, result
 
 
+def vgpu_objects(nodes: int, pending: int) -> Objects:
+    """``nodes`` HAMi nodes of ``CARDS`` cards (registered, vGPU totals allocatable) and
+    ``pending`` pods in gangs of 20 asking one vGPU each, in limits and requests as the API
+    server leaves them: 4, 8 or 16 GiB, every fourth pod a quarter of the card's cores."""
+    allocatable = {
+        **NODE_ALLOCATABLE,
+        "volcano.sh/vgpu-number": str(CARDS * CARD_SPLIT),
+        "volcano.sh/vgpu-memory": str(CARDS * CARD_MIB),
+        "volcano.sh/vgpu-cores": str(CARDS * 100),
+    }
+    objects = cluster_objects(nodes=0, running=0, pending=pending, queues=10)
+    for i in range(nodes):
+        node = node_object(f"node-{i}", allocatable)
+        cards = [
+            Card(c, f"GPU-{i}-{c}", CARD_SPLIT, CARD_MIB, "NVIDIA-A100", True, "hami-core")
+            for c in range(CARDS)
+        ]
+        meta = msgspec.structs.replace(
+            node.metadata, annotations={REGISTER: encode_register(cards)}
+        )
+        objects.nodes.append(msgspec.structs.replace(node, metadata=meta))
+    pods = []
+    for k, pod in enumerate(objects.pods):
+        asked: dict[str, str | int | float] = {
+            **POD_REQUESTS,
+            "volcano.sh/vgpu-number": "1",
+            "volcano.sh/vgpu-memory": str(4096 << (k % 3)),
+        }
+        if k % 4 == 0:
+            asked["volcano.sh/vgpu-cores"] = "25"
+        container = Container(
+            name="main", resources=ResourceRequirements(requests=asked, limits=asked)
+        )
+        pods.append(
+            msgspec.structs.replace(
+                pod, spec=msgspec.structs.replace(pod.spec, containers=(container,))
+            )
+        )
+    objects.pods = pods
+    return objects
+
+
+def vgpu_side_by_side(scale: int, smoke: bool) -> tuple[list[Row], str]:
+    """The vGPU backlog with deviceshare and with the vGPU resources as plain resources,
+    timed one after the other in this run (goal: at most ``VGPU_GOAL`` times)."""
+    pending, nodes = 20_000 // scale, 1000 // scale
+    plain = cycle(*split(vgpu_objects(nodes, pending)), conf_of(FULL))
+    shared = cycle(*split(vgpu_objects(nodes, pending)), conf_of(VGPU_CONF))
+    ratio = shared.session / max(plain.session, 1e-9)
+    rows = [
+        Row("vGPU as plain resources", pending, nodes, plain, plain.session, "s", None),
+        Row("vGPU with deviceshare", pending, nodes, shared, ratio, "x", VGPU_GOAL),
+    ]
+    verdict = "not judged (smoke)" if smoke else "met" if ratio <= VGPU_GOAL else "MISS"
+    line = (
+        f"deviceshare vs vGPU as plain resources, same objects, same run: session "
+        f"{shared.session:.3f} s vs {plain.session:.3f} s ({ratio:.2f}x, goal <= "
+        f"{VGPU_GOAL}x): {verdict}"
+    )
+    return rows, line
+
+
 def warm_requests(pods: list[Pod]) -> CachedRequests:
     """The request cache as the process's informer handlers leave it: every pod seen."""
     requests = CachedRequests()
@@ -680,6 +763,9 @@ def run(smoke: bool, reference_at_full: bool) -> bool:
     rows += [large, double]
     gang_rows, gang_line = gang_side_by_side(scale, smoke)
     rows += gang_rows
+    vgpu_rows, vgpu_line = vgpu_side_by_side(scale, smoke)
+    rows += vgpu_rows
+    ok = ok and vgpu_rows[1].measured.binds > 0
     tree_objects = as_queue_tree(
         cluster_objects(nodes=1000 // scale, running=0, pending=30_000 // scale, queues=10)
     )
@@ -766,6 +852,7 @@ def run(smoke: bool, reference_at_full: bool) -> bool:
         "(issue 14 measured the plain walk at 266 s for the 30,000 backlog)"
     )
     print(gang_line)
+    print(vgpu_line)
     print(
         f"capacity over a queue tree instead of proportion, same backlog: session "
         f"{tree.measured.session:.3f} s vs {large.measured.session:.3f} s "
@@ -821,6 +908,11 @@ def main() -> int:
         help="only the backlog with gangreclaim, gangpreempt beside reclaim, preempt",
     )
     parser.add_argument(
+        "--vgpu",
+        action="store_true",
+        help="only the vGPU backlog with deviceshare beside the same without it",
+    )
+    parser.add_argument(
         "--plugin-cost",
         choices=sorted(PLUGIN_CASES),
         help="only the backlog, without and with this plugin (goal: at most 1.2x)",
@@ -832,6 +924,11 @@ def main() -> int:
         print_rows(rows, args.smoke)
         print(line)
         return 0
+    if args.vgpu:
+        rows, line = vgpu_side_by_side(10 if args.smoke else 1, args.smoke)
+        print_rows(rows, args.smoke)
+        print(line)
+        return 0 if rows[1].measured.binds > 0 else 1
     if args.plugin_cost:
         return 0 if plugin_cost(args.plugin_cost, args.smoke) else 1
     return 0 if run(args.smoke, args.reference_at_full) else 1

@@ -46,6 +46,7 @@ MODULE_COMMANDS: Final = (
         ("hn",),
         "show the HyperNode tree (network topology) with free resources per island",
     ),
+    ("cli.node", "node", (), "show nodes with their GPU cards and what pods hold of them"),
 )
 
 # `caldera simulate`: its parser (cli.simulate) imports only argparse; the simulator itself is

@@ -117,6 +117,55 @@ class SchedulerMetrics:
             queue,
             registry=registry,
         )
+        # GPU cards shared by deviceshare, per node and card: Caldera's names, and Volcano's
+        # (vgpu/metrics.go: labels devID and NodeName, memory in MiB) for --volcano-metrics.
+        card = ["node", "uuid"]
+        self.card_memory = Gauge(
+            "caldera_gpu_card_memory_bytes", "Memory of a GPU card", card, registry=registry
+        )
+        self.card_memory_used = Gauge(
+            "caldera_gpu_card_memory_used_bytes",
+            "GPU card memory given to pods (deviceshare)",
+            card,
+            registry=registry,
+        )
+        self.card_cores_used = Gauge(
+            "caldera_gpu_card_cores_used_percent",
+            "Percent of a GPU card's compute given to pods (deviceshare)",
+            card,
+            registry=registry,
+        )
+        self.card_pods = Gauge(
+            "caldera_gpu_card_pods",
+            "Pods sharing a GPU card (deviceshare)",
+            card,
+            registry=registry,
+        )
+        device = ["devID", "NodeName"]
+        self.vgpu_shared = Gauge(
+            "caldera_vgpu_device_shared_number",
+            "The number of vgpu tasks sharing this card",
+            device,
+            registry=registry,
+        )
+        self.vgpu_memory = Gauge(
+            "caldera_vgpu_device_allocated_memory",
+            "The number of vgpu memory allocated in this card",
+            device,
+            registry=registry,
+        )
+        self.vgpu_cores = Gauge(
+            "caldera_vgpu_device_allocated_cores",
+            "The percentage of gpu compute cores allocated in this card",
+            device,
+            registry=registry,
+        )
+        self.vgpu_limit = Gauge(
+            "caldera_vgpu_device_memory_limit",
+            "The number of total device memory in this card",
+            device,
+            registry=registry,
+        )
         self.job_share = Gauge(
             "caldera_job_share",
             "Dominant resource share of a job (drf)",
@@ -163,6 +212,31 @@ class SchedulerMetrics:
         )
         self._job_labels: dict[str, tuple[str, str, str]] = {}  # job key -> its labels
 
+    def _observe_cards(self, result: SessionResult) -> None:
+        """The per-card gauges, rebuilt each session (cards and nodes that went lose theirs)."""
+        gauges = (
+            self.card_memory,
+            self.card_memory_used,
+            self.card_cores_used,
+            self.card_pods,
+            self.vgpu_shared,
+            self.vgpu_memory,
+            self.vgpu_cores,
+            self.vgpu_limit,
+        )
+        for gauge in gauges:
+            gauge.clear()
+        mib = 1 << 20
+        for (node, uuid), (memory, used, cores, pods) in result.gpu_cards.items():
+            self.card_memory.labels(node=node, uuid=uuid).set(memory * mib)
+            self.card_memory_used.labels(node=node, uuid=uuid).set(used * mib)
+            self.card_cores_used.labels(node=node, uuid=uuid).set(cores)
+            self.card_pods.labels(node=node, uuid=uuid).set(pods)
+            self.vgpu_shared.labels(devID=uuid, NodeName=node).set(pods)
+            self.vgpu_memory.labels(devID=uuid, NodeName=node).set(used)
+            self.vgpu_cores.labels(devID=uuid, NodeName=node).set(cores)
+            self.vgpu_limit.labels(devID=uuid, NodeName=node).set(memory)
+
     def observe(self, result: SessionResult, *, now: float | None = None) -> None:
         """Export a session's timings, queue figures, shares and per-job scheduling figures
         (``now``: the Unix time the session's binds count from). The share and queue gauges
@@ -182,6 +256,7 @@ class SchedulerMetrics:
             gauge.clear()
         for gauges in self.queue_resources.values():
             gauges.clear()
+        self._observe_cards(result)
         for name, allocated in result.queue_allocated.items():
             self.queue_resources["allocated"].set(name, allocated)
         for name, deserved in result.queue_deserved.items():

@@ -71,6 +71,7 @@ from caldera.api.meta import (
 )
 from caldera.api.numatopology import Numatopology
 from caldera.api.resources import Resources
+from caldera.api.vgpu import IDS, NODE_LOCK, node_lock_patch
 from caldera.api.volcano import (
     SCHEDULING_API_VERSION,
     PodGroup,
@@ -200,6 +201,10 @@ class SchedulerLoop:
         _note(self.disruption_budgets, wake)
         _note(self.hypernodes, wake)
         self.assumed: dict[str, str] = {}  # pod uid -> node, until the cache sees the bind
+        # The vGPU cards given to assumed pods (their volcano.sh/vgpu-ids-new), for the
+        # deviceshare plugin until the cache shows the pods bound with the annotation.
+        self.device_grants: dict[str, str] = {}
+        self._node_lock = False  # deviceshare.NodeLockEnable in the configuration
         self._requests = CachedRequests()
         # The snapshot, kept up to date: the handlers only note what changed.
         self.live = LiveSnapshot(scheduler_names=settings.scheduler_names, requests=self._requests)
@@ -353,6 +358,7 @@ class SchedulerLoop:
             pod = self.pods.store.get(self.live.pod_key(uid) or "")
             if pod is None or pod.metadata.uid != uid or pod.spec.node_name:
                 del self.assumed[uid]
+                self.device_grants.pop(uid, None)
 
     async def cycle(self) -> SessionResult:
         """One session and its writes; or none, when it would repeat the last one, which
@@ -381,6 +387,10 @@ class SchedulerLoop:
         cluster.node_usage = self.node_load.latest
         self._numa_news = False
         cluster.numa_topologies = self._numa_objects() if numa_aware else {}
+        cluster.device_grants = {
+            uid: ids for uid, ids in self.device_grants.items() if uid in self.assumed
+        }
+        self._node_lock = _node_lock_enabled(conf)
         session = Session(cluster, conf.tiers)
         session.queue_admission_gates = self.queue_admission_gates
         core_started = time.monotonic()
@@ -421,8 +431,13 @@ class SchedulerLoop:
         flight, instead of waiting for them and stretching the period."""
         for bind in result.binds:
             self.assumed[bind.task.uid] = bind.node
+            annotations = result.bind_annotations.get(bind.task.uid)
+            if annotations is not None and IDS in annotations:
+                self.device_grants[bind.task.uid] = annotations[IDS]
             task = asyncio.create_task(
-                self._bind(bind.task.namespace, bind.task.name, bind.task.uid, bind.node),
+                self._bind(
+                    bind.task.namespace, bind.task.name, bind.task.uid, bind.node, annotations
+                ),
                 name=f"bind {bind.task.key}",
             )
             self._binding.add(task)
@@ -469,21 +484,59 @@ class SchedulerLoop:
             task.cancel()
         await asyncio.gather(*left, return_exceptions=True)
 
-    async def _bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+    async def _bind(
+        self,
+        namespace: str,
+        name: str,
+        uid: str,
+        node: str,
+        annotations: dict[str, str] | None = None,
+    ) -> None:
         async with self._bind_gate:
             pod = pod_ref(namespace, name, uid)
+            locked = False
             try:
-                await self.client.bind(namespace, name, node, uid=uid)
+                if annotations and self._node_lock:
+                    await self._lock_node(node)
+                    locked = True
+                if annotations:
+                    await self.client.bind(namespace, name, node, uid=uid, annotations=annotations)
+                else:
+                    await self.client.bind(namespace, name, node, uid=uid)
                 self.metrics.attempts.labels(result="scheduled").inc()
                 message = f"Successfully assigned {namespace}/{name} to {node}"
                 self.recorder.record(pod, "Normal", "Scheduled", message)
             except (ApiError, ApiConnectionError, TimeoutError) as exc:
                 self.metrics.attempts.labels(result="error").inc()
                 self.assumed.pop(uid, None)  # not bound: the room is free again
+                self.device_grants.pop(uid, None)
+                # The snapshot kept the pod as the session placed it; a bind that fails before
+                # the next update would otherwise go unseen there: derive it again.
+                cached = self.pods.store.get(f"{namespace}/{name}")
+                if cached is not None and cached.metadata.uid == uid:
+                    self.live.pod_changed(cached)
+                    self._wake.set()
+                if locked:  # no device plugin will release it for this pod
+                    with contextlib.suppress(ApiError, ApiConnectionError, TimeoutError):
+                        await self.client.patch(NODE, node, UNLOCK_PATCH)
                 if not isinstance(exc, NotFound | Conflict):
                     log.warning("bind failed", pod=f"{namespace}/{name}", node=node, error=str(exc))
                     message = f"failed to bind to node {node}: {exc}"
                     self.recorder.record(pod, "Warning", "FailedScheduling", message)
+
+    async def _lock_node(self, name: str) -> None:
+        """Take the node's device lock before a vGPU bind (deviceshare.NodeLockEnable; the
+        device plugin releases it once it has handed the cards over). A lock another holds
+        raises Conflict, which fails the bind: the pod is placed again by a later session."""
+        node = self.nodes.store.get(name)
+        if node is None:
+            raise NotFound(404, "NotFound", f"node {name} is not in the cache")
+        patch = node_lock_patch(
+            node.metadata.annotations, node.metadata.resource_version, dt.datetime.now(dt.UTC)
+        )
+        if patch is None:
+            raise Conflict(409, "Conflict", f"node {name} is locked by another device allocation")
+        await self.client.patch(NODE, name, patch)
 
     async def _remove_gate(self, namespace: str, name: str, uid: str) -> None:
         """Remove the pod's queue admission gate (Volcano's RemoveVolcanoSchGate); its next
@@ -616,6 +669,19 @@ class SchedulerLoop:
             writes.append(write(key, uid, message))
         await asyncio.gather(*writes)
         return len(writes)
+
+
+UNLOCK_PATCH = {"metadata": {"annotations": {NODE_LOCK: None}}}
+
+
+def _node_lock_enabled(conf: SchedulerConf) -> bool:
+    """Whether the deviceshare plugin is configured with deviceshare.NodeLockEnable."""
+    return any(
+        option.name == "deviceshare"
+        and str(option.arguments.get("deviceshare.NodeLockEnable", "false")).lower() == "true"
+        for tier in conf.tiers
+        for option in tier
+    )
 
 
 def _names_plugin(conf: SchedulerConf, name: str) -> bool:

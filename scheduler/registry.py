@@ -19,6 +19,7 @@ from scheduler.plugins.binpack import BinpackPlugin
 from scheduler.plugins.capacity import CapacityPlugin
 from scheduler.plugins.cdp import CooldownProtectionPlugin
 from scheduler.plugins.conformance import ConformancePlugin
+from scheduler.plugins.deviceshare import DeviceSharePlugin
 from scheduler.plugins.drf import DrfPlugin
 from scheduler.plugins.extender import ExtenderPlugin
 from scheduler.plugins.gang import GangPlugin
@@ -66,6 +67,7 @@ PLUGINS: dict[str, PluginFactory] = {
         UsagePlugin,
         NumaAwarePlugin,
         TdmPlugin,
+        DeviceSharePlugin,
     )
 }
 # The one plugin that talks to something: it is given its HTTP transport here.

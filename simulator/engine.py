@@ -230,7 +230,8 @@ class Simulation:
         """Write a session's decisions back, as the scheduler process does."""
         world = self.world
         for bind in result.binds:
-            world.bind(bind.task.key, bind.task.uid, bind.node)
+            annotations = result.bind_annotations.get(bind.task.uid)
+            world.bind(bind.task.key, bind.task.uid, bind.node, annotations)
         for evict in result.evictions:
             pod = world.pods.items.get(evict.task.key)
             if pod is not None and pod.metadata.uid == evict.task.uid:

@@ -65,6 +65,10 @@ class NodeGroupSpec(Strict, frozen=True):
     resources: dict[str, str | int | float]
     count: int = 1
     labels: dict[str, str] = {}
+    # Node annotations, e.g. HAMi's volcano.sh/node-vgpu-register for the deviceshare plugin
+    # (each node of the group gets the same: card UUIDs repeat across nodes, which the
+    # scheduler, reading one node's cards at a time, does not mind).
+    annotations: dict[str, str] = {}
     taints: tuple[dict[str, Any], ...] = ()
 
 
@@ -257,7 +261,10 @@ def _node_group(group: NodeGroupSpec, where: str) -> list[Node]:
     return [
         Node(
             metadata=ObjectMeta(
-                name=name, uid=f"node-{name}", labels={**group.labels, HOSTNAME_LABEL: name}
+                name=name,
+                uid=f"node-{name}",
+                labels={**group.labels, HOSTNAME_LABEL: name},
+                annotations=dict(group.annotations),
             ),
             spec=NodeSpec(taints=taints),
             status=NodeStatus(

@@ -253,16 +253,25 @@ class World:
         else:
             self.waiting_pods.discard(key)
 
-    def bind(self, key: str, uid: str, node: str) -> Pod | None:
-        """The binding subresource: the pod gets its node and ``PodScheduled=True``; None when
-        the pod is gone, replaced or bound already."""
+    def bind(
+        self, key: str, uid: str, node: str, annotations: Mapping[str, str] | None = None
+    ) -> Pod | None:
+        """The binding subresource: the pod gets its node and ``PodScheduled=True``, and the
+        Binding's ``annotations`` (deviceshare's cards); None when the pod is gone, replaced
+        or bound already."""
         pod = self.pods.items.get(key)
         if pod is None or pod.metadata.uid != uid or pod.spec.node_name:
             return None
         scheduled = _condition(pod, "PodScheduled", self.timestamp())
+        metadata = pod.metadata
+        if annotations:
+            metadata = msgspec.structs.replace(
+                metadata, annotations={**metadata.annotations, **annotations}
+            )
         return self.replace_pod(
             msgspec.structs.replace(
                 pod,
+                metadata=metadata,
                 spec=msgspec.structs.replace(pod.spec, node_name=node),
                 status=msgspec.structs.replace(pod.status, conditions=scheduled),
             )

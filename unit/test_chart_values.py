@@ -229,6 +229,7 @@ def test_dashboard_covers_the_issue_panels() -> None:
         "deserved vs allocated (gpu)",
         "deserved vs allocated (memory)",
         "job wait time",
+        "gpu sharing",
     ):
         assert any(wanted in t for t in titles), wanted
     heatmaps = [p for p in dashboard["panels"] if p["type"] == "heatmap"]

@@ -546,6 +546,8 @@ def test_binding_and_eviction_bodies() -> None:
         "namespace": "ns",
         "uid": "u",
     }
+    annotated = binding("ns", "p", "n1", annotations={"volcano.sh/bind-phase": "allocating"})
+    assert annotated["metadata"]["annotations"] == {"volcano.sh/bind-phase": "allocating"}
     assert "deleteOptions" not in eviction("ns", "p")
     assert eviction("ns", "p", grace_period_seconds=0)["deleteOptions"]["gracePeriodSeconds"] == 0
 

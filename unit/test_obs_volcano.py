@@ -54,6 +54,11 @@ VOLCANO_NAMES = {
     ),
     "job_completed_phase_count",
     "job_failed_phase_count",
+    # pkg/scheduler/api/devices/nvidia/vgpu/metrics.go
+    "vgpu_device_shared_number",
+    "vgpu_device_allocated_memory",
+    "vgpu_device_allocated_cores",
+    "vgpu_device_memory_limit",
 }
 
 

@@ -693,12 +693,21 @@ class KubeClient:
             body=encode_body(options) if options else None,
         )
 
-    async def bind(self, namespace: str, pod: str, node: str, *, uid: str | None = None) -> None:
-        """Bind a pod to a node (POST pods/binding), as a scheduler does."""
+    async def bind(
+        self,
+        namespace: str,
+        pod: str,
+        node: str,
+        *,
+        uid: str | None = None,
+        annotations: Mapping[str, str] | None = None,
+    ) -> None:
+        """Bind a pod to a node (POST pods/binding), as a scheduler does; ``annotations`` are
+        set on the pod in the same write."""
         await self.request(
             "POST",
             resource_path(POD, namespace, pod, "binding"),
-            body=encode_body(binding(namespace, pod, node, uid=uid)),
+            body=encode_body(binding(namespace, pod, node, uid=uid, annotations=annotations)),
         )
 
     async def evict(

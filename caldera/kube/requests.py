@@ -180,11 +180,22 @@ def patch_request(
     return encode_body(patch), str(patch_type), params
 
 
-def binding(namespace: str, pod: str, node: str, *, uid: str | None = None) -> dict[str, Any]:
-    """A v1 Binding of `pod` to `node`; with `uid`, only that incarnation of the pod is bound."""
-    meta: dict[str, str] = {"name": pod, "namespace": namespace}
+def binding(
+    namespace: str,
+    pod: str,
+    node: str,
+    *,
+    uid: str | None = None,
+    annotations: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """A v1 Binding of `pod` to `node`; with `uid`, only that incarnation of the pod is bound.
+    The API server merges the Binding's `annotations` into the pod's with the node, in one
+    write (what a device plugin reads at the pod's start is there when it is bound)."""
+    meta: dict[str, Any] = {"name": pod, "namespace": namespace}
     if uid:
         meta["uid"] = uid
+    if annotations:
+        meta["annotations"] = dict(annotations)
     return {
         "apiVersion": "v1",
         "kind": "Binding",

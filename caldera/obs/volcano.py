@@ -47,6 +47,11 @@ VOLCANO_SUFFIXES: Final = frozenset(
         "queue_overused",
         "job_share",
         "namespace_share",
+        # deviceshare (pkg/scheduler/api/devices/nvidia/vgpu/metrics.go)
+        "vgpu_device_shared_number",
+        "vgpu_device_allocated_memory",
+        "vgpu_device_allocated_cores",
+        "vgpu_device_memory_limit",
         # controllers (pkg/controllers/metrics)
         *(
             f"queue_pod_group_{phase}_count"

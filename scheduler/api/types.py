@@ -481,6 +481,9 @@ class ClusterInfo:
     # Numatopology objects by node name (the numa-aware plugin); empty when no configuration
     # names that plugin, as the process watches them only then.
     numa_topologies: dict[str, Numatopology] = field(default_factory=dict)
+    # The vGPU cards given to pods whose bind is in flight (pod uid -> the
+    # volcano.sh/vgpu-ids-new text written with the bind), for the deviceshare plugin.
+    device_grants: dict[str, str] = field(default_factory=dict)
     # Kept by the live snapshot across sessions; None: verdicts live one session.
     verdicts: VerdictMemory | None = None
     # The ready nodes' allocatable, and what the nodes' tasks use, summed as of the session's

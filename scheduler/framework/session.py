@@ -180,6 +180,11 @@ class SessionResult:
     # The HyperNode each job placed under one now sits in, by job key, when it changed (the
     # PodGroup's volcano.sh/job-allocated-hypernode annotation).
     podgroup_hypernode: dict[str, str] = field(default_factory=dict)
+    # Annotations written with a pod's bind, by task uid (deviceshare: the vGPU cards given).
+    bind_annotations: dict[str, dict[str, str]] = field(default_factory=dict)
+    # deviceshare's cards after the session, by (node, card uuid): (memory MiB, memory held,
+    # cores held, pods holding it), for the per-card metrics.
+    gpu_cards: dict[tuple[str, str], tuple[int, int, int, int]] = field(default_factory=dict)
     events: list[EventRecord] = field(default_factory=list)
     # Figures for the process's metrics (plugins fill theirs when the session closes).
     action_seconds: dict[str, float] = field(default_factory=dict)
