@@ -4,7 +4,8 @@ Most jobs of a busy cluster are running gangs with nothing to place: every sessi
 ready, gives them the Scheduled condition, leaves their PodGroup status as it is, has no wait
 to explain and nothing to enqueue, allocate or backfill. A job is *settled* when a session
 found exactly that (gang's close: ready, no pod waiting, its PodGroup already says so; the
-session's close: the same status, not an unready phase, no wait record to write). While
+session's close: the same status, not an unready phase, no wait record to write, and none of
+its tasks changed by the session: a pod it bound is Binding only while its bind is assumed). While
 nothing about it changes, a later session under the same configuration finds the same, so
 the passes over every job (gang's close, the status and why-record pass, the actions, the live
 snapshot's after-session pass) skip it.

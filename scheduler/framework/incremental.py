@@ -374,15 +374,25 @@ class Incremental:
         return jobs
 
     def settle_if_quiet(
-        self, job: JobInfo, phase: str, *, status_unchanged: bool, wait_quiet: bool
+        self,
+        job: JobInfo,
+        phase: str,
+        *,
+        status_unchanged: bool,
+        wait_quiet: bool,
+        touched: bool,
     ) -> None:
         """The session's close: settle the job (``scheduler.api.settled``) when gang proposed
         it (``settling``), its PodGroup status stays as it was in a ready ``phase``
         (``status_unchanged``), there is no wait record to write or hold back
-        (``wait_quiet``), and it is past Pending."""
+        (``wait_quiet``), it is past Pending, and the session changed none of its tasks
+        (``touched``: a pod it bound is Binding only while the bind is assumed; if the bind
+        fails, the live snapshot must derive the job again, which it does for the jobs a
+        session touched only while they are unsettled)."""
         if (
             status_unchanged
             and wait_quiet
+            and not touched
             and job.key in self.settling
             and phase not in UNREADY_PHASES
             and job.phase not in PENDING_PHASES

@@ -125,6 +125,7 @@ def run_session(session: Session, conf: SchedulerConf, registry: Registry) -> Se
                 phase,
                 status_unchanged=unchanged,
                 wait_quiet=found is None and record is None and not held,
+                touched=key in session.job_changes,
             )
     session.result.queue_allocated = queue_allocation(session)
     for bind in session.result.binds:
