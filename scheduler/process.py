@@ -23,6 +23,11 @@ the event loop keeps serving watches and probes), then carry out its decisions:
   from each pod whose queue took it (a strategic merge patch, ``--gate-removal-worker-num`` at a
   time, in the background like binds; ``caldera.api.gates``);
 - Events on PodGroups and pods;
+- for pods with DRA claims, each claim's allocation and reservation before the pod's bind,
+  and the reservation released when the pod goes (``scheduler.claim_writer``); the
+  ResourceClaim, ResourceSlice and DeviceClass kinds are watched from the first pod with
+  ``resourceClaims`` (or a configuration setting ``predicate.DynamicResourceAllocationEnable``
+  explicitly), as no cluster without DRA needs the watches;
 - the waiting jobs in the order the session serves them, published for the visibility API
   (``scheduler.visibility``).
 
@@ -48,8 +53,10 @@ from typing import TypeVar
 import structlog
 
 from caldera.api.core import Node, Pod
+from caldera.api.dra import DeviceClass, ResourceClaim, ResourceSlice
 from caldera.api.gates import REMOVE_GATE_PATCH
 from caldera.api.kinds import (
+    DEVICE_CLASS,
     HYPERNODE,
     NODE,
     NODESHARD,
@@ -59,7 +66,9 @@ from caldera.api.kinds import (
     PODGROUP,
     PRIORITY_CLASS,
     QUEUE,
+    RESOURCE_CLAIM,
     RESOURCE_QUOTA,
+    RESOURCE_SLICE,
 )
 from caldera.api.meta import (
     ObjectMeta,
@@ -85,6 +94,8 @@ from caldera.kube.requests import PatchType
 from caldera.settings import SchedulerSettings
 from informers.factory import SharedInformer, SharedInformerFactory
 from informers.store import HandlerFuncs, KubeObject
+from scheduler.api.dra.view import ClaimPlan, DraView, pod_claims
+from scheduler.claim_writer import ClaimWriter
 from scheduler.conf import DEFAULT_CONF, ConfError, SchedulerConf, parse_conf
 from scheduler.framework.runner import Registry, run_session
 from scheduler.framework.session import Session, SessionResult
@@ -263,6 +274,28 @@ class SchedulerLoop:
         # them); a change to one is news to the quiet sessions.
         self.numa_topologies: SharedInformer[Numatopology] | None = None
         self._numa_news = False
+        # Dynamic Resource Allocation: the kinds are watched from the first pod with claims
+        # (or a configuration asking for it); claim writes and releases go through the writer.
+        self.dra: (
+            tuple[
+                SharedInformer[ResourceClaim],
+                SharedInformer[ResourceSlice],
+                SharedInformer[DeviceClass],
+            ]
+            | None
+        ) = None
+        self._dra_wanted = False
+        self._dra_news = False
+        self._slices_version = 0
+        self.claim_writer = ClaimWriter(client)
+        self._releasing: set[asyncio.Task[None]] = set()
+        self.pods.add_handler(
+            HandlerFuncs(
+                add=self._pod_claims_seen,
+                update=self._pod_claims_moved,
+                delete=self._pod_gone_claims,
+            )
+        )
 
     def _watch_numa(self, conf: SchedulerConf) -> bool:
         """Whether ``conf`` names numa-aware; the Numatopology kind is watched from the first
@@ -283,6 +316,79 @@ class SchedulerLoop:
     def _numa_changed(self, _topology: Numatopology) -> None:
         self._numa_news = True
         self._wake.set()
+
+    # ---- Dynamic Resource Allocation ----------------------------------------------------------
+
+    def _pod_claims_seen(self, pod: Pod) -> None:
+        if pod.spec.resource_claims:
+            self._dra_wanted = True
+
+    def _pod_claims_moved(self, _old: Pod, new: Pod) -> None:
+        if not new.spec.resource_claims:
+            return
+        self._dra_wanted = True
+        if new.status.phase in ("Succeeded", "Failed"):
+            self._release_claims(new)
+
+    def _pod_gone_claims(self, pod: Pod) -> None:
+        if pod.spec.resource_claims:
+            self._release_claims(pod)
+
+    def _release_claims(self, pod: Pod) -> None:
+        """Remove the pod's reservations from its claims (in the background)."""
+        if self.dra is None:
+            return
+        keys, _why = pod_claims(pod)
+        claims = self.dra[0].store
+        reserved = [
+            key
+            for key in keys
+            if (claim := claims.get(key)) is not None
+            and any(r.uid == pod.metadata.uid for r in claim.status.reserved_for)
+        ]
+        if not reserved:
+            return
+        cached = self.claim_writer.claims(claims.list())
+        task = asyncio.create_task(
+            self.claim_writer.release(pod.metadata.uid, reserved, cached),
+            name=f"release claims of {pod.metadata.namespace}/{pod.metadata.name}",
+        )
+        self._releasing.add(task)
+        task.add_done_callback(self._releasing.discard)
+
+    def _watch_dra(self, conf: SchedulerConf) -> bool:
+        """Whether the DRA kinds are watched and synced; they are from the first pod with
+        claims or configuration that sets ``predicate.DynamicResourceAllocationEnable``."""
+        if self.dra is None:
+            if not (self._dra_wanted or _dra_configured(conf)):
+                return False
+            claims = self.factory.informer(RESOURCE_CLAIM)
+            slices = self.factory.informer(RESOURCE_SLICE)
+            classes = self.factory.informer(DEVICE_CLASS)
+            _note(claims, self._dra_changed)
+            _note(slices, self._slices_changed)
+            _note(classes, self._slices_changed)
+            self.dra = (claims, slices, classes)
+        return all(informer.has_synced for informer in self.dra)
+
+    def _dra_changed(self, _obj: KubeObject) -> None:
+        self._dra_news = True
+        self._wake.set()
+
+    def _slices_changed(self, _obj: KubeObject) -> None:
+        self._slices_version += 1  # the inventory is derived again (and the classes' matches)
+        self._dra_changed(_obj)
+
+    def _dra_view(self) -> DraView | None:
+        if self.dra is None:
+            return None
+        claims, slices, classes = self.dra
+        return DraView(
+            claims=self.claim_writer.claims(claims.store.list()),
+            classes={c.metadata.name: c for c in classes.store.list()},
+            slices=tuple(slices.store.list()),
+            slices_version=self._slices_version,
+        )
 
     def _podgroup_seen(self, pg: PodGroup) -> None:
         """Volcano's per-job scheduling start time, set when a PodGroup enters the cache."""
@@ -367,7 +473,8 @@ class SchedulerLoop:
         conf = self.conf.refresh()
         self.node_load.configure(_load_source(conf))
         numa_aware = self._watch_numa(conf)
-        news = self.live.has_news(self.assumed) or self._numa_news
+        dra = self._watch_dra(conf)
+        news = self.live.has_news(self.assumed) or self._numa_news or self._dra_news
         last = self.quiet.repeat(conf, news=news, now=started)
         if last is not None:
             self.metrics.skipped.inc()
@@ -381,6 +488,8 @@ class SchedulerLoop:
         cluster.node_usage = self.node_load.latest
         self._numa_news = False
         cluster.numa_topologies = self._numa_objects() if numa_aware else {}
+        self._dra_news = False
+        cluster.dra = self._dra_view() if dra else None
         session = Session(cluster, conf.tiers)
         session.queue_admission_gates = self.queue_admission_gates
         core_started = time.monotonic()
@@ -419,10 +528,20 @@ class SchedulerLoop:
         works apart from its sessions too): the pods stay assumed on their nodes until the
         cache sees them bound, so the next session may run while thousands of binds are in
         flight, instead of waiting for them and stretching the period."""
+        claims = (
+            self.claim_writer.claims(self.dra[0].store.list())
+            if result.claim_plans and self.dra is not None
+            else {}
+        )
         for bind in result.binds:
             self.assumed[bind.task.uid] = bind.node
+            plans = result.claim_plans.get(bind.task.uid, ())
+            if plans:
+                self.claim_writer.plan(claims, (bind.task.name, bind.task.uid), plans)
             task = asyncio.create_task(
-                self._bind(bind.task.namespace, bind.task.name, bind.task.uid, bind.node),
+                self._bind(
+                    bind.task.namespace, bind.task.name, bind.task.uid, bind.node, plans, claims
+                ),
                 name=f"bind {bind.task.key}",
             )
             self._binding.add(task)
@@ -469,10 +588,29 @@ class SchedulerLoop:
             task.cancel()
         await asyncio.gather(*left, return_exceptions=True)
 
-    async def _bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+    async def _bind(
+        self,
+        namespace: str,
+        name: str,
+        uid: str,
+        node: str,
+        plans: tuple[ClaimPlan, ...] = (),
+        claims: dict[str, ResourceClaim] | None = None,
+    ) -> None:
         async with self._bind_gate:
             pod = pod_ref(namespace, name, uid)
             try:
+                if plans:
+                    # the claims are allocated and reserved first: a pod bound without its
+                    # devices would never start
+                    why = await self.claim_writer.reserve(namespace, name, uid, plans, claims or {})
+                    if why is not None:
+                        self.assumed.pop(uid, None)
+                        log.info(
+                            "claims not reserved; pod not bound", pod=f"{namespace}/{name}", why=why
+                        )
+                        self.recorder.record(pod, "Warning", "FailedScheduling", why)
+                        return
                 await self.client.bind(namespace, name, node, uid=uid)
                 self.metrics.attempts.labels(result="scheduled").inc()
                 message = f"Successfully assigned {namespace}/{name} to {node}"
@@ -616,6 +754,16 @@ class SchedulerLoop:
             writes.append(write(key, uid, message))
         await asyncio.gather(*writes)
         return len(writes)
+
+
+def _dra_configured(conf: SchedulerConf) -> bool:
+    """Whether a configured plugin sets ``predicate.DynamicResourceAllocationEnable`` true."""
+    for tier in conf.tiers:
+        for option in tier:
+            value = option.arguments.get("predicate.DynamicResourceAllocationEnable")
+            if value is True or str(value).lower() == "true":
+                return True
+    return False
 
 
 def _names_plugin(conf: SchedulerConf, name: str) -> bool:

@@ -46,6 +46,7 @@ from caldera.api.gates import only_queue_gate, opted_in
 from caldera.api.resources import Resources
 from caldera.api.volcano import PodGroupCondition, PodGroupStatus
 from caldera.api.why import WaitRecord
+from scheduler.api.dra.view import ClaimPlan
 from scheduler.api.types import (
     ClusterInfo,
     JobInfo,
@@ -181,6 +182,9 @@ class SessionResult:
     # PodGroup's volcano.sh/job-allocated-hypernode annotation).
     podgroup_hypernode: dict[str, str] = field(default_factory=dict)
     events: list[EventRecord] = field(default_factory=list)
+    # The ResourceClaim writes to make before each bind, by task uid (the predicates plugin's
+    # Dynamic Resource Allocation, scheduler.plugins.dynamic_resources).
+    claim_plans: dict[str, tuple[ClaimPlan, ...]] = field(default_factory=dict)
     # Figures for the process's metrics (plugins fill theirs when the session closes).
     action_seconds: dict[str, float] = field(default_factory=dict)
     plugin_seconds: dict[tuple[str, str], float] = field(default_factory=dict)  # (plugin, phase)
