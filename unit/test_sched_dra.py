@@ -33,6 +33,7 @@ from caldera.api.dra import (
     ResourceSliceSpec,
 )
 from caldera.api.meta import ObjectMeta, OwnerReference
+from caldera.api.resources import Resources
 from scheduler.api.dra.view import DraView
 from scheduler.api.types import ClusterInfo, TaskInfo, TaskStatus
 from scheduler.conf import DEFAULT_CONF
@@ -331,3 +332,20 @@ def test_released_and_running_tasks_keep_their_devices() -> None:
     cluster.jobs[other.key] = other
     cluster.nodes["a"].add_task(running)
     assert placed(run(cluster, DEFAULT_CONF)) == {"j-0": "b"}
+
+
+@pytest.mark.parametrize("plugin", ["proportion", "capacity"])
+def test_a_queue_holds_at_most_its_device_class_capability(plugin: str) -> None:
+    """A queue capped at deviceclass/gpu: 8 takes two 4-GPU pods of a 3-pod job, not the
+    third (the nodes have 16 GPUs), and the wait record names the class and queue."""
+    tasks, claims = gang(3, claim_spec(4))
+    cluster = cluster_with(tasks, claims, min_available=1)
+    queue = cluster.queues["default"]
+    queue.capability = Resources.from_list({"deviceclass/gpu": "8"})
+    conf = DEFAULT_CONF
+    if plugin == "capacity":
+        conf = conf.replace("name: proportion", "name: capacity")
+    ssn = run(cluster, conf)
+    assert len(placed(ssn)) == 2
+    notes = " ".join(text for _, text in ssn.wait_notes.get("ns/j", []))
+    assert "deviceclass/gpu 8 held of 8" in notes
