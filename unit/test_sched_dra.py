@@ -349,3 +349,61 @@ def test_a_queue_holds_at_most_its_device_class_capability(plugin: str) -> None:
     assert len(placed(ssn)) == 2
     notes = " ".join(text for _, text in ssn.wait_notes.get("ns/j", []))
     assert "deviceclass/gpu 8 held of 8" in notes
+
+
+PREEMPT_CONF = """\
+actions: "enqueue, allocate, preempt, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: overcommit
+  - name: drf
+    enablePreemptable: false
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+"""
+
+
+def test_preempting_a_victim_frees_its_devices_for_the_preemptor() -> None:
+    """One node, its 8 GPUs held by two running low-priority pods (4 each, one job of
+    minAvailable 1); a high-priority pod wanting 4 GPUs evicts one of them and is pipelined
+    there. The node has cpu to spare: only the devices make a victim necessary."""
+    victims, claims = [], []
+    for i in range(2):
+        victim = with_claim(
+            make_task("low", i, status=TaskStatus.RUNNING, node="a", priority=1),
+            f"held-{i}",
+            template=False,
+        )
+        allocated = AllocationResult(
+            devices=DeviceAllocationResult(
+                results=tuple(
+                    DeviceRequestAllocationResult(
+                        request="gpu", driver=DRIVER, pool="a", device=f"gpu-{4 * i + k}"
+                    )
+                    for k in range(4)
+                )
+            )
+        )
+        reserved = (
+            ResourceClaimConsumerReference(resource="pods", name=victim.name, uid=victim.uid),
+        )
+        victims.append(victim)
+        claims.append(
+            claim(f"held-{i}", claim_spec(4), allocation=allocated, reserved_for=reserved)
+        )
+    preemptor = with_claim(make_task("j", 0, priority=10), "want", template=False)
+    cluster = cluster_with([preemptor], [*claims, claim("want", claim_spec(4))], nodes=("a",))
+    cluster.jobs["ns/j"].priority = 10
+    low = make_job("low", victims, min_available=1, priority=1)
+    cluster.jobs[low.key] = low
+    for victim in victims:
+        cluster.nodes["a"].add_task(victim)
+    ssn = run(cluster, PREEMPT_CONF)
+    assert len(ssn.result.evictions) == 1
+    assert preemptor.status == TaskStatus.PIPELINED
+    assert placed(ssn) == {}

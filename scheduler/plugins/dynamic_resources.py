@@ -163,7 +163,14 @@ class DynamicResources:
                     self.counters[key] = self.counters.get(key, Fraction(0)) + need
 
     def _local(self, chosen: tuple[Chosen, ...] | list[Chosen]) -> bool:
-        return all(c.device in self.inventory.node_of for c in chosen)
+        """Whether only the node's own verdicts read these devices: node-local devices that
+        consume no counters (a counter set may be shared by devices of several nodes)."""
+        devices = self.inventory.devices
+        return all(
+            c.device in self.inventory.node_of
+            and not (c.device in devices and devices[c.device].candidate.consumes)
+            for c in chosen
+        )
 
     def _candidates(self, node: NodeInfo) -> list[Candidate]:
         found = self.reachable.get(node.name)
@@ -388,6 +395,8 @@ class DynamicResources:
             for key in keys:
                 use = self.uses.get(key)
                 if use is None or use.chosen is None:
+                    # not allocated for it: the writer then refuses the bind ("deallocated")
+                    plans.append(ClaimPlan(key, None))
                     continue
                 allocation = None if use.allocated_before else self._allocation(use, bind.node)
                 plans.append(ClaimPlan(key, allocation))
