@@ -339,16 +339,17 @@ class SchedulerLoop:
         if self.dra is None:
             return
         keys, _why = pod_claims(pod)
-        claims = self.dra[0].store
+        # the cache with this scheduler's own writes in flight or not seen yet: a pod deleted
+        # right after its claims were reserved is released too
+        cached = self.claim_writer.claims(self.dra[0].store.list())
         reserved = [
             key
             for key in keys
-            if (claim := claims.get(key)) is not None
+            if (claim := cached.get(key)) is not None
             and any(r.uid == pod.metadata.uid for r in claim.status.reserved_for)
         ]
         if not reserved:
             return
-        cached = self.claim_writer.claims(claims.list())
         task = asyncio.create_task(
             self.claim_writer.release(pod.metadata.uid, reserved, cached),
             name=f"release claims of {pod.metadata.namespace}/{pod.metadata.name}",
