@@ -113,6 +113,7 @@ from scheduler.why import unschedulable_reasons
 log = structlog.get_logger("scheduler")
 K = TypeVar("K", bound=KubeObject)
 STATUS_WRITES_IN_FLIGHT = 32  # PodGroup status writes at once
+DRA_SYNC_WAIT = 10.0  # seconds a session waits for the DRA kinds' first list
 
 
 class ConfSource:
@@ -475,6 +476,12 @@ class SchedulerLoop:
         self.node_load.configure(_load_source(conf))
         numa_aware = self._watch_numa(conf)
         dra = self._watch_dra(conf)
+        if not dra and self.dra is not None:
+            # The kinds were just asked for: a session without them would only tell every
+            # pod with claims to wait (a condition write each); their first list is short.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.factory.wait_for_sync(), timeout=DRA_SYNC_WAIT)
+            dra = self._watch_dra(conf)
         news = self.live.has_news(self.assumed) or self._numa_news or self._dra_news
         last = self.quiet.repeat(conf, news=news, now=started)
         if last is not None:
