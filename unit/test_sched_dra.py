@@ -8,6 +8,8 @@ from typing import Any
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from caldera.api.core import NodeSelector, PodResourceClaim, PodResourceClaimStatus
 from caldera.api.dra import (
@@ -407,3 +409,62 @@ def test_preempting_a_victim_frees_its_devices_for_the_preemptor() -> None:
     assert len(ssn.result.evictions) == 1
     assert preemptor.status == TaskStatus.PIPELINED
     assert placed(ssn) == {}
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    sizes=st.lists(st.tuples(st.integers(1, 3), st.integers(1, 5)), min_size=1, max_size=5),
+    nodes=st.integers(1, 3),
+    held=st.integers(0, 8),
+)
+def test_no_device_is_given_twice_whatever_the_gangs(
+    sizes: list[tuple[int, int]], nodes: int, held: int
+) -> None:
+    """Random gangs (pods, GPUs each) on 8-GPU nodes, node a's first ``held`` GPUs allocated
+    already: every planned allocation has its count, on its pod's node, no device twice and
+    none of the held ones; a gang is placed whole or not at all."""
+    names = tuple("abc"[:nodes])
+    tasks, claims, gangs = [], [], []
+    for g, (pods, gpus) in enumerate(sizes):
+        job_tasks = []
+        for i in range(pods):
+            task = with_claim(make_task(f"j{g}", i), f"j{g}-{i}", template=True)
+            job_tasks.append(task)
+            claims.append(claim(f"j{g}-{i}", claim_spec(gpus), owner=task))
+        gangs.append(make_job(f"j{g}", job_tasks, min_available=pods))
+        tasks += job_tasks
+    if held:
+        taken = AllocationResult(
+            devices=DeviceAllocationResult(
+                results=tuple(
+                    DeviceRequestAllocationResult(
+                        request="gpu", driver=DRIVER, pool="a", device=f"gpu-{i}"
+                    )
+                    for i in range(held)
+                )
+            )
+        )
+        claims.append(claim("held", claim_spec(held), allocation=taken))
+    cluster = make_cluster([make_node(n, cpu="64", memory="64Gi") for n in names], gangs)
+    cluster.dra = DraView(
+        claims={f"ns/{c.metadata.name}": c for c in claims},
+        classes={"gpu": CLASS},
+        slices=tuple(gpu_slice(n) for n in names),
+        slices_version=1,
+    )
+    ssn = run(cluster, DEFAULT_CONF)
+    where = placed(ssn)
+    got = devices_of(ssn)
+    every = [d for ds in got.values() for d in ds]
+    assert len(every) == len(set(every))
+    assert not {f"a/gpu-{i}" for i in range(held)} & set(every)
+    for pod, ds in got.items():
+        g = int(pod.split("-")[0].removeprefix("j"))
+        assert len(ds) == sizes[g][1]
+        assert all(d.startswith(f"{where[pod]}/") for d in ds)
+    for g, (pods, _) in enumerate(sizes):
+        bound = [p for p in where if p.startswith(f"j{g}-")]
+        assert len(bound) in (0, pods)
+    # the first gang meets an empty cluster: it is placed when node a alone could hold it
+    if sizes[0][0] * sizes[0][1] <= 8 - held:
+        assert sum(p.startswith("j0-") for p in where) == sizes[0][0]
