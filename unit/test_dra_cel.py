@@ -80,3 +80,13 @@ def test_constraints_read_fully_qualified_attributes() -> None:
     assert attribute_of(DRIVER, GPU, "gpu.example.com/index") == 3
     assert attribute_of(DRIVER, GPU, "example.com/nvlink") is True
     assert attribute_of(DRIVER, GPU, "other.com/index") is None
+
+
+def test_a_failing_library_call_selects_nothing_and_prints_nothing(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """compareTo between a quantity and a string is an error: no match, and nothing on
+    stderr (the bindings print the exceptions of Python functions that raise)."""
+    assert not selects('device.capacity["gpu.example.com"].memory.compareTo("x") == 0')
+    assert not selects('!(device.capacity["gpu.example.com"].memory.compareTo("x") == 0)')
+    assert capfd.readouterr().err == ""

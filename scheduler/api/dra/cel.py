@@ -121,7 +121,28 @@ def _exact(value: Fraction) -> Number:
     return int(value) if value.denominator == 1 else float(value)
 
 
-FUNCTIONS: Final[dict[str, Callable[..., Any]]] = {
+class _Error:
+    """What a library function answers instead of raising: the bindings print the exception
+    of a Python function that raises to stderr (a tenant's expression could flood the log),
+    while a value they cannot convert fails the expression silently, as an error should."""
+
+    __slots__ = ()
+
+
+_ERROR: Final = _Error()
+
+
+def _quiet(function: Callable[..., Any]) -> Callable[..., Any]:
+    def call(*args: Any) -> Any:
+        try:
+            return function(*args)
+        except (ArithmeticError, TypeError, ValueError):
+            return _ERROR
+
+    return call
+
+
+_FUNCTIONS: Final[dict[str, Callable[..., Any]]] = {
     "quantity": _quantity,
     "isQuantity": _is_quantity,
     "semver": _semver,
@@ -139,6 +160,7 @@ FUNCTIONS: Final[dict[str, Callable[..., Any]]] = {
     "minor": lambda v: _semver_key(v)[1],
     "patch": lambda v: _semver_key(v)[2],
 }
+FUNCTIONS: Final = {name: _quiet(function) for name, function in _FUNCTIONS.items()}
 
 
 @dataclass(frozen=True, slots=True)
