@@ -23,6 +23,11 @@ the event loop keeps serving watches and probes), then carry out its decisions:
   from each pod whose queue took it (a strategic merge patch, ``--gate-removal-worker-num`` at a
   time, in the background like binds; ``caldera.api.gates``);
 - Events on PodGroups and pods;
+- for pods with DRA claims, each claim's allocation and reservation before the pod's bind,
+  and the reservation released when the pod goes (``scheduler.claim_writer``); the
+  ResourceClaim, ResourceSlice and DeviceClass kinds are watched from the first pod with
+  ``resourceClaims`` (or a configuration setting ``predicate.DynamicResourceAllocationEnable``
+  explicitly), as no cluster without DRA needs the watches;
 - the waiting jobs in the order the session serves them, published for the visibility API
   (``scheduler.visibility``).
 
@@ -48,8 +53,10 @@ from typing import TypeVar
 import structlog
 
 from caldera.api.core import Node, Pod
+from caldera.api.dra import DeviceClass, ResourceClaim, ResourceSlice
 from caldera.api.gates import REMOVE_GATE_PATCH
 from caldera.api.kinds import (
+    DEVICE_CLASS,
     HYPERNODE,
     NODE,
     NODESHARD,
@@ -59,7 +66,9 @@ from caldera.api.kinds import (
     PODGROUP,
     PRIORITY_CLASS,
     QUEUE,
+    RESOURCE_CLAIM,
     RESOURCE_QUOTA,
+    RESOURCE_SLICE,
 )
 from caldera.api.meta import (
     ObjectMeta,
@@ -86,6 +95,8 @@ from caldera.kube.requests import PatchType
 from caldera.settings import SchedulerSettings
 from informers.factory import SharedInformer, SharedInformerFactory
 from informers.store import HandlerFuncs, KubeObject
+from scheduler.api.dra.view import ClaimPlan, DraView, pod_claims
+from scheduler.claim_writer import ClaimWriter
 from scheduler.conf import DEFAULT_CONF, ConfError, SchedulerConf, parse_conf
 from scheduler.framework.runner import Registry, run_session
 from scheduler.framework.session import Session, SessionResult
@@ -103,6 +114,7 @@ from scheduler.why import unschedulable_reasons
 log = structlog.get_logger("scheduler")
 K = TypeVar("K", bound=KubeObject)
 STATUS_WRITES_IN_FLIGHT = 32  # PodGroup status writes at once
+DRA_SYNC_WAIT = 10.0  # seconds a session waits for the DRA kinds' first list
 
 
 class ConfSource:
@@ -268,6 +280,28 @@ class SchedulerLoop:
         # them); a change to one is news to the quiet sessions.
         self.numa_topologies: SharedInformer[Numatopology] | None = None
         self._numa_news = False
+        # Dynamic Resource Allocation: the kinds are watched from the first pod with claims
+        # (or a configuration asking for it); claim writes and releases go through the writer.
+        self.dra: (
+            tuple[
+                SharedInformer[ResourceClaim],
+                SharedInformer[ResourceSlice],
+                SharedInformer[DeviceClass],
+            ]
+            | None
+        ) = None
+        self._dra_wanted = False
+        self._dra_news = False
+        self._slices_version = 0
+        self.claim_writer = ClaimWriter(client)
+        self._releasing: set[asyncio.Task[None]] = set()
+        self.pods.add_handler(
+            HandlerFuncs(
+                add=self._pod_claims_seen,
+                update=self._pod_claims_moved,
+                delete=self._pod_gone_claims,
+            )
+        )
 
     def _watch_numa(self, conf: SchedulerConf) -> bool:
         """Whether ``conf`` names numa-aware; the Numatopology kind is watched from the first
@@ -288,6 +322,80 @@ class SchedulerLoop:
     def _numa_changed(self, _topology: Numatopology) -> None:
         self._numa_news = True
         self._wake.set()
+
+    # ---- Dynamic Resource Allocation ----------------------------------------------------------
+
+    def _pod_claims_seen(self, pod: Pod) -> None:
+        if pod.spec.resource_claims:
+            self._dra_wanted = True
+
+    def _pod_claims_moved(self, _old: Pod, new: Pod) -> None:
+        if not new.spec.resource_claims:
+            return
+        self._dra_wanted = True
+        if new.status.phase in ("Succeeded", "Failed"):
+            self._release_claims(new)
+
+    def _pod_gone_claims(self, pod: Pod) -> None:
+        if pod.spec.resource_claims:
+            self._release_claims(pod)
+
+    def _release_claims(self, pod: Pod) -> None:
+        """Remove the pod's reservations from its claims (in the background)."""
+        if self.dra is None:
+            return
+        keys, _why = pod_claims(pod)
+        # the cache with this scheduler's own writes in flight or not seen yet: a pod deleted
+        # right after its claims were reserved is released too
+        cached = self.claim_writer.claims(self.dra[0].store.list())
+        reserved = [
+            key
+            for key in keys
+            if (claim := cached.get(key)) is not None
+            and any(r.uid == pod.metadata.uid for r in claim.status.reserved_for)
+        ]
+        if not reserved:
+            return
+        task = asyncio.create_task(
+            self.claim_writer.release(pod.metadata.uid, reserved, cached),
+            name=f"release claims of {pod.metadata.namespace}/{pod.metadata.name}",
+        )
+        self._releasing.add(task)
+        task.add_done_callback(self._releasing.discard)
+
+    def _watch_dra(self, conf: SchedulerConf) -> bool:
+        """Whether the DRA kinds are watched and synced; they are from the first pod with
+        claims or configuration that sets ``predicate.DynamicResourceAllocationEnable``."""
+        if self.dra is None:
+            if not (self._dra_wanted or _dra_configured(conf)):
+                return False
+            claims = self.factory.informer(RESOURCE_CLAIM)
+            slices = self.factory.informer(RESOURCE_SLICE)
+            classes = self.factory.informer(DEVICE_CLASS)
+            _note(claims, self._dra_changed)
+            _note(slices, self._slices_changed)
+            _note(classes, self._slices_changed)
+            self.dra = (claims, slices, classes)
+        return all(informer.has_synced for informer in self.dra)
+
+    def _dra_changed(self, _obj: KubeObject) -> None:
+        self._dra_news = True
+        self._wake.set()
+
+    def _slices_changed(self, _obj: KubeObject) -> None:
+        self._slices_version += 1  # the inventory is derived again (and the classes' matches)
+        self._dra_changed(_obj)
+
+    def _dra_view(self) -> DraView | None:
+        if self.dra is None:
+            return None
+        claims, slices, classes = self.dra
+        return DraView(
+            claims=self.claim_writer.claims(claims.store.list()),
+            classes={c.metadata.name: c for c in classes.store.list()},
+            slices=tuple(slices.store.list()),
+            slices_version=self._slices_version,
+        )
 
     def _podgroup_seen(self, pg: PodGroup) -> None:
         """Volcano's per-job scheduling start time, set when a PodGroup enters the cache."""
@@ -373,7 +481,14 @@ class SchedulerLoop:
         conf = self.conf.refresh()
         self.node_load.configure(_load_source(conf))
         numa_aware = self._watch_numa(conf)
-        news = self.live.has_news(self.assumed) or self._numa_news
+        dra = self._watch_dra(conf)
+        if not dra and self.dra is not None:
+            # The kinds were just asked for: a session without them would only tell every
+            # pod with claims to wait (a condition write each); their first list is short.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.factory.wait_for_sync(), timeout=DRA_SYNC_WAIT)
+            dra = self._watch_dra(conf)
+        news = self.live.has_news(self.assumed) or self._numa_news or self._dra_news
         last = self.quiet.repeat(conf, news=news, now=started)
         if last is not None:
             self.metrics.skipped.inc()
@@ -391,6 +506,8 @@ class SchedulerLoop:
             uid: ids for uid, ids in self.device_grants.items() if uid in self.assumed
         }
         self._node_lock = _node_lock_enabled(conf)
+        self._dra_news = False
+        cluster.dra = self._dra_view() if dra else None
         session = Session(cluster, conf.tiers)
         session.queue_admission_gates = self.queue_admission_gates
         core_started = time.monotonic()
@@ -429,14 +546,28 @@ class SchedulerLoop:
         works apart from its sessions too): the pods stay assumed on their nodes until the
         cache sees them bound, so the next session may run while thousands of binds are in
         flight, instead of waiting for them and stretching the period."""
+        claims = (
+            self.claim_writer.claims(self.dra[0].store.list())
+            if result.claim_plans and self.dra is not None
+            else {}
+        )
         for bind in result.binds:
             self.assumed[bind.task.uid] = bind.node
             annotations = result.bind_annotations.get(bind.task.uid)
             if annotations is not None and IDS in annotations:
                 self.device_grants[bind.task.uid] = annotations[IDS]
+            plans = result.claim_plans.get(bind.task.uid, ())
+            if plans:
+                self.claim_writer.plan(claims, (bind.task.name, bind.task.uid), plans)
             task = asyncio.create_task(
                 self._bind(
-                    bind.task.namespace, bind.task.name, bind.task.uid, bind.node, annotations
+                    bind.task.namespace,
+                    bind.task.name,
+                    bind.task.uid,
+                    bind.node,
+                    annotations,
+                    plans,
+                    claims,
                 ),
                 name=f"bind {bind.task.key}",
             )
@@ -491,11 +622,24 @@ class SchedulerLoop:
         uid: str,
         node: str,
         annotations: dict[str, str] | None = None,
+        plans: tuple[ClaimPlan, ...] = (),
+        claims: dict[str, ResourceClaim] | None = None,
     ) -> None:
         async with self._bind_gate:
             pod = pod_ref(namespace, name, uid)
             locked = False
             try:
+                if plans:
+                    # the claims are allocated and reserved first: a pod bound without its
+                    # devices would never start
+                    why = await self.claim_writer.reserve(namespace, name, uid, plans, claims or {})
+                    if why is not None:
+                        self._unplace(namespace, name, uid)
+                        log.info(
+                            "claims not reserved; pod not bound", pod=f"{namespace}/{name}", why=why
+                        )
+                        self.recorder.record(pod, "Warning", "FailedScheduling", why)
+                        return
                 if annotations and self._node_lock:
                     await self._lock_node(node)
                     locked = True
@@ -508,14 +652,7 @@ class SchedulerLoop:
                 self.recorder.record(pod, "Normal", "Scheduled", message)
             except (ApiError, ApiConnectionError, TimeoutError) as exc:
                 self.metrics.attempts.labels(result="error").inc()
-                self.assumed.pop(uid, None)  # not bound: the room is free again
-                self.device_grants.pop(uid, None)
-                # The snapshot kept the pod as the session placed it; a bind that fails before
-                # the next update would otherwise go unseen there: derive it again.
-                cached = self.pods.store.get(f"{namespace}/{name}")
-                if cached is not None and cached.metadata.uid == uid:
-                    self.live.pod_changed(cached)
-                    self._wake.set()
+                self._unplace(namespace, name, uid)
                 if locked:  # no device plugin will release it for this pod
                     with contextlib.suppress(ApiError, ApiConnectionError, TimeoutError):
                         await self.client.patch(NODE, node, UNLOCK_PATCH)
@@ -523,6 +660,17 @@ class SchedulerLoop:
                     log.warning("bind failed", pod=f"{namespace}/{name}", node=node, error=str(exc))
                     message = f"failed to bind to node {node}: {exc}"
                     self.recorder.record(pod, "Warning", "FailedScheduling", message)
+
+    def _unplace(self, namespace: str, name: str, uid: str) -> None:
+        """A pod the session placed is not bound: its room is free again, and the snapshot,
+        which kept the pod as the session placed it, derives it again (a bind that fails before
+        the next update would otherwise go unseen there)."""
+        self.assumed.pop(uid, None)
+        self.device_grants.pop(uid, None)
+        cached = self.pods.store.get(f"{namespace}/{name}")
+        if cached is not None and cached.metadata.uid == uid:
+            self.live.pod_changed(cached)
+            self._wake.set()
 
     async def _lock_node(self, name: str) -> None:
         """Take the node's device lock before a vGPU bind (deviceshare.NodeLockEnable; the
@@ -682,6 +830,16 @@ def _node_lock_enabled(conf: SchedulerConf) -> bool:
         for tier in conf.tiers
         for option in tier
     )
+
+
+def _dra_configured(conf: SchedulerConf) -> bool:
+    """Whether a configured plugin sets ``predicate.DynamicResourceAllocationEnable`` true."""
+    for tier in conf.tiers:
+        for option in tier:
+            value = option.arguments.get("predicate.DynamicResourceAllocationEnable")
+            if value is True or str(value).lower() == "true":
+                return True
+    return False
 
 
 def _names_plugin(conf: SchedulerConf, name: str) -> bool:

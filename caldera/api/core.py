@@ -140,6 +140,22 @@ class PodSchedulingGate(Model, frozen=True):
     name: str = ""
 
 
+class PodResourceClaim(Model, frozen=True):
+    """A pod's claim (Dynamic Resource Allocation): a ResourceClaim by name, or one the resource
+    claim controller makes for the pod from a ResourceClaimTemplate."""
+
+    name: str = ""
+    resource_claim_name: str | None = None
+    resource_claim_template_name: str | None = None
+
+
+class PodResourceClaimStatus(Model, frozen=True):
+    """The ResourceClaim made from a template for the pod's claim ``name``."""
+
+    name: str = ""
+    resource_claim_name: str | None = None
+
+
 class PodSpec(Model, frozen=True):
     """The slice of a pod spec Caldera reads.
 
@@ -162,6 +178,7 @@ class PodSpec(Model, frozen=True):
     overhead: ResourceList = {}
     restart_policy: str = ""
     scheduling_gates: tuple[PodSchedulingGate, ...] = ()
+    resource_claims: tuple[PodResourceClaim, ...] = ()
 
 
 class ContainerStateTerminated(Model, frozen=True):
@@ -227,6 +244,7 @@ class PodStatus(Model, frozen=True):
     start_time: Time | None = None
     container_statuses: tuple[ContainerStatus, ...] = ()
     init_container_statuses: tuple[ContainerStatus, ...] = ()
+    resource_claim_statuses: tuple[PodResourceClaimStatus, ...] = ()
 
 
 class Pod(Model, frozen=True):

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Generic, TypeVar
 from urllib.parse import quote
 
-from caldera.api import core, flow, numatopology, shard, topology, volcano
+from caldera.api import core, dra, flow, numatopology, shard, topology, volcano
 from caldera.api.codec import ListDecoder, ObjectDecoder, WatchEventDecoder
 from caldera.api.meta import ObjectMeta, ObjectReference, OwnerReference
 
@@ -23,6 +23,7 @@ __all__ = [
     "COMMAND",
     "CONFIGMAP",
     "CRONJOB",
+    "DEVICE_CLASS",
     "EVENT",
     "HYPERNODE",
     "JOB",
@@ -38,7 +39,10 @@ __all__ = [
     "PRIORITY_CLASS",
     "PVC",
     "QUEUE",
+    "RESOURCE_CLAIM",
+    "RESOURCE_CLAIM_TEMPLATE",
     "RESOURCE_QUOTA",
+    "RESOURCE_SLICE",
     "SECRET",
     "SERVICE",
     "KindInfo",
@@ -179,6 +183,24 @@ NUMATOPOLOGY: Final = KindInfo(
     numatopology.Numatopology,
     ("numatopo",),
 )
+# Dynamic Resource Allocation (resource.k8s.io/v1, GA in Kubernetes 1.34; caldera.api.dra)
+RESOURCE_CLAIM: Final = KindInfo(
+    "ResourceClaim", "resource.k8s.io", "v1", "resourceclaims", True, dra.ResourceClaim
+)
+RESOURCE_CLAIM_TEMPLATE: Final = KindInfo(
+    "ResourceClaimTemplate",
+    "resource.k8s.io",
+    "v1",
+    "resourceclaimtemplates",
+    True,
+    dra.ResourceClaimTemplate,
+)
+RESOURCE_SLICE: Final = KindInfo(
+    "ResourceSlice", "resource.k8s.io", "v1", "resourceslices", False, dra.ResourceSlice
+)
+DEVICE_CLASS: Final = KindInfo(
+    "DeviceClass", "resource.k8s.io", "v1", "deviceclasses", False, dra.DeviceClass
+)
 
 ALL_KINDS: Final[tuple[KindInfo[Any], ...]] = (
     POD,
@@ -204,6 +226,10 @@ ALL_KINDS: Final[tuple[KindInfo[Any], ...]] = (
     HYPERNODE,
     NODESHARD,
     NUMATOPOLOGY,
+    RESOURCE_CLAIM,
+    RESOURCE_CLAIM_TEMPLATE,
+    RESOURCE_SLICE,
+    DEVICE_CLASS,
 )
 _BY_API_VERSION_KIND: Final = {(info.api_version, info.kind): info for info in ALL_KINDS}
 _BY_TYPE: Final[dict[type[Any], KindInfo[Any]]] = {info.type: info for info in ALL_KINDS}

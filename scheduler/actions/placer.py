@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from caldera.api.resources import Resources
+from scheduler.api.dra.view import claims_class
 from scheduler.api.fit import shortfall
 from scheduler.api.task_topology import Topology
 from scheduler.api.types import NodeInfo, TaskInfo
@@ -160,6 +161,10 @@ class Placer:
         else:
             key = task.shared_class or shared_class(task)
             task.shared_class = key
+        dra = self.ssn.cluster.dra
+        if dra is not None and task.pod is not None and task.pod.spec.resource_claims:
+            # DRA verdicts read the session's claims and devices too (claims_class)
+            key = (key, claims_class(task.pod, dra))
         if self.node_classes:
             return (key, *[node_class(task) for node_class in self.node_classes])
         return key
@@ -170,7 +175,8 @@ class Placer:
         local = self.per_task and self._is_job_local(task.job)
         key = self.class_key(task)
         memory = self.memory
-        if memory is None or local:
+        if memory is None or local or (task.pod is not None and task.pod.spec.resource_claims):
+            # a pod with claims: its verdicts live one session (DRA state is not the node's)
             return self.classes.get(key) or self.classes.setdefault(key, Candidates())
         cand = memory.classes.get(key)
         if cand is None:

@@ -176,8 +176,8 @@ class Retries:
     def record(self, queue: QueueInfo, job: JobInfo, tasks: deque[TaskInfo]) -> TurnRecord | None:
         """A record for the job's turn, when its waiting pods are of one class."""
         pending = [t for t in tasks if t.status == TaskStatus.PENDING]
-        if not pending:
-            return None
+        if not pending or any(t.pod is not None and t.pod.spec.resource_claims for t in pending):
+            return None  # a turn with DRA claims read devices, which no node generation names
         cls = self.placer.class_key(pending[0])
         if any(self.placer.class_key(t) != cls for t in pending[1:]):
             return None

@@ -13,6 +13,12 @@ For one preemptor (Volcano's preempt and reclaim):
     a node where even every victim would not make room is skipped, and evictions tried on a
     node where the task still does not fit are undone at once
 
+A pod with DRA claims may need victims for their devices rather than their resources, and
+its predicate reads the devices free in the session, not the node's tasks: for it every node
+with candidates is tried, and victims are evicted until it fits *and* its predicates pass
+(each eviction frees the victim's devices once no other pod uses its claims;
+``scheduler.plugins.dynamic_resources``). The reference walk has no such pods.
+
 ``RoomFinder`` gives exactly the answer of that walk (``unit/sched_reference.py`` keeps the
 walk as it is written above, and a differential test holds the two to the same decisions)
 while looking only where something can happen:
@@ -36,6 +42,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from caldera.api.resources import Resources
 from scheduler.actions.placer import Placer
+from scheduler.api.dra.view import has_claims
 from scheduler.api.types import JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus
 from scheduler.framework.plugin import CallbackKind
 from scheduler.framework.session import Session
@@ -317,12 +324,18 @@ class RoomFinder:
         # Where the task fits and the queue takes it, the walk evicts nobody: such nodes
         # either gave the free room above or are passed over.
         options = []
+        # A pod with DRA claims may need victims for their devices, not their resources, and
+        # what its predicate reads (devices free in the session) is not the node's tasks:
+        # every node with candidates is tried, each eviction told to the predicate in turn.
+        claims = has_claims(preemptor.pod)
         for node, candidates in self._victim_nodes(preemptor, owners, candidate):
             fits_now = preemptor.init_resreq.less_equal(node.future_idle())
-            if takes and fits_now:
+            if takes and fits_now and not claims:
                 continue
-            if ssn.predicate(preemptor, node) is not None and (
-                ssn.predicate(preemptor, node_without(node, candidates)) is not None
+            if (
+                not claims
+                and ssn.predicate(preemptor, node) is not None
+                and ssn.predicate(preemptor, node_without(node, candidates)) is not None
             ):
                 continue
             options.append(
@@ -404,11 +417,18 @@ class RoomFinder:
         if not preemptor.init_resreq.less_equal(node.future_idle() + freed):
             return None  # even every victim would not make room here
         stmt = ssn.statement()
+        claims = has_claims(preemptor.pod)
+
+        def room() -> bool:
+            if not fits(ssn, queue, preemptor, node):
+                return False
+            return not claims or ssn.predicate(preemptor, node) is None
+
         for victim in sorted(victims, key=ssn.victim_order_key(preemptor)):
-            if fits(ssn, queue, preemptor, node):
+            if room():
                 break
             stmt.evict(victim, self.reason)
-        if fits(ssn, queue, preemptor, node):
+        if room():
             stmt.pipeline(preemptor, node.name)
             return stmt
         stmt.discard()

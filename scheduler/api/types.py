@@ -26,6 +26,7 @@ from caldera.api.numatopology import Numatopology
 from caldera.api.resources import Resources
 from caldera.api.topology_tree import HyperNodeTree
 from caldera.api.volcano import PodGroup, Queue
+from scheduler.api.dra.view import DraView
 from scheduler.api.job_sums import JobMap, JobSums, JobTrail, Parts
 from scheduler.api.settled import SettledJobs
 from scheduler.api.verdicts import VerdictMemory
@@ -484,6 +485,9 @@ class ClusterInfo:
     # The vGPU cards given to pods whose bind is in flight (pod uid -> the
     # volcano.sh/vgpu-ids-new text written with the bind), for the deviceshare plugin.
     device_grants: dict[str, str] = field(default_factory=dict)
+    # ResourceClaims, DeviceClasses and ResourceSlices (Dynamic Resource Allocation); None
+    # when the process does not watch them (no pod uses a claim, DRA not configured).
+    dra: DraView | None = None
     # Kept by the live snapshot across sessions; None: verdicts live one session.
     verdicts: VerdictMemory | None = None
     # The ready nodes' allocatable, and what the nodes' tasks use, summed as of the session's

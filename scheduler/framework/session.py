@@ -46,6 +46,7 @@ from caldera.api.gates import only_queue_gate, opted_in
 from caldera.api.resources import Resources
 from caldera.api.volcano import PodGroupCondition, PodGroupStatus
 from caldera.api.why import WaitRecord
+from scheduler.api.dra.view import ClaimPlan
 from scheduler.api.types import (
     ClusterInfo,
     JobInfo,
@@ -186,6 +187,9 @@ class SessionResult:
     # cores held, pods holding it), for the per-card metrics.
     gpu_cards: dict[tuple[str, str], tuple[int, int, int, int]] = field(default_factory=dict)
     events: list[EventRecord] = field(default_factory=list)
+    # The ResourceClaim writes to make before each bind, by task uid (the predicates plugin's
+    # Dynamic Resource Allocation, scheduler.plugins.dynamic_resources).
+    claim_plans: dict[str, tuple[ClaimPlan, ...]] = field(default_factory=dict)
     # Figures for the process's metrics (plugins fill theirs when the session closes).
     action_seconds: dict[str, float] = field(default_factory=dict)
     plugin_seconds: dict[tuple[str, str], float] = field(default_factory=dict)  # (plugin, phase)

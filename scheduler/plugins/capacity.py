@@ -60,6 +60,9 @@ loss ("above deserved"), which can send a pod back and forth (docs/compatibility
 
 Allocated amounts follow the session's allocations, pipelinings and evictions through the
 allocate handlers, up the tree, so the order and the checks see every decision as it is taken.
+Queue quota by DeviceClass (``capacity.DynamicResourceAllocationEnable``, Volcano v1.15's):
+``deviceclass/<class>`` in a queue's capability caps the devices its pods' DRA claims hold
+(``scheduler.plugins.dra_quota``).
 At session close the plugin reports each queue's deserved share, share, capability and real
 capability for the metrics.
 """
@@ -76,6 +79,7 @@ from scheduler.api.types import JobInfo, QueueInfo, TaskInfo, TaskStatus
 from scheduler.framework.incremental import Speedups
 from scheduler.framework.plugin import Arguments
 from scheduler.framework.session import Session
+from scheduler.plugins import dra_quota
 from scheduler.plugins.capacity_reclaim import (
     ReclaimScope,
     ancestors_within,
@@ -231,6 +235,16 @@ class CapacityPlugin:
         ssn.add_reclaimable_fn(self.name, self.reclaimable)
         ssn.add_allocate_handler(self.name, self._on_allocate, self._on_deallocate)
         ssn.add_speedups(self.name, Speedups(victim_screen=self.may_give))
+        if self.arguments.boolean("capacity.DynamicResourceAllocationEnable", True):
+            dra_quota.register(ssn, self.name, self._queue_chain)
+
+    def _queue_chain(self, name: str) -> list[str]:
+        """The queue and, with the hierarchy, its ancestors (their device class limits hold
+        too)."""
+        attr = self.attrs.get(name)
+        if attr is None or not self.hierarchy:
+            return [name]
+        return [name, *reversed(attr.limits.ancestors)]
 
     def _chain(self, attr: CapacityAttr) -> list[CapacityAttr]:
         """The queue and its ancestors, the queue first."""

@@ -13,6 +13,11 @@ ask this plugin about a node that is full. Those resource checks, with Kubernete
 Arguments (Volcano's): ``predicate.NodeAffinityEnable``, ``predicate.NodePortsEnable`` and
 ``predicate.TaintTolerationEnable`` (true) switch those filters off when false.
 
+Dynamic Resource Allocation (``predicate.DynamicResourceAllocationEnable``, true as in Volcano
+on Kubernetes 1.34 and later): a pod with ``resourceClaims`` goes only where its claims' devices
+can be allocated, and gets them (``scheduler.plugins.dynamic_resources``). Switched off, such a
+pod waits with a reason saying so rather than be bound without its devices.
+
 What does not depend on the node's current tasks (readiness, taints, affinity) is cached per
 session by the pod's scheduling constraints, so pods of one task template are filtered once
 per node.
@@ -35,12 +40,15 @@ from scheduler.framework.plugin import Arguments
 
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
+    from scheduler.plugins.dynamic_resources import DynamicResources
 
 NOT_READY = "node(s) were not ready"
 UNSCHEDULABLE = "node(s) were unschedulable"
 AFFINITY_MISMATCH = "node(s) didn't match Pod's node affinity/selector"
 PORTS_CONFLICT = "node(s) didn't have free ports for the requested pod ports"
 TOO_MANY_PODS = "Too many pods"
+DRA_DISABLED = "pod has resourceClaims and predicate.DynamicResourceAllocationEnable is false"
+DRA_NOT_WATCHED = "pod has resourceClaims; the scheduler starts watching DRA objects"
 UNSCHEDULABLE_TAINT_KEY = "node.kubernetes.io/unschedulable"
 
 _Port = tuple[str, str, int]  # (host IP, protocol, host port)
@@ -167,6 +175,8 @@ class PredicatesPlugin:
         self.affinity = args.boolean("predicate.NodeAffinityEnable", True)
         self.ports = args.boolean("predicate.NodePortsEnable", True)
         self.taints = args.boolean("predicate.TaintTolerationEnable", True)
+        self.dra_enabled = args.boolean("predicate.DynamicResourceAllocationEnable", True)
+        self.dra: DynamicResources | None = None
         self._static: dict[tuple[bytes, str], str | None] = {}
         self._ports: dict[bytes, list[_Port]] = {}  # signature -> host ports
 
@@ -174,10 +184,19 @@ class PredicatesPlugin:
         self._static.clear()
         self._ports.clear()
         ssn.add_predicate_fn(self.name, self.predicate)
+        self.dra = None
+        if self.dra_enabled and ssn.cluster.dra is not None:
+            from scheduler.plugins.dynamic_resources import DynamicResources
+
+            self.dra = DynamicResources(ssn, ssn.cluster.dra)
+            ssn.add_allocate_handler(self.name, self.dra.allocated, self.dra.deallocated)
 
     def on_session_close(self, ssn: Session) -> None:
         self._static.clear()
         self._ports.clear()
+        if self.dra is not None:
+            ssn.result.claim_plans.update(self.dra.plans())
+            self.dra = None
 
     def predicate(self, task: TaskInfo, node: NodeInfo) -> str | None:
         """None when ``task`` may run on ``node``, else the first reason it may not."""
@@ -200,7 +219,16 @@ class PredicatesPlugin:
             used = (p for t in node.tasks.values() if t.uid != task.uid for p in host_ports(t.pod))
             if ports_conflict(wanted, used):
                 return PORTS_CONFLICT
+        if task.pod is not None and task.pod.spec.resource_claims:
+            return self._dra_reason(task, node)
         return None
+
+    def _dra_reason(self, task: TaskInfo, node: NodeInfo) -> str | None:
+        if not self.dra_enabled:
+            return DRA_DISABLED
+        if self.dra is None:
+            return DRA_NOT_WATCHED
+        return self.dra.predicate(task, node)
 
 
 def static_reason(

@@ -56,6 +56,10 @@ share and one that loses a task stays at or above it, so neither can undo the ot
 
 Allocated amounts follow the session's allocations, pipelinings and evictions through the
 allocate handlers, so the order and the checks see every decision as it is taken.
+
+Queue quota by DeviceClass (``proportion.DynamicResourceAllocationEnable``, a Caldera argument
+after capacity's): ``deviceclass/<class>`` in a queue's capability caps the devices its pods'
+DRA claims hold (``scheduler.plugins.dra_quota``).
 """
 
 from __future__ import annotations
@@ -72,6 +76,7 @@ from scheduler.api.types import ALLOCATED_STATUSES, JobInfo, QueueInfo, TaskInfo
 from scheduler.framework.incremental import Speedups
 from scheduler.framework.plugin import Arguments
 from scheduler.framework.session import QueueFigures, Session
+from scheduler.plugins import dra_quota
 from scheduler.why import gate_text
 
 # Names Volcano's Resource does not track as resources (see drf).
@@ -367,6 +372,8 @@ class ProportionPlugin:
                 allocatable_state=self.allocatable_state,
             ),
         )
+        if self.arguments.boolean("proportion.DynamicResourceAllocationEnable", True):
+            dra_quota.register(ssn, self.name, lambda name: [name])
 
     def on_session_close(self, ssn: Session) -> None:
         """Report each queue's deserved share and how much of it is used, for the metrics."""
