@@ -28,9 +28,9 @@ from unit.sched_fixtures import T0, add_job, binds, cpu_cluster, run_conf
 CONF = """\
 actions: "enqueue, allocate, backfill"
 tiers:
-- plugins: [{{name: priority}}, {{name: gang}}, {{name: conformance}}]
+- plugins: [{{name: priority}}, {{name: gang}}, {{name: conformance}}{reservation}]
 - plugins: [{{name: overcommit}}, {{name: drf}}, {{name: predicates}}, {{name: proportion}},
-            {{name: nodeorder}}{reservation}]
+            {{name: nodeorder}}]
 """
 ON = ", {name: reservation, arguments: {wait: 10m}}"
 
@@ -114,6 +114,26 @@ def test_declared_runtime_backfills_only_when_trusted() -> None:
             f"{'true' if trusted else 'false'}}}}}"
         )
         assert binds(session(cluster, conf)) == placed
+
+
+def test_a_gang_not_admitted_yet_reserves_from_its_min_resources_and_is_admitted() -> None:
+    """A Volcano Job's pods come once its PodGroup is Inqueue: a Pending gang (no pods yet)
+    reserves as minMember pods of an equal share of its minResources, and its reservation
+    admits it over the enqueue gates that would keep it out (overcommit: a busy cluster)."""
+    cluster = cpu_cluster({"n0": "4", "n1": "4"})
+    add_job(cluster, "old", running=["n0", "n0", "n0", "n1", "n1", "n1"], min_available=1)
+    big = add_job(cluster, "big", min_available=2, phase="Pending", min_resources={"cpu": "8"})
+    big.creation = T0 - dt.timedelta(hours=1)
+    without = session(cluster, reservation="")
+    assert "ns/big" not in without.result.podgroup_phase_inqueue
+    cluster = cpu_cluster({"n0": "4", "n1": "4"})
+    add_job(cluster, "old", running=["n0", "n0", "n0", "n1", "n1", "n1"], min_available=1)
+    big = add_job(cluster, "big", min_available=2, phase="Pending", min_resources={"cpu": "8"})
+    big.creation = T0 - dt.timedelta(hours=1)
+    ssn = session(cluster)
+    assert "ns/big" in ssn.result.podgroup_phase_inqueue
+    figure = ssn.result.reservations[0]
+    assert (figure.nodes, figure.need.get("cpu")) == (2, 8000)
 
 
 def test_a_higher_priority_job_is_never_held_back() -> None:

@@ -78,7 +78,14 @@ from caldera.api.reservation import (
     encode_reservation,
 )
 from caldera.api.resources import Resources
-from scheduler.api.types import ALLOCATED_STATUSES, JobInfo, NodeInfo, TaskInfo, TaskStatus
+from scheduler.api.types import (
+    ALLOCATED_STATUSES,
+    PENDING_PHASES,
+    JobInfo,
+    NodeInfo,
+    TaskInfo,
+    TaskStatus,
+)
 from scheduler.framework.incremental import Speedups
 from scheduler.framework.plugin import Arguments
 from scheduler.framework.session import ReservationFigure, Session
@@ -94,6 +101,7 @@ from scheduler.plugins.reservation_plan import (
 from scheduler.plugins.sla import job_waiting_time
 from scheduler.why import DETAIL, amount
 
+_WAITING_PHASES = PENDING_PHASES | {"Inqueue"}
 HELD_REASON = "node(s) held for a waiting gang's reservation"
 MAX_RESERVATIONS = 64
 # Resources a why line is not told in when the gang asks for another (a GPU tells more).
@@ -136,21 +144,31 @@ def _uid(job: JobInfo) -> str:
 
 
 def waiting(job: JobInfo) -> bool:
-    """A gang that is not ready and has pods waiting for room."""
+    """A gang that is not ready and has pods waiting for room, or whose pods are not all made
+    yet (a Volcano Job's pods are made only once its PodGroup is Inqueue)."""
     if job.ready_task_num() >= job.min_available:
         return False
     pending = job.by_status.get(TaskStatus.PENDING)
-    return pending is not None and any(not t.best_effort for t in pending.values())
+    if pending is not None and any(not t.best_effort for t in pending.values()):
+        return True
+    return job.phase in _WAITING_PHASES and not job.min_resources.is_empty()
 
 
-def gang_tasks(job: JobInfo) -> list[TaskInfo]:
-    """The pending pods the gang needs placed to be ready: as many as it lacks, in name order
-    (all of them when it lacks more than wait)."""
+def gang_tasks(job: JobInfo) -> tuple[list[Resources], list[TaskInfo]]:
+    """What the pods the gang needs placed to be ready request (as many as it lacks, its
+    pending pods in name order), and those pods. Pods not made yet (a gang not admitted) are
+    taken as pods of an equal share of its minResources over minMember."""
     pending = sorted(
         (t for t in job.tasks_in(TaskStatus.PENDING) if not t.best_effort), key=lambda t: t.key
     )
     lacking = max(job.min_available - job.ready_task_num(), 1)
-    return pending[:lacking]
+    tasks = pending[:lacking]
+    requests = [t.init_resreq.max(t.resreq) for t in tasks]
+    if len(tasks) < lacking and not job.min_resources.is_empty():
+        members = max(job.min_available, 1)
+        share = Resources({n: a // members for n, a in job.min_resources.items() if a > 0})
+        requests += [share] * (lacking - len(tasks))
+    return requests, tasks
 
 
 def duration_text(seconds: float) -> str:
@@ -245,7 +263,7 @@ class ReservationPlugin:
         self.by_node: dict[str, Held] = {}
         self.by_job: dict[str, Held] = {}
         self.memory = Memory()
-        self.forget: set[str] = set()  # jobs whose record goes (expired into cooldown: kept)
+        self.decided = False
 
     # ---- thresholds and runtimes ------------------------------------------------------------
 
@@ -302,6 +320,18 @@ class ReservationPlugin:
     # ---- the session ------------------------------------------------------------------------
 
     def on_session_open(self, ssn: Session) -> None:
+        self.decided = False
+        self._register(ssn)
+
+    def ensure(self, ssn: Session) -> None:
+        """Decide the session's reservations at the first question asked: once every plugin
+        has opened (the job order is whole) and before any action has placed a pod (each
+        placement is asked of the predicates first)."""
+        if not self.decided:
+            self.decided = True
+            self._decide(ssn)
+
+    def _decide(self, ssn: Session) -> None:
         now = ssn.now
         memory = ssn.cluster.plugin_memory.get(self.name)
         if not isinstance(memory, Memory):
@@ -380,7 +410,6 @@ class ReservationPlugin:
             if h.record.expires:
                 left = (parse_time(h.record.expires) - now).total_seconds()
                 ssn.result.revisit(max(left, 0.0))
-        self._register(ssn)
 
     def _rooms(self, ssn: Session) -> dict[str, NodeRoom]:
         """What each ready, schedulable node offers a gang (built once per session)."""
@@ -407,12 +436,11 @@ class ReservationPlugin:
         new: bool,
     ) -> None:
         """Plan the gang on its nodes, or on the nodes where it starts soonest; hold them."""
-        tasks = gang_tasks(job)
-        if not tasks:
+        requests, tasks = gang_tasks(job)
+        if not requests:
             return
         rooms = lazy_rooms.get()
         allowed = self._nodes_for(ssn, tasks, rooms, taken)
-        requests = [t.resreq for t in tasks]
         plan = None
         if record.nodes and all(n in allowed for n in record.nodes):
             # A reservation keeps its nodes while the gang packs there: what frees up on them
@@ -444,7 +472,8 @@ class ReservationPlugin:
     def _nodes_for(
         ssn: Session, tasks: Iterable[TaskInfo], rooms: dict[str, NodeRoom], taken: set[str]
     ) -> set[str]:
-        """The nodes no other reservation holds where every role of the gang may run."""
+        """The nodes no other reservation holds where every role of the gang may run (every
+        node no other holds, for a gang without pods yet)."""
         by_role: dict[str, TaskInfo] = {}
         for task in tasks:
             by_role.setdefault(task.role, task)
@@ -459,6 +488,8 @@ class ReservationPlugin:
         by_node, by_job, margin = self.by_node, self.by_job, self.margin
         classes: dict[tuple[int, ...], Hashable] = {}
 
+        ensure = self.ensure
+
         def exempt(held: Held, task: TaskInfo) -> bool:
             """The reservation does not hold room from this pod."""
             if task.job == held.job.key:
@@ -469,6 +500,7 @@ class ReservationPlugin:
             return backfills(self.known_runtime(task, job), held.plan.start, margin)
 
         def predicate(task: TaskInfo, node: NodeInfo) -> str | None:
+            ensure(ssn)
             held = by_node.get(node.name)
             if held is None or task.job == held.job.key:
                 return None
@@ -485,10 +517,12 @@ class ReservationPlugin:
             return None if ok else HELD_REASON
 
         def node_order(task: TaskInfo, node: NodeInfo) -> float:
+            ensure(ssn)
             held = by_node.get(node.name)
             return self.node_weight if held is not None and held.job.key == task.job else 0.0
 
         def node_class(task: TaskInfo) -> Hashable:
+            ensure(ssn)
             own = by_job.get(task.job)
             if own is not None:
                 return ("own", own.plan.nodes)
@@ -499,21 +533,22 @@ class ReservationPlugin:
             return found
 
         def enqueueable(job: JobInfo) -> int:
+            ensure(ssn)
             return 1 if self.enqueue and job.key in by_job else 0
 
         # Registered even with nothing held: node verdicts stay reusable through node_class.
         ssn.add_predicate_fn(self.name, predicate)
         ssn.add_node_order_fn(self.name, node_order)
-        if self.held:
-            ssn.add_job_enqueueable_fn(self.name, enqueueable)
+        ssn.add_job_enqueueable_fn(self.name, enqueueable)
         ssn.add_speedups(self.name, Speedups(node_class=node_class))
 
     def on_session_close(self, ssn: Session) -> None:
+        self.ensure(ssn)
         now = ssn.now
         memory = self.memory
         for held in self.held:
             job = held.job
-            if ssn.job_ready(job) or not waiting(job):
+            if job.ready_task_num() >= job.min_available:
                 memory.records.pop(job.key, None)
                 ssn.result.reservations_started += 1
                 if RESERVATION_ANNOTATION in _annotations(job):
