@@ -8,6 +8,7 @@ import datetime as dt
 
 import msgspec
 import pytest
+from prometheus_client import CollectorRegistry
 
 from caldera.api.meta import ObjectMeta, format_time
 from caldera.api.reservation import (
@@ -22,6 +23,7 @@ from caldera.api.volcano import PodGroup
 from scheduler.api.types import ClusterInfo, JobInfo, TaskStatus
 from scheduler.framework.plugin import Arguments
 from scheduler.framework.session import Session
+from scheduler.metrics import SchedulerMetrics
 from scheduler.plugins.reservation import ReservationPlugin, duration_text
 from unit.sched_fixtures import T0, add_job, binds, cpu_cluster, run_conf
 
@@ -261,3 +263,31 @@ def test_task_status_of_held_gang_unchanged() -> None:
     cluster, big = busy_cluster()
     session(cluster)
     assert all(t.status == TaskStatus.PENDING for t in big.tasks.values())
+
+
+def test_metrics_export_the_reservations() -> None:
+    """The process's gauges: reservations per queue, what they keep idle, the oldest one's
+    age and expected start; a gang placed counts a reservation ended as started."""
+    cluster, _ = busy_cluster()
+    session(cluster)
+    cluster.now = T0 + dt.timedelta(minutes=5)
+    ssn = session(cluster)
+    registry = CollectorRegistry()
+    metrics = SchedulerMetrics(registry)
+    metrics.observe(ssn.result)
+    assert registry.get_sample_value("caldera_reservations", {"queue_name": "default"}) == 1
+    assert registry.get_sample_value("caldera_reservation_held_resources", {"resource": "cpu"}) == 2
+    assert (
+        registry.get_sample_value("caldera_reservation_age_seconds", {"queue_name": "default"})
+        == 300
+    )
+    start = registry.get_sample_value(
+        "caldera_reservation_expected_start_seconds", {"queue_name": "default"}
+    )
+    assert start is not None
+    assert start > 0
+    ssn.result.reservations.clear()
+    ssn.result.reservations_started = 1
+    metrics.observe(ssn.result)
+    assert registry.get_sample_value("caldera_reservations", {"queue_name": "default"}) is None
+    assert registry.get_sample_value("caldera_reservations_ended_total", {"how": "started"}) == 1
