@@ -264,6 +264,8 @@ class ReservationPlugin:
         self.by_job: dict[str, Held] = {}
         self.memory = Memory()
         self.decided = False
+        # Events found when deciding, recorded at the session's close (a fixed point of it).
+        self.events: list[tuple[JobInfo, str, str]] = []
 
     # ---- thresholds and runtimes ------------------------------------------------------------
 
@@ -365,14 +367,13 @@ class ReservationPlugin:
                     retry=format_time(now + dt.timedelta(seconds=self.cooldown)), since=record.since
                 )
                 ssn.result.reservations_expired += 1
-                ssn.record_event(
-                    "PodGroup",
-                    job.namespace,
-                    job.name,
-                    "Normal",
-                    "ReservationExpired",
-                    f"reservation of {len(record.nodes)} nodes let go after "
-                    f"{duration_text(self.hold_limit)} (hold-limit)",
+                self.events.append(
+                    (
+                        job,
+                        "ReservationExpired",
+                        f"reservation of {len(record.nodes)} nodes let go after "
+                        f"{duration_text(self.hold_limit)} (hold-limit)",
+                    )
                 )
                 continue
             if len(self.held) >= self.max_reservations:
@@ -459,13 +460,13 @@ class ReservationPlugin:
             self.by_node[name] = held
             taken.add(name)
         if new:
-            ssn.record_event(
-                "PodGroup",
-                job.namespace,
-                job.name,
-                "Normal",
-                "Reserved",
-                f"reserved {len(plan.held)} nodes; expected start in {duration_text(plan.start)}",
+            self.events.append(
+                (
+                    job,
+                    "Reserved",
+                    f"reserved {len(plan.held)} nodes; "
+                    f"expected start in {duration_text(plan.start)}",
+                )
             )
 
     @staticmethod
@@ -544,6 +545,9 @@ class ReservationPlugin:
 
     def on_session_close(self, ssn: Session) -> None:
         self.ensure(ssn)
+        for job, reason, message in self.events:
+            ssn.record_event("PodGroup", job.namespace, job.name, "Normal", reason, message)
+        self.events = []
         now = ssn.now
         memory = self.memory
         for held in self.held:
