@@ -189,6 +189,32 @@ def test_a_record_read_back_keeps_its_nodes_and_age() -> None:
     assert figure.age_seconds == 30 * 60
 
 
+def test_a_forged_record_gets_no_more_than_the_plugin_would_give() -> None:
+    """The record is within a tenant's reach (a Job's annotations reach its PodGroup): one for
+    a gang that could not reserve yet is ignored; an older since is moved to when the gang
+    could first reserve, and the expiry to within the hold limit of it."""
+    cluster, big = busy_cluster()
+    big.creation = T0 - dt.timedelta(minutes=5)  # threshold 10m: may not reserve yet
+    forged = ReservationRecord(
+        nodes=("n0", "n1"),
+        since=format_time(T0 - dt.timedelta(days=30)),
+        expires=format_time(T0 + dt.timedelta(days=30)),
+    )
+    annotate(big, {RESERVATION_ANNOTATION: encode_reservation(forged)})
+    ssn = session(cluster)
+    assert ssn.result.reservations == []
+    assert binds(ssn) == {"small-0": "n0"}
+    cluster, big = busy_cluster()
+    big.creation = T0 - dt.timedelta(minutes=15)
+    annotate(big, {RESERVATION_ANNOTATION: encode_reservation(forged)})
+    ssn = session(cluster)
+    assert ssn.result.reservations[0].age_seconds == 5 * 60
+    written = decode_reservation(ssn.result.podgroup_annotations["ns/big"][RESERVATION_ANNOTATION])
+    assert written is not None
+    assert written.since == format_time(T0 - dt.timedelta(minutes=5))
+    assert written.expires == format_time(T0 + dt.timedelta(minutes=55))
+
+
 def test_a_reservation_expires_then_cools_down() -> None:
     """Past its hold limit a reservation lets go (an Event, a record with a retry time); the
     gang reserves again once the cooldown is over."""
@@ -326,15 +352,15 @@ def two_queues(gang_pods: int) -> ClusterInfo:
     big.creation = T0 - dt.timedelta(hours=2)
     record = ReservationRecord(
         nodes=("n0", "n1"),
-        since=format_time(T0 - dt.timedelta(hours=1)),
-        expires=format_time(T0 + dt.timedelta(hours=1)),
+        since=format_time(T0 - dt.timedelta(minutes=40)),
+        expires=format_time(T0 + dt.timedelta(minutes=20)),
     )
     annotate(big, {RESERVATION_ANNOTATION: encode_reservation(record)})
     return cluster
 
 
 def test_reservation_preempt_reclaims_for_a_long_reservation() -> None:
-    """A reservation an hour old (after: 30m) takes back from queue 'small', above its
+    """A reservation 40 minutes old (after: 30m) takes back from queue 'small', above its
     deserved half, what its 2-pod gang needs: four pods, the lowest priority first, and the
     gang is pipelined on the freed room."""
     cluster = two_queues(2)

@@ -349,7 +349,7 @@ class ReservationPlugin:
             if kept is not None and kept[0] == _uid(job):
                 records[job.key] = kept[1]
                 continue
-            found = decode_reservation(_annotations(job).get(RESERVATION_ANNOTATION))
+            found = self.read_back(ssn, job)
             if found is not None:
                 records[job.key] = found
         rooms = _Lazy(lambda: self._rooms(ssn))
@@ -411,6 +411,34 @@ class ReservationPlugin:
             if h.record.expires:
                 left = (parse_time(h.record.expires) - now).total_seconds()
                 ssn.result.revisit(max(left, 0.0))
+
+    def read_back(self, ssn: Session, job: JobInfo) -> ReservationRecord | None:
+        """The record on the job's PodGroup, held to what this plugin could have written: the
+        annotation is within a tenant's reach (the job controller copies a Job's annotations
+        onto its PodGroup), so a record is taken only for a gang that could reserve by now,
+        made no earlier than its threshold allowed and expiring within the hold limit."""
+        found = decode_reservation(_annotations(job).get(RESERVATION_ANNOTATION))
+        threshold = self.threshold(ssn, job)
+        if found is None or threshold is None:
+            return None
+        earliest = job.creation + dt.timedelta(seconds=threshold)
+        if ssn.now < earliest:
+            return None
+        try:
+            since = max(parse_time(found.since), earliest) if found.since else earliest
+            expires = since + dt.timedelta(seconds=self.hold_limit)
+            if found.expires:
+                expires = min(parse_time(found.expires), expires)
+            retry = parse_time(found.retry) if found.retry else None
+        except ValueError:
+            return None
+        latest_retry = expires + dt.timedelta(seconds=self.cooldown)
+        return ReservationRecord(
+            nodes=found.nodes,
+            since=format_time(since),
+            expires=format_time(expires),
+            retry=format_time(min(retry, latest_retry)) if retry is not None else "",
+        )
 
     def _rooms(self, ssn: Session) -> dict[str, NodeRoom]:
         """What each ready, schedulable node offers a gang (built once per session)."""
