@@ -3,11 +3,16 @@ soonest, and smaller jobs may use them only where they do not delay it (backfill
 addition: Volcano has no reservation (its ``sla`` plugin only raises a waiting job's order).
 docs/reservations.md is the user's guide.
 
-Off unless configured (in the last tier, after the plugins that order jobs):
+Off unless configured, in the first tier (its enqueue permit must come before the enqueue
+gates' refusals, as sla's does):
 
 ```yaml
-- plugins: [..., {name: reservation, arguments: {wait: 15m, hold-limit: 2h}}]
+- plugins: [{name: priority}, {name: gang}, {name: conformance},
+            {name: reservation, arguments: {wait: 15m, hold-limit: 2h}}]
 ```
+
+The optional ``reservation-preempt`` action (``scheduler.actions.reservation_preempt``) ends a
+long reservation's wait by reclaiming on its nodes.
 
 Arguments (durations are Go durations such as ``90s`` or ``1h30m``):
 
@@ -32,12 +37,14 @@ Arguments (durations are Go durations such as ``90s`` or ``1h30m``):
 - ``enqueue`` (true): a gang holding a reservation is admitted past the enqueue gates
   (a permit vote, as sla's), so that allocate tries it.
 
-Each session (``on_session_open``):
+Each session, at the first question the session asks the plugin (``ensure``: every plugin
+has opened, so the job order is whole, and no pod has been placed yet):
 
 1. the reservations are read from the plugin's memory on the live snapshot, or, for a job
    it has not seen (a restarted scheduler), from the PodGroup annotation
-   ``scheduling.caldera.dev/reservation`` (``caldera.api.reservation``); one past its
-   hold limit expires (an Event; the gang may reserve again after the cooldown);
+   ``scheduling.caldera.dev/reservation`` (``caldera.api.reservation``), held to what the
+   plugin could have written (``read_back``: tenants can write it); one past its hold limit
+   expires (an Event; the gang may reserve again after the cooldown);
 2. in each queue, the first waiting gang in job order reserves when it has waited past its
    threshold and holds no reservation, up to ``max-reservations``;
 3. each reservation is planned (``scheduler.plugins.reservation_plan``): on its nodes when
