@@ -435,6 +435,7 @@ def test_runtimes_learnt_from_finished_pods_set_the_expected_start() -> None:
 
 
 def test_reservation_preempt_asks_for_a_session_when_a_reservation_comes_of_age() -> None:
-    """A reservation 40 minutes old, with after: 1h, asks for a session in 20 minutes."""
-    ssn = run_conf(two_queues(2), PREEMPT_CONF.format(after="1h"))
-    assert ssn.result.revisit_after == pytest.approx(20 * 60)
+    """A reservation 40 minutes old, with after: 50m, asks for a session in 10 minutes
+    (before its expiry, in 20)."""
+    ssn = run_conf(two_queues(2), PREEMPT_CONF.format(after="50m"))
+    assert ssn.result.revisit_after == pytest.approx(10 * 60)
