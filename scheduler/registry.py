@@ -12,6 +12,7 @@ from scheduler.actions.gangpreempt import GangPreemptAction
 from scheduler.actions.gangreclaim import GangReclaimAction
 from scheduler.actions.preempt import PreemptAction
 from scheduler.actions.reclaim import ReclaimAction
+from scheduler.actions.reservation_preempt import ReservationPreemptAction
 from scheduler.actions.shuffle import ShuffleAction
 from scheduler.extender_http import HttpTransport
 from scheduler.framework.runner import ActionFactory, PluginFactory, Registry
@@ -34,6 +35,7 @@ from scheduler.plugins.preemption_toleration import PreemptionTolerationPlugin
 from scheduler.plugins.priority import PriorityPlugin
 from scheduler.plugins.proportion import ProportionPlugin
 from scheduler.plugins.rescheduling import ReschedulingPlugin
+from scheduler.plugins.reservation import ReservationPlugin
 from scheduler.plugins.resource_strategy_fit import ResourceStrategyFitPlugin
 from scheduler.plugins.resourcequota import ResourceQuotaPlugin
 from scheduler.plugins.sla import SlaPlugin
@@ -68,6 +70,7 @@ PLUGINS: dict[str, PluginFactory] = {
         NumaAwarePlugin,
         TdmPlugin,
         DeviceSharePlugin,
+        ReservationPlugin,
     )
 }
 # The one plugin that talks to something: it is given its HTTP transport here.
@@ -84,6 +87,7 @@ ACTIONS: dict[str, ActionFactory] = {
         GangPreemptAction,
         GangReclaimAction,
         ShuffleAction,
+        ReservationPreemptAction,
     )
 }
 

@@ -179,6 +179,8 @@ class PodSpec(Model, frozen=True):
     restart_policy: str = ""
     scheduling_gates: tuple[PodSchedulingGate, ...] = ()
     resource_claims: tuple[PodResourceClaim, ...] = ()
+    # Read by the scheduler's reservation plugin: a pod's runtime the kubelet enforces.
+    active_deadline_seconds: Int64 | None = None
 
 
 class ContainerStateTerminated(Model, frozen=True):

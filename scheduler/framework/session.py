@@ -161,6 +161,20 @@ class PlacedJob:
     created: dt.datetime
 
 
+@dataclass(frozen=True)
+class ReservationFigure:
+    """A gang's reservation as the session left it, for the metrics and the simulator's
+    report (``scheduler.plugins.reservation``)."""
+
+    job: str  # the job's key
+    queue: str
+    nodes: int
+    need: Resources  # what the gang's pods take on the reserved nodes
+    held: Resources  # of that, what is idle there now, kept from other pods
+    age_seconds: float  # since the gang first reserved
+    start_seconds: float  # until its expected start
+
+
 @dataclass
 class SessionResult:
     """Every decision of one session; the process turns them into API calls."""
@@ -186,6 +200,13 @@ class SessionResult:
     # deviceshare's cards after the session, by (node, card uuid): (memory MiB, memory held,
     # cores held, pods holding it), for the per-card metrics.
     gpu_cards: dict[tuple[str, str], tuple[int, int, int, int]] = field(default_factory=dict)
+    # Annotations plugins set (a value) or remove (None) on PodGroups, by job key (the
+    # reservation plugin's record, caldera.api.reservation).
+    podgroup_annotations: dict[str, dict[str, str | None]] = field(default_factory=dict)
+    # The reservations held after the session, and how many gangs started or let one go.
+    reservations: list[ReservationFigure] = field(default_factory=list)
+    reservations_started: int = 0
+    reservations_expired: int = 0
     events: list[EventRecord] = field(default_factory=list)
     # The ResourceClaim writes to make before each bind, by task uid (the predicates plugin's
     # Dynamic Resource Allocation, scheduler.plugins.dynamic_resources).
