@@ -125,6 +125,10 @@ class Recorder:
                     run.exit_code = statuses[0].state.terminated.exit_code
         self._hold(new, holds_node(new) - holds_node(old))
 
+    def run_of(self, uid: str) -> PodRun | None:
+        """The pod's open run (bound, not yet gone), None for another."""
+        return self._runs.get(uid)
+
     def pod_deleted(self, pod: Pod) -> None:
         uid = pod.metadata.uid
         run = self._runs.pop(uid, None)
