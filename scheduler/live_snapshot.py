@@ -371,6 +371,8 @@ class LiveSnapshot:
             else {}
         )
         self._hypernodes_changed = False
+        if self.cluster is not None:  # plugins' memory outlives a rebuild (ClusterInfo)
+            cluster.plugin_memory = self.cluster.plugin_memory
         self.cluster = cluster
         self.rebuilds += 1
         self._assumed = dict(assumed)

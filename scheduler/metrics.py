@@ -162,6 +162,38 @@ class SchedulerMetrics:
             registry=registry,
         )
         self._job_labels: dict[str, tuple[str, str, str]] = {}  # job key -> its labels
+        # The reservation plugin's (a Caldera addition: no volcano_ copy).
+        self.reservations = Gauge(
+            "caldera_reservations",
+            "Reservations held for waiting gangs after the last session, by queue",
+            ["queue_name"],
+            registry=registry,
+        )
+        self.reservation_held = Gauge(
+            "caldera_reservation_held_resources",
+            "Resources idle on reserved nodes and kept for the gangs that reserved them "
+            "(cpu in cores, memory in bytes, the rest in units: one GPU is 1)",
+            ["resource"],
+            registry=registry,
+        )
+        self.reservation_age = Gauge(
+            "caldera_reservation_age_seconds",
+            "Age of the oldest reservation of a queue",
+            ["queue_name"],
+            registry=registry,
+        )
+        self.reservation_start = Gauge(
+            "caldera_reservation_expected_start_seconds",
+            "Seconds until the expected start of a queue's oldest reservation's gang",
+            ["queue_name"],
+            registry=registry,
+        )
+        self.reservations_ended = Counter(
+            "caldera_reservations_ended",
+            "Reservations let go, by how (started: the gang was placed; expired: hold-limit)",
+            ["how"],
+            registry=registry,
+        )
 
     def observe(self, result: SessionResult, *, now: float | None = None) -> None:
         """Export a session's timings, queue figures, shares and per-job scheduling figures
@@ -209,6 +241,7 @@ class SchedulerMetrics:
         for key in result.unready_jobs:
             namespace, _, name = key.partition("/")
             self.job_retries.labels(job_ns=namespace, job_id=name).inc()
+        self._observe_reservations(result)
         placed_at = time.time() if now is None else now
         for key, job in result.placed_jobs.items():
             labels = (job.name, job.queue, job.namespace)
@@ -220,6 +253,32 @@ class SchedulerMetrics:
             self.job_duration.labels(*labels).set(milliseconds)
             self.job_start_time.labels(*labels).set(created)
             self.job_last_time.labels(*labels).set(placed_at)
+
+    def _observe_reservations(self, result: SessionResult) -> None:
+        for gauge in (
+            self.reservations,
+            self.reservation_held,
+            self.reservation_age,
+            self.reservation_start,
+        ):
+            gauge.clear()
+        held: dict[str, int] = {}
+        oldest: dict[str, tuple[float, float]] = {}  # queue -> (age, expected start)
+        for figure in result.reservations:
+            self.reservations.labels(queue_name=figure.queue).inc()
+            for name, amount in figure.held.items():
+                held[name] = held.get(name, 0) + amount
+            if figure.age_seconds >= oldest.get(figure.queue, (-1.0, 0.0))[0]:
+                oldest[figure.queue] = (figure.age_seconds, figure.start_seconds)
+        for name, amount in held.items():
+            self.reservation_held.labels(resource=name).set(amount / 1000)
+        for queue, (age, start) in oldest.items():
+            self.reservation_age.labels(queue_name=queue).set(age)
+            self.reservation_start.labels(queue_name=queue).set(start)
+        if result.reservations_started:
+            self.reservations_ended.labels(how="started").inc(result.reservations_started)
+        if result.reservations_expired:
+            self.reservations_ended.labels(how="expired").inc(result.reservations_expired)
 
     def job_seen(self, key: str, *, queue: str, created: dt.datetime) -> None:
         """A PodGroup entered the cache: its scheduling start time (Volcano sets it then)."""

@@ -536,6 +536,7 @@ class SchedulerLoop:
 
         writes = []
         keys = result.podgroup_status.keys() | result.podgroup_why.keys()
+        keys |= result.podgroup_annotations.keys()
         for key in keys | result.podgroup_hypernode.keys():
             current: PodGroup | None = self.podgroups.store.get(key)
             if current is not None:
@@ -544,6 +545,7 @@ class SchedulerLoop:
                     result.podgroup_status.get(key),
                     result.podgroup_why.get(key),
                     hypernode=result.podgroup_hypernode.get(key),
+                    annotations=result.podgroup_annotations.get(key),
                 )
                 writes.append(write(key, updated))
         await asyncio.gather(*writes)

@@ -33,6 +33,7 @@ from scheduler.plugins.preemption_toleration import PreemptionTolerationPlugin
 from scheduler.plugins.priority import PriorityPlugin
 from scheduler.plugins.proportion import ProportionPlugin
 from scheduler.plugins.rescheduling import ReschedulingPlugin
+from scheduler.plugins.reservation import ReservationPlugin
 from scheduler.plugins.resource_strategy_fit import ResourceStrategyFitPlugin
 from scheduler.plugins.resourcequota import ResourceQuotaPlugin
 from scheduler.plugins.sla import SlaPlugin
@@ -66,6 +67,7 @@ PLUGINS: dict[str, PluginFactory] = {
         UsagePlugin,
         NumaAwarePlugin,
         TdmPlugin,
+        ReservationPlugin,
     )
 }
 # The one plugin that talks to something: it is given its HTTP transport here.

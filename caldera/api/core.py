@@ -162,6 +162,8 @@ class PodSpec(Model, frozen=True):
     overhead: ResourceList = {}
     restart_policy: str = ""
     scheduling_gates: tuple[PodSchedulingGate, ...] = ()
+    # Read by the scheduler's reservation plugin: a pod's runtime the kubelet enforces.
+    active_deadline_seconds: Int64 | None = None
 
 
 class ContainerStateTerminated(Model, frozen=True):

@@ -513,6 +513,10 @@ class ClusterInfo:
     job_trail: JobTrail | None = None
     # The jobs whose session outcome is known until the trail names them (only with a trail).
     settled: SettledJobs | None = None
+    # What a plugin keeps across sessions by its name, on the live snapshot (carried over when
+    # it is built again): only a cache of what the plugin also writes to the API (the
+    # reservation plugin's PodGroup annotation), which a new process reads back.
+    plugin_memory: dict[str, Any] = field(default_factory=dict)
 
     def sums(
         self,

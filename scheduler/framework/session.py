@@ -160,6 +160,20 @@ class PlacedJob:
     created: dt.datetime
 
 
+@dataclass(frozen=True)
+class ReservationFigure:
+    """A gang's reservation as the session left it, for the metrics and the simulator's
+    report (``scheduler.plugins.reservation``)."""
+
+    job: str  # the job's key
+    queue: str
+    nodes: int
+    need: Resources  # what the gang's pods take on the reserved nodes
+    held: Resources  # of that, what is idle there now, kept from other pods
+    age_seconds: float  # since the gang first reserved
+    start_seconds: float  # until its expected start
+
+
 @dataclass
 class SessionResult:
     """Every decision of one session; the process turns them into API calls."""
@@ -180,6 +194,13 @@ class SessionResult:
     # The HyperNode each job placed under one now sits in, by job key, when it changed (the
     # PodGroup's volcano.sh/job-allocated-hypernode annotation).
     podgroup_hypernode: dict[str, str] = field(default_factory=dict)
+    # Annotations plugins set (a value) or remove (None) on PodGroups, by job key (the
+    # reservation plugin's record, caldera.api.reservation).
+    podgroup_annotations: dict[str, dict[str, str | None]] = field(default_factory=dict)
+    # The reservations held after the session, and how many gangs started or let one go.
+    reservations: list[ReservationFigure] = field(default_factory=list)
+    reservations_started: int = 0
+    reservations_expired: int = 0
     events: list[EventRecord] = field(default_factory=list)
     # Figures for the process's metrics (plugins fill theirs when the session closes).
     action_seconds: dict[str, float] = field(default_factory=dict)

@@ -5,6 +5,8 @@ queue's allocated resources.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import msgspec
 
 from caldera.api.resources import Resources
@@ -108,10 +110,11 @@ def with_findings(
     record: WaitRecord | None,
     *,
     hypernode: str | None = None,
+    annotations: Mapping[str, str | None] | None = None,
 ) -> PodGroup:
-    """The PodGroup with a session's status, wait record and, for a job placed under a
-    HyperNode, that HyperNode's name (one write carries them all: the PodGroup CRD has no
-    status subresource)."""
+    """The PodGroup with a session's status, wait record, for a job placed under a
+    HyperNode, that HyperNode's name, and the annotations plugins set (None: removed); one
+    write carries them all: the PodGroup CRD has no status subresource."""
     if status is not None:
         pg = msgspec.structs.replace(pg, status=status)
     extra: dict[str, str] = {}
@@ -119,8 +122,12 @@ def with_findings(
         extra[WHY_ANNOTATION] = encode_record(record)
     if hypernode is not None:
         extra[JOB_ALLOCATED_HYPERNODE_KEY] = hypernode
-    if extra:
-        annotations = {**pg.metadata.annotations, **extra}
+    removed = {k for k, v in (annotations or {}).items() if v is None}
+    extra.update({k: v for k, v in (annotations or {}).items() if v is not None})
+    if extra or removed & pg.metadata.annotations.keys():
+        annotations = {
+            k: v for k, v in {**pg.metadata.annotations, **extra}.items() if k not in removed
+        }
         pg = msgspec.structs.replace(
             pg, metadata=msgspec.structs.replace(pg.metadata, annotations=annotations)
         )

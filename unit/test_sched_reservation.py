@@ -1,0 +1,293 @@
+"""reservation: a gang past its threshold holds the nodes where it starts soonest; other pods
+use them only beyond the hold, when they end before the expected start, or when their job's
+priority is higher; the record survives a new process (annotation), expires, and tells why."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import msgspec
+import pytest
+from prometheus_client import CollectorRegistry
+
+from caldera.api.meta import ObjectMeta, format_time
+from caldera.api.reservation import (
+    EXPECTED_RUNTIME_ANNOTATION,
+    RESERVATION_ANNOTATION,
+    RESERVE_AFTER_ANNOTATION,
+    ReservationRecord,
+    decode_reservation,
+    encode_reservation,
+)
+from caldera.api.volcano import PodGroup
+from scheduler.api.types import ClusterInfo, JobInfo, TaskStatus
+from scheduler.framework.plugin import Arguments
+from scheduler.framework.session import Session
+from scheduler.metrics import SchedulerMetrics
+from scheduler.plugins.reservation import ReservationPlugin, duration_text
+from unit.sched_fixtures import T0, add_job, binds, cpu_cluster, run_conf
+
+CONF = """\
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins: [{{name: priority}}, {{name: gang}}, {{name: conformance}}{reservation}]
+- plugins: [{{name: overcommit}}, {{name: drf}}, {{name: predicates}}, {{name: proportion}},
+            {{name: nodeorder}}]
+"""
+ON = ", {name: reservation, arguments: {wait: 10m}}"
+
+
+def session(cluster: ClusterInfo, reservation: str = ON) -> Session:
+    return run_conf(cluster, CONF.format(reservation=reservation))
+
+
+def busy_cluster(*, small_deadline: int | None = None) -> tuple[ClusterInfo, JobInfo]:
+    """Two 4-cpu nodes, each running three 1-cpu pods (an hour old), one cpu idle on each; a
+    gang of two 4-cpu pods waiting since an hour; a 1-cpu job that arrived later."""
+    cluster = cpu_cluster({"n0": "4", "n1": "4"})
+    add_job(cluster, "old", running=["n0", "n0", "n0", "n1", "n1", "n1"], min_available=1)
+    big = add_job(cluster, "big", pending=2, size="4", min_available=2, phase="Inqueue")
+    big.creation = T0 - dt.timedelta(hours=1)
+    small = add_job(cluster, "small", pending=1, min_available=1, phase="Inqueue")
+    if small_deadline is not None:
+        for task in small.tasks.values():
+            assert task.pod is not None
+            spec = msgspec.structs.replace(task.pod.spec, active_deadline_seconds=small_deadline)
+            task.pod = msgspec.structs.replace(task.pod, spec=spec)
+    return cluster, big
+
+
+def annotate(job: JobInfo, annotations: dict[str, str]) -> None:
+    """Give the job a PodGroup carrying ``annotations``."""
+    job.podgroup = PodGroup(
+        metadata=ObjectMeta(name=job.name, namespace=job.namespace, annotations=annotations)
+    )
+
+
+def test_without_the_plugin_the_small_job_takes_the_idle_cpu() -> None:
+    """Today's behaviour: the small job takes a cpu the gang would need."""
+    cluster, _ = busy_cluster()
+    assert binds(session(cluster, reservation="")) == {"small-0": "n0"}
+
+
+def test_the_gang_holds_what_frees_up_on_its_nodes() -> None:
+    """With the plugin, the gang (waited 1h > 10m) reserves both nodes; the small job, of
+    unknown runtime, finds no room beyond the hold; the record goes on the PodGroup; the why
+    record tells the reservation."""
+    cluster, _ = busy_cluster()
+    ssn = session(cluster)
+    assert binds(ssn) == {}
+    written = ssn.result.podgroup_annotations["ns/big"][RESERVATION_ANNOTATION]
+    assert written is not None
+    record = decode_reservation(written)
+    assert record is not None
+    assert record.nodes == ("n0", "n1")
+    assert record.since == format_time(T0)
+    assert record.expires == format_time(T0 + dt.timedelta(hours=1))
+    figure = ssn.result.reservations[0]
+    assert (figure.job, figure.nodes) == ("ns/big", 2)
+    assert figure.held.get("cpu") == 2000  # one idle cpu on each node, kept
+    assert figure.need.get("cpu") == 8000
+    why = ssn.result.podgroup_why["ns/big"]
+    assert any(
+        "reserved 2 nodes (n0, n1); 2 of 8 cpu held; expected start in 1 h 0 min (estimated" in d
+        for d in why.details
+    ), why.details
+    assert "held for a waiting gang" in ssn.result.unschedulable["ns/small-0"]
+
+
+def test_a_pod_that_ends_before_the_expected_start_backfills() -> None:
+    """A small pod whose activeDeadlineSeconds ends well before the gang's expected start
+    (an hour away) takes the held cpu; one ending after it does not."""
+    cluster, _ = busy_cluster(small_deadline=600)
+    assert binds(session(cluster)) == {"small-0": "n0"}
+    cluster, _ = busy_cluster(small_deadline=4000)
+    assert binds(session(cluster)) == {}
+
+
+def test_declared_runtime_backfills_only_when_trusted() -> None:
+    """A job's declared runtime lets it backfill only with trust-declared-runtime."""
+    for trusted, placed in ((False, {}), (True, {"small-0": "n0"})):
+        cluster, _ = busy_cluster()
+        small = cluster.jobs["ns/small"]
+        annotate(small, {EXPECTED_RUNTIME_ANNOTATION: "5m"})
+        conf = (
+            ", {name: reservation, arguments: {wait: 10m, trust-declared-runtime: "
+            f"{'true' if trusted else 'false'}}}}}"
+        )
+        assert binds(session(cluster, conf)) == placed
+
+
+def test_a_gang_not_admitted_yet_reserves_from_its_min_resources_and_is_admitted() -> None:
+    """A Volcano Job's pods come once its PodGroup is Inqueue: a Pending gang (no pods yet)
+    reserves as minMember pods of an equal share of its minResources, and its reservation
+    admits it over the enqueue gates that would keep it out (overcommit: a busy cluster)."""
+    cluster = cpu_cluster({"n0": "4", "n1": "4"})
+    add_job(cluster, "old", running=["n0", "n0", "n0", "n1", "n1", "n1"], min_available=1)
+    big = add_job(cluster, "big", min_available=2, phase="Pending", min_resources={"cpu": "8"})
+    big.creation = T0 - dt.timedelta(hours=1)
+    without = session(cluster, reservation="")
+    assert "ns/big" not in without.result.podgroup_phase_inqueue
+    cluster = cpu_cluster({"n0": "4", "n1": "4"})
+    add_job(cluster, "old", running=["n0", "n0", "n0", "n1", "n1", "n1"], min_available=1)
+    big = add_job(cluster, "big", min_available=2, phase="Pending", min_resources={"cpu": "8"})
+    big.creation = T0 - dt.timedelta(hours=1)
+    ssn = session(cluster)
+    assert "ns/big" in ssn.result.podgroup_phase_inqueue
+    figure = ssn.result.reservations[0]
+    assert (figure.nodes, figure.need.get("cpu")) == (2, 8000)
+
+
+def test_a_higher_priority_job_is_never_held_back() -> None:
+    """A reservation is just another claim: a job of higher priority than the gang uses the
+    held room."""
+    cluster, _ = busy_cluster()
+    cluster.jobs["ns/small"].priority = 10
+    assert binds(session(cluster)) == {"small-0": "n0"}
+
+
+def test_no_threshold_no_reservation() -> None:
+    """Without a threshold (argument, annotations, sla) nothing is reserved and decisions
+    are as without the plugin."""
+    cluster, _ = busy_cluster()
+    ssn = session(cluster, ", {name: reservation}")
+    assert binds(ssn) == {"small-0": "n0"}
+    assert ssn.result.reservations == []
+    assert ssn.result.podgroup_annotations == {}
+
+
+def test_threshold_not_reached_asks_for_a_later_session() -> None:
+    """A gang that has waited less than its threshold (its own annotation) reserves nothing
+    and the session asks to run again when it will have."""
+    cluster, big = busy_cluster()
+    big.creation = T0 - dt.timedelta(minutes=5)
+    annotate(big, {RESERVE_AFTER_ANNOTATION: "20m"})
+    ssn = session(cluster)
+    assert binds(ssn) == {"small-0": "n0"}
+    assert ssn.result.revisit_after == pytest.approx(15 * 60)
+
+
+def test_a_record_read_back_keeps_its_nodes_and_age() -> None:
+    """A restarted scheduler (a new snapshot, no memory) reads the record from the PodGroup:
+    the gang keeps the node it had (n1, though n0 is as good) and its age."""
+    cluster = cpu_cluster({"n0": "4", "n1": "4"})
+    add_job(cluster, "old", running=["n0", "n0", "n1", "n1"], min_available=1)
+    big = add_job(cluster, "big", pending=1, size="4", min_available=1, phase="Inqueue")
+    big.creation = T0 - dt.timedelta(hours=1)
+    since = format_time(T0 - dt.timedelta(minutes=30))
+    record = ReservationRecord(
+        nodes=("n1",), since=since, expires=format_time(T0 + dt.timedelta(minutes=30))
+    )
+    annotate(big, {RESERVATION_ANNOTATION: encode_reservation(record)})
+    add_job(cluster, "small", pending=2, min_available=1, phase="Inqueue", size="2")
+    ssn = session(cluster)
+    # small's pods (2 cpu each, unknown runtime) may not take n1's two idle cpus.
+    assert binds(ssn) == {"small-0": "n0"}
+    assert "ns/big" not in ssn.result.podgroup_annotations  # the record stands as written
+    figure = ssn.result.reservations[0]
+    assert figure.age_seconds == 30 * 60
+
+
+def test_a_reservation_expires_then_cools_down() -> None:
+    """Past its hold limit a reservation lets go (an Event, a record with a retry time); the
+    gang reserves again once the cooldown is over."""
+    cluster, big = busy_cluster()
+    record = ReservationRecord(
+        nodes=("n0", "n1"),
+        since=format_time(T0 - dt.timedelta(hours=2)),
+        expires=format_time(T0 - dt.timedelta(minutes=1)),
+    )
+    annotate(big, {RESERVATION_ANNOTATION: encode_reservation(record)})
+    ssn = session(cluster)
+    assert binds(ssn) == {"small-0": "n0"}
+    assert any(e.reason == "ReservationExpired" for e in ssn.result.events)
+    written = decode_reservation(ssn.result.podgroup_annotations["ns/big"][RESERVATION_ANNOTATION])
+    assert written is not None
+    assert written.nodes == ()
+    assert written.retry == format_time(T0 + dt.timedelta(minutes=10))
+
+
+def test_the_gang_lets_go_when_it_starts() -> None:
+    """When the gang's nodes have room, it is placed on them and its record is removed."""
+    cluster = cpu_cluster({"n0": "4", "n1": "4"})
+    big = add_job(cluster, "big", pending=2, size="4", min_available=2, phase="Inqueue")
+    big.creation = T0 - dt.timedelta(hours=1)
+    record = ReservationRecord(
+        nodes=("n0", "n1"), since=format_time(T0), expires=format_time(T0 + dt.timedelta(hours=1))
+    )
+    annotate(big, {RESERVATION_ANNOTATION: encode_reservation(record)})
+    ssn = session(cluster)
+    assert sorted(binds(ssn)) == ["big-0", "big-1"]
+    assert ssn.result.podgroup_annotations["ns/big"] == {RESERVATION_ANNOTATION: None}
+    assert ssn.result.reservations_started == 1
+
+
+def test_memory_carries_the_reservation_between_sessions() -> None:
+    """On a snapshot kept across sessions the plugin remembers the reservation before its
+    PodGroup shows the record: the second session keeps its since."""
+    cluster, _ = busy_cluster()
+    session(cluster)
+    cluster.now = T0 + dt.timedelta(minutes=5)
+    ssn = session(cluster)
+    assert ssn.result.reservations[0].age_seconds == 5 * 60
+    assert binds(ssn) == {}
+
+
+def test_bad_arguments_name_the_key() -> None:
+    """Bad arguments are errors that name the plugin and the key."""
+    with pytest.raises(ValueError, match="argument wait"):
+        ReservationPlugin(Arguments("reservation", {"wait": "soon"}))
+    with pytest.raises(ValueError, match="argument max-reservations"):
+        ReservationPlugin(Arguments("reservation", {"max-reservations": 1000}))
+    with pytest.raises(ValueError, match="argument hold-limit must not be negative"):
+        ReservationPlugin(Arguments("reservation", {"hold-limit": "-1h"}))
+
+
+def test_bad_records_are_ignored() -> None:
+    """A hand-edited record that does not decode, or names too many nodes, is no record."""
+    assert decode_reservation("{") is None
+    assert decode_reservation('{"nodes": 3}') is None
+    too_many = ReservationRecord(nodes=tuple(f"n{i}" for i in range(600)))
+    assert decode_reservation(encode_reservation(too_many)) is None
+
+
+def test_duration_text() -> None:
+    """Minutes, then hours and minutes."""
+    assert duration_text(30) == "under 1 min"
+    assert duration_text(12 * 60 + 5) == "12 min"
+    assert duration_text(125 * 60) == "2 h 5 min"
+
+
+def test_task_status_of_held_gang_unchanged() -> None:
+    """The held gang's pods stay pending (nothing is placed for them in advance)."""
+    cluster, big = busy_cluster()
+    session(cluster)
+    assert all(t.status == TaskStatus.PENDING for t in big.tasks.values())
+
+
+def test_metrics_export_the_reservations() -> None:
+    """The process's gauges: reservations per queue, what they keep idle, the oldest one's
+    age and expected start; a gang placed counts a reservation ended as started."""
+    cluster, _ = busy_cluster()
+    session(cluster)
+    cluster.now = T0 + dt.timedelta(minutes=5)
+    ssn = session(cluster)
+    registry = CollectorRegistry()
+    metrics = SchedulerMetrics(registry)
+    metrics.observe(ssn.result)
+    assert registry.get_sample_value("caldera_reservations", {"queue_name": "default"}) == 1
+    assert registry.get_sample_value("caldera_reservation_held_resources", {"resource": "cpu"}) == 2
+    assert (
+        registry.get_sample_value("caldera_reservation_age_seconds", {"queue_name": "default"})
+        == 300
+    )
+    start = registry.get_sample_value(
+        "caldera_reservation_expected_start_seconds", {"queue_name": "default"}
+    )
+    assert start is not None
+    assert start > 0
+    ssn.result.reservations.clear()
+    ssn.result.reservations_started = 1
+    metrics.observe(ssn.result)
+    assert registry.get_sample_value("caldera_reservations", {"queue_name": "default"}) is None
+    assert registry.get_sample_value("caldera_reservations_ended_total", {"how": "started"}) == 1
