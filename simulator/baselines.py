@@ -27,6 +27,7 @@ from scheduler.actions.placer import Placer, fit_error_histogram, fits_idle
 from scheduler.api.types import PENDING_PHASES, TaskInfo, TaskStatus
 from scheduler.conf import SchedulerConf, parse_conf
 from scheduler.framework.runner import Registry
+from scheduler.framework.session import ReservationFigure
 from scheduler.registry import REGISTRY
 from simulator.easy import Release, Waiting, plan
 
@@ -151,12 +152,29 @@ class EasyBackfillAction:
             for name, node in ssn.nodes.items()
             for task in node.tasks.values()
         ]
-        found = plan(self.runtimes.now(), free, releases, queue)
+        now = self.runtimes.now()
+        found = plan(now, free, releases, queue)
         for key, nodes in found.starts.items():
             stmt = ssn.statement()
             for task, node in zip(pending[key], nodes, strict=True):
                 stmt.allocate(task, node)
             stmt.commit()
+        reservation = found.reservation
+        if reservation is not None and reservation.job not in found.starts:
+            head = ssn.jobs[reservation.job]
+            need = Resources.sum(t.resreq for t in pending[reservation.job])
+            idle = Resources.sum(ssn.nodes[name].idle for name in reservation.nodes)
+            held = Resources({n: min(a, idle.get(n)) for n, a in need.items()})
+            figure = ReservationFigure(
+                job=head.key,
+                queue=head.queue,
+                nodes=len(reservation.nodes),
+                need=need,
+                held=held,
+                age_seconds=0.0,
+                start_seconds=max(0.0, reservation.start - now),
+            )
+            ssn.result.reservations.append(figure)
 
 
 def registry_for(mode: Mode, order: OrderKey, runtimes: Runtimes | None = None) -> Registry:

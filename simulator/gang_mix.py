@@ -16,8 +16,10 @@ the figures and says what is assumed beyond them:
 
 Every run time is a whole number of seconds; no run time exceeds ``LONGEST``, so the goal's
 bound (twice the longest running job) is known before the run. ``runtime_annotation``, when
-given, writes each Job's run time (seconds) as that annotation, for a scheduler that reads
-expected run times.
+given, writes each Job's run time as that annotation (a Go duration, ``"1234s"``), for a
+scheduler that reads declared run times (the reservation plugin's
+``scheduling.caldera.dev/expected-runtime``). The defaults of ``MixParams`` make the
+experiment's trace.
 
 Pure but for ``main``: ``python -m simulator.gang_mix TRACE.json [--hours H ...]`` writes the
 trace (``dump``: JSON, which the simulator reads as such).
@@ -38,7 +40,7 @@ from typing import Any, Final
 GPU: Final = "nvidia.com/gpu"
 NODE_GPUS: Final = 8
 NODE: Final = {"cpu": "64", "memory": "512Gi", GPU: str(NODE_GPUS)}
-SMALL_MEDIAN: Final = 15 * 60.0
+SMALL_MEDIAN: Final = 30 * 60.0
 SMALL_SIGMA: Final = 1.0
 SMALL_MIN: Final = 60.0
 GANG_MEDIAN: Final = 60 * 60.0
@@ -164,7 +166,7 @@ def trace_document(params: MixParams) -> dict[str, Any]:
 def _entry(
     name: str, at: float, run: float, pods: int, gpus: int, params: MixParams
 ) -> dict[str, Any]:
-    annotations = {params.runtime_annotation: str(int(run))} if params.runtime_annotation else {}
+    annotations = {params.runtime_annotation: f"{int(run)}s"} if params.runtime_annotation else {}
     return {"arrival": at, "runTime": int(run), "job": _job(name, pods, gpus, annotations)}
 
 

@@ -3,8 +3,12 @@ queue; both in the same loop as the configured scheduler."""
 
 from __future__ import annotations
 
-import pytest
+from pathlib import Path
 
+import pytest
+import yaml
+
+from cli.main import main
 from scheduler.conf import DEFAULT_CONF
 from simulator.baselines import Mode, conf_for
 from unit.sim_fixtures import conf, entry, job, run, scenario, task
@@ -107,3 +111,19 @@ def test_easy_reserves_for_the_head_and_backfills_what_ends_before() -> None:
 def test_easy_needs_the_run_times() -> None:
     with pytest.raises(ValueError, match="run times"):
         conf_for(Mode.EASY, conf(FULL), _order_key)
+
+
+def test_simulate_runs_easy_when_asked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``caldera simulate --baselines easy`` runs EASY beside the configured scheduler (it is
+    not among the default baselines)."""
+    cluster = {"nodes": [{"name": "node", "resources": {"cpu": "4", "memory": "16Gi"}}]}
+    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(cluster))
+    trace = {"jobs": [entry(job("one", task("worker", 2)), runTime=60)]}
+    (tmp_path / "trace.yaml").write_text(yaml.safe_dump(trace))
+    args = ["simulate", str(tmp_path / "cluster.yaml"), str(tmp_path / "trace.yaml")]
+    assert main([*args, "--baselines", "easy"]) == 0
+    table = capsys.readouterr().out
+    assert "EASY backfill" in table
+    assert "FIFO" not in table
+    assert main(args) == 0
+    assert "EASY backfill" not in capsys.readouterr().out

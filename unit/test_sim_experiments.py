@@ -27,6 +27,10 @@ from simulator.results import JobResult
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "experiments.md"
 PAGE = DOCS.with_suffix(".html")
 PNG = re.compile(r'src="data:image/png;base64,[^"]*"')
+# The experiments run once for the module (about a minute of CPU, most of it the large-gangs
+# trace's five runs), in the setup of whichever test asks first: more than the default bound
+# on a loaded machine.
+pytestmark = pytest.mark.timeout(900)
 
 
 @pytest.fixture(scope="module")

@@ -77,7 +77,7 @@ def test_the_loads_come_near_what_was_asked() -> None:
 def test_declared_run_times_as_an_annotation() -> None:
     key = "example.com/runtime"
     for entry in trace_document(MixParams(hours=2, runtime_annotation=key))["jobs"]:
-        assert entry["job"]["metadata"]["annotations"] == {key: str(entry["runTime"])}
+        assert entry["job"]["metadata"]["annotations"] == {key: f"{entry['runTime']}s"}
 
 
 def test_the_simulator_admits_the_documents() -> None:
@@ -121,3 +121,17 @@ def test_a_json_trace_is_read_as_json(tmp_path: Path) -> None:
     trace.write_text('{"jobs": [')
     with pytest.raises(SpecError, match=r"trace\.json: not valid JSON"):
         load_scenario(tmp_path / "cluster.yaml", trace)
+
+
+EXPERIMENT = Path(__file__).resolve().parent.parent / "examples" / "experiments" / "large-gangs"
+
+
+def test_the_experiments_files_are_the_generators_output() -> None:
+    """examples/experiments/large-gangs holds what the generator writes with its defaults (and
+    the declared runtimes for trace-runtimes.json): regenerate them, never edit them."""
+    params = MixParams()
+    assert (EXPERIMENT / "trace.json").read_text() == dump(trace_document(params))
+    declared = MixParams(runtime_annotation="scheduling.caldera.dev/expected-runtime")
+    assert (EXPERIMENT / "trace-runtimes.json").read_text() == dump(trace_document(declared))
+    cluster = yaml.safe_load((EXPERIMENT / "cluster.yaml").read_text())
+    assert cluster == cluster_document(params.nodes)
