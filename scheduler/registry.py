@@ -12,6 +12,7 @@ from scheduler.actions.gangpreempt import GangPreemptAction
 from scheduler.actions.gangreclaim import GangReclaimAction
 from scheduler.actions.preempt import PreemptAction
 from scheduler.actions.reclaim import ReclaimAction
+from scheduler.actions.reservation_preempt import ReservationPreemptAction
 from scheduler.actions.shuffle import ShuffleAction
 from scheduler.extender_http import HttpTransport
 from scheduler.framework.runner import ActionFactory, PluginFactory, Registry
@@ -84,6 +85,7 @@ ACTIONS: dict[str, ActionFactory] = {
         GangPreemptAction,
         GangReclaimAction,
         ShuffleAction,
+        ReservationPreemptAction,
     )
 }
 

@@ -110,6 +110,16 @@ tiers:
             {name: sla, arguments: {sla-waiting-time: 2s}}]
 - plugins: [{name: drf}, {name: predicates}, {name: capacity}, {name: pdb}, {name: nodeorder}]
 """,
+    # reservation (issue 45): the first waiting gang of each queue reserves at once, holding
+    # room from the others (its predicate, node order, enqueue vote and node classes).
+    "reservation": """\
+actions: "enqueue, allocate, backfill, preempt, reclaim"
+tiers:
+- plugins: [{name: priority}, {name: gang}, {name: conformance},
+            {name: reservation, arguments: {wait: 0s, min-wait: 0s}}]
+- plugins: [{name: overcommit}, {name: drf}, {name: predicates}, {name: proportion},
+            {name: nodeorder}]
+""",
 }
 CLASSES = [
     PriorityClass(metadata=ObjectMeta(name="low"), value=0),

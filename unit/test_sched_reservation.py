@@ -20,7 +20,8 @@ from caldera.api.reservation import (
     encode_reservation,
 )
 from caldera.api.volcano import PodGroup
-from scheduler.api.types import ClusterInfo, JobInfo, TaskStatus
+from scheduler.actions.reservation_preempt import ReservationPreemptAction
+from scheduler.api.types import ClusterInfo, JobInfo, QueueInfo, TaskStatus
 from scheduler.framework.plugin import Arguments
 from scheduler.framework.session import Session
 from scheduler.metrics import SchedulerMetrics
@@ -188,6 +189,32 @@ def test_a_record_read_back_keeps_its_nodes_and_age() -> None:
     assert figure.age_seconds == 30 * 60
 
 
+def test_a_forged_record_gets_no_more_than_the_plugin_would_give() -> None:
+    """The record is within a tenant's reach (a Job's annotations reach its PodGroup): one for
+    a gang that could not reserve yet is ignored; an older since is moved to when the gang
+    could first reserve, and the expiry to within the hold limit of it."""
+    cluster, big = busy_cluster()
+    big.creation = T0 - dt.timedelta(minutes=5)  # threshold 10m: may not reserve yet
+    forged = ReservationRecord(
+        nodes=("n0", "n1"),
+        since=format_time(T0 - dt.timedelta(days=30)),
+        expires=format_time(T0 + dt.timedelta(days=30)),
+    )
+    annotate(big, {RESERVATION_ANNOTATION: encode_reservation(forged)})
+    ssn = session(cluster)
+    assert ssn.result.reservations == []
+    assert binds(ssn) == {"small-0": "n0"}
+    cluster, big = busy_cluster()
+    big.creation = T0 - dt.timedelta(minutes=15)
+    annotate(big, {RESERVATION_ANNOTATION: encode_reservation(forged)})
+    ssn = session(cluster)
+    assert ssn.result.reservations[0].age_seconds == 5 * 60
+    written = decode_reservation(ssn.result.podgroup_annotations["ns/big"][RESERVATION_ANNOTATION])
+    assert written is not None
+    assert written.since == format_time(T0 - dt.timedelta(minutes=5))
+    assert written.expires == format_time(T0 + dt.timedelta(minutes=55))
+
+
 def test_a_reservation_expires_then_cools_down() -> None:
     """Past its hold limit a reservation lets go (an Event, a record with a retry time); the
     gang reserves again once the cooldown is over."""
@@ -291,3 +318,80 @@ def test_metrics_export_the_reservations() -> None:
     metrics.observe(ssn.result)
     assert registry.get_sample_value("caldera_reservations", {"queue_name": "default"}) is None
     assert registry.get_sample_value("caldera_reservations_ended_total", {"how": "started"}) == 1
+
+
+PREEMPT_CONF = """\
+actions: "enqueue, allocate, backfill, reservation-preempt"
+configurations:
+- name: reservation-preempt
+  arguments: {{after: {after}}}
+tiers:
+- plugins: [{{name: priority}}, {{name: gang}}, {{name: conformance}},
+            {{name: reservation, arguments: {{wait: 10m}}}}]
+- plugins: [{{name: overcommit}}, {{name: drf}}, {{name: predicates}}, {{name: proportion}},
+            {{name: nodeorder}}]
+"""
+
+
+def two_queues(gang_pods: int) -> ClusterInfo:
+    """Queue 'small' (reclaimable) fills two 4-cpu nodes with eight 1-cpu pods (single-pod
+    gangs, lowest priority first in victim order); queue 'big' has a gang of ``gang_pods``
+    2-cpu pods reserving both nodes for an hour."""
+    cluster = cpu_cluster({"n0": "4", "n1": "4"}, queues=[QueueInfo("small"), QueueInfo("big")])
+    for i, node in enumerate(["n0"] * 4 + ["n1"] * 4):
+        add_job(cluster, f"s{i}", running=[node], queue="small", priority=i % 2)
+    big = add_job(
+        cluster,
+        "big",
+        pending=gang_pods,
+        size="2",
+        min_available=gang_pods,
+        queue="big",
+        phase="Inqueue",
+    )
+    big.creation = T0 - dt.timedelta(hours=2)
+    record = ReservationRecord(
+        nodes=("n0", "n1"),
+        since=format_time(T0 - dt.timedelta(minutes=40)),
+        expires=format_time(T0 + dt.timedelta(minutes=20)),
+    )
+    annotate(big, {RESERVATION_ANNOTATION: encode_reservation(record)})
+    return cluster
+
+
+def test_reservation_preempt_reclaims_for_a_long_reservation() -> None:
+    """A reservation 40 minutes old (after: 30m) takes back from queue 'small', above its
+    deserved half, what its 2-pod gang needs: four pods, the lowest priority first, and the
+    gang is pipelined on the freed room."""
+    cluster = two_queues(2)
+    ssn = run_conf(cluster, PREEMPT_CONF.format(after="30m"))
+    evicted = sorted(e.task.job for e in ssn.result.evictions)
+    assert len(evicted) == 4
+    assert {cluster.jobs[k].priority for k in evicted} == {0}
+    assert {e.reason for e in ssn.result.evictions} == {"reservation-preempt"}
+    big = cluster.jobs["ns/big"]
+    assert big.count(TaskStatus.PIPELINED) == 2
+
+
+def test_reservation_preempt_waits_for_after() -> None:
+    """A reservation younger than ``after`` evicts nothing."""
+    ssn = run_conf(two_queues(2), PREEMPT_CONF.format(after="2h"))
+    assert ssn.result.evictions == []
+
+
+def test_reservation_preempt_evicts_nothing_unless_the_gang_then_starts() -> None:
+    """The gang-level contract: a 4-pod gang (8 cpu) would need more than queue 'small' may
+    give back (its deserved half): nothing is evicted, and the wait record says so."""
+    ssn = run_conf(two_queues(4), PREEMPT_CONF.format(after="30m"))
+    assert ssn.result.evictions == []
+    notes = [text for _, text in ssn.wait_notes.get("ns/big", [])]
+    assert (
+        "reservation-preempt: evicting every pod that may go would not free enough for the gang"
+        in notes
+    )
+
+
+def test_reservation_preempt_argument_errors() -> None:
+    """A bad ``after`` names the action and the argument."""
+    with pytest.raises(ValueError, match="action reservation-preempt: argument after"):
+        ReservationPreemptAction({"after": "soon"})

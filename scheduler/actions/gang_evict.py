@@ -119,25 +119,27 @@ class GangEvictor:
         candidate: Callable[[TaskInfo], bool],
         *,
         queue_rank: Mapping[str, int] | None = None,
+        domains: Sequence[frozenset[str]] | None = None,
     ) -> bool:
         """Make room for ``job`` and pipeline it, or change nothing; True when committed.
         ``owners``: the jobs victims may come from; ``candidate``: whether one of their pods
-        may be a victim at all (the action's status, queue and priority rules)."""
+        may be a victim at all (the action's status, queue and priority rules); ``domains``:
+        the node sets to try, instead of the job's (a reservation's nodes)."""
         ssn = self.ssn
         pending = pending_in_order(ssn, job)
         if not pending:
             return False
-        memo = self._memo_key(queue, job, pending)
+        memo = self._memo_key(queue, job, pending) if domains is None else None
         known = self.failed.get(memo) if memo is not None else None
         if known is not None and known[0] == len(ssn.node_changes):
             if known[1]:
                 ssn.note_wait(job.key, DETAIL, known[1])
             return False
-        domains: list[frozenset[str] | None]
-        hard = eviction_domains(ssn, job)
-        domains = [None] if hard is None else list(hard[: self.max_domains])
+        tried_domains: list[frozenset[str] | None]
+        hard = eviction_domains(ssn, job) if domains is None else domains
+        tried_domains = [None] if hard is None else list(hard[: self.max_domains])
         evicted = -1
-        for nodes in domains:
+        for nodes in tried_domains:
             done, tried = self._in_domain(queue, job, pending, nodes, owners, candidate, queue_rank)
             if done:
                 return True
@@ -145,7 +147,7 @@ class GangEvictor:
         note = ""
         if evicted > 0:
             note = nothing_evicted(self.reason, evicted)
-        elif domains:
+        elif tried_domains:
             note = no_room(self.reason)
         if note:
             ssn.note_wait(job.key, DETAIL, note)

@@ -3,11 +3,16 @@ soonest, and smaller jobs may use them only where they do not delay it (backfill
 addition: Volcano has no reservation (its ``sla`` plugin only raises a waiting job's order).
 docs/reservations.md is the user's guide.
 
-Off unless configured (in the last tier, after the plugins that order jobs):
+Off unless configured, in the first tier (its enqueue permit must come before the enqueue
+gates' refusals, as sla's does):
 
 ```yaml
-- plugins: [..., {name: reservation, arguments: {wait: 15m, hold-limit: 2h}}]
+- plugins: [{name: priority}, {name: gang}, {name: conformance},
+            {name: reservation, arguments: {wait: 15m, hold-limit: 2h}}]
 ```
+
+The optional ``reservation-preempt`` action (``scheduler.actions.reservation_preempt``) ends a
+long reservation's wait by reclaiming on its nodes.
 
 Arguments (durations are Go durations such as ``90s`` or ``1h30m``):
 
@@ -32,12 +37,14 @@ Arguments (durations are Go durations such as ``90s`` or ``1h30m``):
 - ``enqueue`` (true): a gang holding a reservation is admitted past the enqueue gates
   (a permit vote, as sla's), so that allocate tries it.
 
-Each session (``on_session_open``):
+Each session, at the first question the session asks the plugin (``ensure``: every plugin
+has opened, so the job order is whole, and no pod has been placed yet):
 
 1. the reservations are read from the plugin's memory on the live snapshot, or, for a job
    it has not seen (a restarted scheduler), from the PodGroup annotation
-   ``scheduling.caldera.dev/reservation`` (``caldera.api.reservation``); one past its
-   hold limit expires (an Event; the gang may reserve again after the cooldown);
+   ``scheduling.caldera.dev/reservation`` (``caldera.api.reservation``), held to what the
+   plugin could have written (``read_back``: tenants can write it); one past its hold limit
+   expires (an Event; the gang may reserve again after the cooldown);
 2. in each queue, the first waiting gang in job order reserves when it has waited past its
    threshold and holds no reservation, up to ``max-reservations``;
 3. each reservation is planned (``scheduler.plugins.reservation_plan``): on its nodes when
@@ -264,6 +271,8 @@ class ReservationPlugin:
         self.by_job: dict[str, Held] = {}
         self.memory = Memory()
         self.decided = False
+        # Events found when deciding, recorded at the session's close (a fixed point of it).
+        self.events: list[tuple[JobInfo, str, str]] = []
 
     # ---- thresholds and runtimes ------------------------------------------------------------
 
@@ -347,7 +356,7 @@ class ReservationPlugin:
             if kept is not None and kept[0] == _uid(job):
                 records[job.key] = kept[1]
                 continue
-            found = decode_reservation(_annotations(job).get(RESERVATION_ANNOTATION))
+            found = self.read_back(ssn, job)
             if found is not None:
                 records[job.key] = found
         rooms = _Lazy(lambda: self._rooms(ssn))
@@ -365,14 +374,13 @@ class ReservationPlugin:
                     retry=format_time(now + dt.timedelta(seconds=self.cooldown)), since=record.since
                 )
                 ssn.result.reservations_expired += 1
-                ssn.record_event(
-                    "PodGroup",
-                    job.namespace,
-                    job.name,
-                    "Normal",
-                    "ReservationExpired",
-                    f"reservation of {len(record.nodes)} nodes let go after "
-                    f"{duration_text(self.hold_limit)} (hold-limit)",
+                self.events.append(
+                    (
+                        job,
+                        "ReservationExpired",
+                        f"reservation of {len(record.nodes)} nodes let go after "
+                        f"{duration_text(self.hold_limit)} (hold-limit)",
+                    )
                 )
                 continue
             if len(self.held) >= self.max_reservations:
@@ -410,6 +418,34 @@ class ReservationPlugin:
             if h.record.expires:
                 left = (parse_time(h.record.expires) - now).total_seconds()
                 ssn.result.revisit(max(left, 0.0))
+
+    def read_back(self, ssn: Session, job: JobInfo) -> ReservationRecord | None:
+        """The record on the job's PodGroup, held to what this plugin could have written: the
+        annotation is within a tenant's reach (the job controller copies a Job's annotations
+        onto its PodGroup), so a record is taken only for a gang that could reserve by now,
+        made no earlier than its threshold allowed and expiring within the hold limit."""
+        found = decode_reservation(_annotations(job).get(RESERVATION_ANNOTATION))
+        threshold = self.threshold(ssn, job)
+        if found is None or threshold is None:
+            return None
+        earliest = job.creation + dt.timedelta(seconds=threshold)
+        if ssn.now < earliest:
+            return None
+        try:
+            since = max(parse_time(found.since), earliest) if found.since else earliest
+            expires = since + dt.timedelta(seconds=self.hold_limit)
+            if found.expires:
+                expires = min(parse_time(found.expires), expires)
+            retry = parse_time(found.retry) if found.retry else None
+        except ValueError:
+            return None
+        latest_retry = expires + dt.timedelta(seconds=self.cooldown)
+        return ReservationRecord(
+            nodes=found.nodes,
+            since=format_time(since),
+            expires=format_time(expires),
+            retry=format_time(min(retry, latest_retry)) if retry is not None else "",
+        )
 
     def _rooms(self, ssn: Session) -> dict[str, NodeRoom]:
         """What each ready, schedulable node offers a gang (built once per session)."""
@@ -459,13 +495,13 @@ class ReservationPlugin:
             self.by_node[name] = held
             taken.add(name)
         if new:
-            ssn.record_event(
-                "PodGroup",
-                job.namespace,
-                job.name,
-                "Normal",
-                "Reserved",
-                f"reserved {len(plan.held)} nodes; expected start in {duration_text(plan.start)}",
+            self.events.append(
+                (
+                    job,
+                    "Reserved",
+                    f"reserved {len(plan.held)} nodes; "
+                    f"expected start in {duration_text(plan.start)}",
+                )
             )
 
     @staticmethod
@@ -544,6 +580,9 @@ class ReservationPlugin:
 
     def on_session_close(self, ssn: Session) -> None:
         self.ensure(ssn)
+        for job, reason, message in self.events:
+            ssn.record_event("PodGroup", job.namespace, job.name, "Normal", reason, message)
+        self.events = []
         now = ssn.now
         memory = self.memory
         for held in self.held:
