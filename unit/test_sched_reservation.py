@@ -84,7 +84,7 @@ def test_the_gang_holds_what_frees_up_on_its_nodes() -> None:
     assert record is not None
     assert record.nodes == ("n0", "n1")
     assert record.since == format_time(T0)
-    assert record.expires == format_time(T0 + dt.timedelta(hours=1))
+    assert record.expires == format_time(T0 + dt.timedelta(hours=6))
     figure = ssn.result.reservations[0]
     assert (figure.job, figure.nodes) == ("ns/big", 2)
     assert figure.held.get("cpu") == 2000  # one idle cpu on each node, kept
@@ -119,24 +119,33 @@ def test_declared_runtime_backfills_only_when_trusted() -> None:
         assert binds(session(cluster, conf)) == placed
 
 
-def test_a_gang_not_admitted_yet_reserves_from_its_min_resources_and_is_admitted() -> None:
-    """A Volcano Job's pods come once its PodGroup is Inqueue: a Pending gang (no pods yet)
-    reserves as minMember pods of an equal share of its minResources, and its reservation
-    admits it over the enqueue gates that would keep it out (overcommit: a busy cluster)."""
+def pending_gang(old_deadline: int | None) -> ClusterInfo:
+    """Two 4-cpu nodes with three 1-cpu pods each (an hour old, ``old_deadline`` their
+    activeDeadlineSeconds); a Pending gang (no pods yet) of minResources 8 cpu."""
     cluster = cpu_cluster({"n0": "4", "n1": "4"})
-    add_job(cluster, "old", running=["n0", "n0", "n0", "n1", "n1", "n1"], min_available=1)
+    old = add_job(cluster, "old", running=["n0", "n0", "n0", "n1", "n1", "n1"], min_available=1)
+    for task in old.tasks.values():
+        assert task.pod is not None
+        spec = msgspec.structs.replace(task.pod.spec, active_deadline_seconds=old_deadline)
+        task.pod = msgspec.structs.replace(task.pod, spec=spec)
     big = add_job(cluster, "big", min_available=2, phase="Pending", min_resources={"cpu": "8"})
     big.creation = T0 - dt.timedelta(hours=1)
-    without = session(cluster, reservation="")
-    assert "ns/big" not in without.result.podgroup_phase_inqueue
-    cluster = cpu_cluster({"n0": "4", "n1": "4"})
-    add_job(cluster, "old", running=["n0", "n0", "n0", "n1", "n1", "n1"], min_available=1)
-    big = add_job(cluster, "big", min_available=2, phase="Pending", min_resources={"cpu": "8"})
-    big.creation = T0 - dt.timedelta(hours=1)
-    ssn = session(cluster)
-    assert "ns/big" in ssn.result.podgroup_phase_inqueue
-    figure = ssn.result.reservations[0]
+    return cluster
+
+
+def test_a_gang_not_admitted_yet_reserves_and_is_admitted_near_its_start() -> None:
+    """A Volcano Job's pods come once its PodGroup is Inqueue: a Pending gang reserves as
+    minMember pods of an equal share of its minResources; its reservation admits it over the
+    enqueue gates that keep it out (overcommit: a busy cluster) once its expected start is at
+    most admit-before (1m) away, not earlier (admitted, it would count against the gates)."""
+    assert "ns/big" not in session(pending_gang(3630), "").result.podgroup_phase_inqueue
+    far = session(pending_gang(None))  # unknown runtimes: expected in an hour
+    assert "ns/big" not in far.result.podgroup_phase_inqueue
+    figure = far.result.reservations[0]
     assert (figure.nodes, figure.need.get("cpu")) == (2, 8000)
+    near = session(pending_gang(3630))  # the old pods end in 30 s
+    assert "ns/big" in near.result.podgroup_phase_inqueue
+    assert near.result.reservations[0].start_seconds == 60  # min-remaining
 
 
 def test_a_higher_priority_job_is_never_held_back() -> None:
@@ -212,7 +221,7 @@ def test_a_forged_record_gets_no_more_than_the_plugin_would_give() -> None:
     written = decode_reservation(ssn.result.podgroup_annotations["ns/big"][RESERVATION_ANNOTATION])
     assert written is not None
     assert written.since == format_time(T0 - dt.timedelta(minutes=5))
-    assert written.expires == format_time(T0 + dt.timedelta(minutes=55))
+    assert written.expires == format_time(T0 + dt.timedelta(hours=5, minutes=55))
 
 
 def test_a_reservation_expires_then_cools_down() -> None:

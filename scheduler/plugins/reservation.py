@@ -23,7 +23,9 @@ Arguments (durations are Go durations such as ``90s`` or ``1h30m``):
   (``volcano.sh/sla-waiting-time``, as the sla plugin reads it) counts as its threshold when
   it has no reserve-after annotation;
 - ``min-wait`` (``1m``): no threshold is shorter (an annotation is the tenant's to write);
-- ``hold-limit`` (``1h``): a reservation lets go this long after it was made, started or not;
+- ``hold-limit`` (``6h``): a reservation lets go this long after it was made, started or not
+  (set it above the longest runtime of the cluster's jobs: the reserved nodes may take that
+  long to drain);
 - ``cooldown`` (``10m``): after that, how long before the gang may reserve again;
 - ``max-reservations`` (4, at most 64): reservations held at once, one per queue at most;
 - ``backfill-margin`` (``30s``): a pod whose known end comes this long before a reservation's
@@ -35,7 +37,9 @@ Arguments (durations are Go durations such as ``90s`` or ``1h30m``):
 - ``min-remaining`` (``1m``): no running pod is expected to end sooner than this;
 - ``node-weight`` (1000): the node score a reserved gang's pod gets on its reserved nodes;
 - ``enqueue`` (true): a gang holding a reservation is admitted past the enqueue gates
-  (a permit vote, as sla's), so that allocate tries it.
+  (a permit vote, as sla's), so that allocate tries it, once its expected start is at most
+  ``admit-before`` (``1m``) away: admitted earlier, its whole minResources would count against
+  the gates (overcommit's inqueue) and keep out the small jobs that could backfill.
 
 Each session, at the first question the session asks the plugin (``ensure``: every plugin
 has opened, so the job order is whole, and no pod has been placed yet):
@@ -253,7 +257,7 @@ class ReservationPlugin:
         self.wait = _duration(args, "wait", None)
         self.use_sla = args.boolean("sla-waiting-time", True)
         self.min_wait = _duration(args, "min-wait", "1m") or 0.0
-        self.hold_limit = _duration(args, "hold-limit", "1h") or 0.0
+        self.hold_limit = _duration(args, "hold-limit", "6h") or 0.0
         self.cooldown = _duration(args, "cooldown", "10m") or 0.0
         self.max_reservations = args.integer("max-reservations", 4)
         if not 0 <= self.max_reservations <= MAX_RESERVATIONS:
@@ -266,6 +270,7 @@ class ReservationPlugin:
         self.floor = _duration(args, "min-remaining", "1m") or 0.0
         self.node_weight = args.number("node-weight", 1000.0)
         self.enqueue = args.boolean("enqueue", True)
+        self.admit_before = _duration(args, "admit-before", "1m") or 0.0
         self.held: list[Held] = []
         self.by_node: dict[str, Held] = {}
         self.by_job: dict[str, Held] = {}
@@ -570,7 +575,13 @@ class ReservationPlugin:
 
         def enqueueable(job: JobInfo) -> int:
             ensure(ssn)
-            return 1 if self.enqueue and job.key in by_job else 0
+            held = by_job.get(job.key)
+            if not self.enqueue or held is None:
+                return 0
+            # Admitted only near its start: an admitted gang counts whole against the
+            # enqueue gates (overcommit's inqueue), which would keep out the small jobs that
+            # could backfill meanwhile.
+            return 1 if held.plan.start <= self.admit_before else 0
 
         # Registered even with nothing held: node verdicts stay reusable through node_class.
         ssn.add_predicate_fn(self.name, predicate)
