@@ -55,9 +55,16 @@ AT_ONCE = TIERS.format(
 WITHOUT = TIERS.format(reservation="")
 
 
-async def small_job(exp: Experiment, name: str, run_for: str) -> None:  # noqa: F811
+async def cluster_of(exp: Experiment) -> str:  # noqa: F811
+    """Two 4-cpu nodes and a queue of the test's own (the default queue holds other tests'
+    jobs, which could come first in its order); the queue's name."""
+    exp.make_nodes(2, 4)
+    return await exp.make_queue("q")
+
+
+async def small_job(exp: Experiment, name: str, run_for: str, queue: str) -> None:  # noqa: F811
     """A PodGroup of one 1-cpu pod that kwok runs for ``run_for``."""
-    await exp.podgroup(name, 1)
+    await exp.podgroup(name, 1, queue=queue)
     body = exp.pod_body(f"{name}-0", name)
     body["metadata"]["annotations"].update({RUN_FOR: run_for, EXIT_CODE: "0"})
     await exp.kube.create(POD, body, namespace=exp.namespace)
@@ -66,6 +73,7 @@ async def small_job(exp: Experiment, name: str, run_for: str) -> None:  # noqa: 
 @contextlib.asynccontextmanager
 async def stream(
     exp: Experiment,  # noqa: F811
+    queue: str,
     *,
     every: float,
     run_for: str,
@@ -77,7 +85,7 @@ async def stream(
 
     async def arrive() -> None:
         while True:
-            await small_job(exp, f"{prefix}-{count[0]}", run_for)
+            await small_job(exp, f"{prefix}-{count[0]}", run_for, queue)
             count[0] += 1
             await asyncio.sleep(every)
 
@@ -90,9 +98,15 @@ async def stream(
             await task
 
 
-async def big_gang(exp: Experiment) -> None:  # noqa: F811
-    await exp.podgroup("big", 2)
+async def big_gang(exp: Experiment, queue: str, *, pods_first: bool = False) -> None:  # noqa: F811
+    """The gang's PodGroup and its two 4-cpu pods; with ``pods_first`` the pods come first,
+    so that no session sees the PodGroup without them (its first wait record then already
+    tells the reservation; a record is written again at most every 30 s)."""
+    if not pods_first:
+        await exp.podgroup("big", 2, queue=queue)
     await exp.pods(["big-0", "big-1"], "big", cpu="4")
+    if pods_first:
+        await exp.podgroup("big", 2, queue=queue)
 
 
 async def reservation(exp: Experiment) -> str | None:  # noqa: F811
@@ -118,12 +132,12 @@ async def test_a_large_gang_starves_behind_small_jobs_without_reservation(
 ) -> None:
     """Volcano's behaviour, the control: with the stream running, the gang waits 30 s and
     more while small jobs keep taking every cpu that frees up."""
-    exp.make_nodes(2, 4)
+    queue = await cluster_of(exp)
     scheduler = exp.scheduler(WITHOUT)
     await eventually(lambda: _ready(scheduler), timeout=30, what="scheduler readiness")
-    async with stream(exp, every=0.4, run_for="4s") as count:
+    async with stream(exp, queue, every=0.4, run_for="4s") as count:
         await eventually(lambda: busy(exp), timeout=30, what="small jobs on both nodes")
-        await big_gang(exp)
+        await big_gang(exp, queue)
         for _ in range(60):
             await asyncio.sleep(0.5)
             assert not await big_placed(exp), "the gang started without a reservation"
@@ -136,12 +150,12 @@ async def test_a_large_gang_starts_under_a_stream_of_small_jobs_with_reservation
     """With the reservation plugin, the gang waits its 3 s, reserves both nodes, holds each
     cpu as it frees up, and starts while small jobs are still arriving; its reservation
     record goes once the gang runs."""
-    exp.make_nodes(2, 4)
+    queue = await cluster_of(exp)
     scheduler = exp.scheduler(WITH)
     await eventually(lambda: _ready(scheduler), timeout=30, what="scheduler readiness")
-    async with stream(exp, every=0.4, run_for="4s") as count:
+    async with stream(exp, queue, every=0.4, run_for="4s") as count:
         await eventually(lambda: busy(exp), timeout=30, what="small jobs on both nodes")
-        await big_gang(exp)
+        await big_gang(exp, queue)
         arrived = count[0]
         await eventually(lambda: reservation(exp), timeout=30, what="the reservation record")
         await eventually(lambda: big_placed(exp), timeout=40, what="the gang started")
@@ -161,32 +175,38 @@ async def test_a_restarted_scheduler_keeps_the_reservation(
     tells it); the scheduler stops and a new one starts: the PodGroup's record is the same
     (nodes, since, expiry), the small jobs that came meanwhile get no held cpu, and the gang
     starts when the long pods end."""
-    exp.make_nodes(2, 4)
+    queue = await cluster_of(exp)
     scheduler = exp.scheduler(AT_ONCE)
     await eventually(lambda: _ready(scheduler), timeout=30, what="scheduler readiness")
     for i in range(6):
-        await small_job(exp, f"long-{i}", "25s")
+        await small_job(exp, f"long-{i}", "25s", queue)
 
     async def six_running() -> bool:
         return _by_group(await exp.placed(), ["long"]) == {"long": 6}
 
     await eventually(six_running, timeout=30, what="six long pods placed")
-    await big_gang(exp)
+    await big_gang(exp, queue, pods_first=True)
 
     before = await eventually(lambda: reservation(exp), timeout=30, what="the reservation")
+
+    seen: list[str] = []
 
     async def told() -> str | None:
         pg = await exp.kube.get(PODGROUP, "big", namespace=exp.namespace)
         text = pg.metadata.annotations.get(WHY_ANNOTATION, "")
+        seen.append(text)
         return text if "reserved 2 nodes" in text else None
 
-    why = json.loads(await eventually(told, timeout=15, what="the why record's reservation"))
+    try:
+        why = json.loads(await eventually(told, timeout=15, what="the why record's reservation"))
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; the record: {seen[-1:]}") from None
     line = next(d for d in why["details"] if "reserved 2 nodes" in d)
     assert "2 of 8 cpu held; expected start in" in line
     assert scheduler.stop() == 0
     restarted = exp.scheduler(AT_ONCE)
     await eventually(lambda: _ready(restarted), timeout=30, what="the new scheduler's readiness")
-    async with stream(exp, every=1.0, run_for="3s", prefix="late"):
+    async with stream(exp, queue, every=1.0, run_for="3s", prefix="late"):
         await asyncio.sleep(5)
         assert await reservation(exp) == before
         assert _by_group(await exp.placed(), ["late"]) == {"late": 0}

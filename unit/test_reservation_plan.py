@@ -12,9 +12,11 @@ from caldera.api.resources import Resources
 from scheduler.plugins.reservation_plan import (
     NodeRoom,
     Release,
+    Runtimes,
     admits,
     backfills,
     earliest_plan,
+    estimated_end,
     expected_end,
     fits,
     pack,
@@ -235,3 +237,17 @@ def test_backfill_never_delays_the_reservation(
     offered = idle_of(allocatable, still)
     for name, held in plan.held.items():
         assert fits(held, offered[name]), (name, held, offered[name])
+
+
+def test_runtimes_learnt_per_queue_and_shape() -> None:
+    """Finished pods' runtimes make an exponentially weighted mean per queue and request,
+    each pod counted once; a pod past its estimate is expected to run as long again."""
+    runtimes = Runtimes(weight=0.5)
+    runtimes.learn("a", "q", gpus(1), 100.0)
+    runtimes.learn("a", "q", gpus(1), 900.0)  # the same pod again: not counted
+    runtimes.learn("b", "q", gpus(1), 300.0)
+    assert runtimes.estimate("q", gpus(1)) == 200.0
+    assert runtimes.estimate("q", gpus(2)) is None
+    assert runtimes.estimate("other", gpus(1)) is None
+    assert estimated_end(age=50.0, estimate=200.0, floor=10.0) == 150.0
+    assert estimated_end(age=500.0, estimate=200.0, floor=10.0) == 500.0

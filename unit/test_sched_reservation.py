@@ -10,6 +10,12 @@ import msgspec
 import pytest
 from prometheus_client import CollectorRegistry
 
+from caldera.api.core import (
+    ContainerState,
+    ContainerStateTerminated,
+    ContainerStatus,
+    PodStatus,
+)
 from caldera.api.meta import ObjectMeta, format_time
 from caldera.api.reservation import (
     EXPECTED_RUNTIME_ANNOTATION,
@@ -26,7 +32,7 @@ from scheduler.framework.plugin import Arguments
 from scheduler.framework.session import Session
 from scheduler.metrics import SchedulerMetrics
 from scheduler.plugins.reservation import ReservationPlugin, duration_text
-from unit.sched_fixtures import T0, add_job, binds, cpu_cluster, run_conf
+from unit.sched_fixtures import T0, add_job, binds, cpu_cluster, make_task, run_conf
 
 CONF = """\
 actions: "enqueue, allocate, backfill"
@@ -404,3 +410,25 @@ def test_reservation_preempt_argument_errors() -> None:
     """A bad ``after`` names the action and the argument."""
     with pytest.raises(ValueError, match="action reservation-preempt: argument after"):
         ReservationPreemptAction({"after": "soon"})
+
+
+def test_runtimes_learnt_from_finished_pods_set_the_expected_start() -> None:
+    """A pod of no known runtime is expected to run as long as finished pods of its queue and
+    shape ran (3 h here: the hour-old pods end in 2 h), not as long again as it has (1 h)."""
+    cluster, _ = busy_cluster()
+    assert session(cluster).result.reservations[0].start_seconds == 3600
+    cluster, _ = busy_cluster()
+    done = add_job(cluster, "done", min_available=1, phase="Completed")
+    task = make_task("done", 0, {"cpu": "1"}, status=TaskStatus.SUCCEEDED)
+    assert task.pod is not None
+    terminated = ContainerState(
+        terminated=ContainerStateTerminated(finished_at=format_time(T0 - dt.timedelta(hours=1)))
+    )
+    status = PodStatus(
+        phase="Succeeded",
+        start_time=format_time(T0 - dt.timedelta(hours=4)),
+        container_statuses=(ContainerStatus(name="main", state=terminated),),
+    )
+    task.pod = msgspec.structs.replace(task.pod, status=status)
+    done.add_task(task)
+    assert session(cluster).result.reservations[0].start_seconds == 7200

@@ -54,8 +54,9 @@ has opened, so the job order is whole, and no pod has been placed yet):
 3. each reservation is planned (``scheduler.plugins.reservation_plan``): on its nodes when
    the gang still packs there, else on the nodes where it would start soonest, among those
    that pass the gang's predicates and no other reservation holds. A running pod's expected
-   end comes from its activeDeadlineSeconds, its job's declared runtime, or, unknown, as long
-   again as it has run.
+   end comes from its activeDeadlineSeconds, its job's declared runtime, the runtime learnt
+   from finished pods of its queue and request (``learn_runtimes``, kept in the memory), or,
+   unknown, as long again as it has run.
 
 Then a predicate holds the planned room: on a reserved node, a pod of another job passes only
 when ``admits`` does (its known end comes before the expected start, or it fits in what is
@@ -104,9 +105,11 @@ from scheduler.plugins.reservation_plan import (
     NodeRoom,
     Plan,
     Release,
+    Runtimes,
     admits,
     backfills,
     earliest_plan,
+    estimated_end,
     expected_end,
 )
 from scheduler.plugins.sla import job_waiting_time
@@ -148,6 +151,32 @@ def _annotation_seconds(annotations: dict[str, str], key: str) -> float | None:
 
 def _annotations(job: JobInfo) -> dict[str, str]:
     return job.podgroup.metadata.annotations if job.podgroup is not None else {}
+
+
+def _started(task: TaskInfo) -> dt.datetime | None:
+    """When the pod started (its status' startTime), if it says."""
+    if task.pod is None or not task.pod.status.start_time:
+        return None
+    try:
+        return parse_time(task.pod.status.start_time)
+    except ValueError:
+        return None
+
+
+def _finished(task: TaskInfo) -> dt.datetime | None:
+    """When the pod's last container finished, if every container says."""
+    if task.pod is None or not task.pod.status.container_statuses:
+        return None
+    ends = []
+    for status in task.pod.status.container_statuses:
+        terminated = status.state.terminated
+        if terminated is None or not terminated.finished_at:
+            return None
+        try:
+            ends.append(parse_time(terminated.finished_at))
+        except ValueError:
+            return None
+    return max(ends)
 
 
 def _uid(job: JobInfo) -> str:
@@ -246,6 +275,7 @@ class Memory:
     its PodGroup's uid (a PodGroup made again under the same name starts afresh)."""
 
     records: dict[str, tuple[str, ReservationRecord]] = field(default_factory=dict)
+    runtimes: Runtimes = field(default_factory=Runtimes)
 
 
 class ReservationPlugin:
@@ -320,16 +350,31 @@ class ReservationPlugin:
         limit = self.known_runtime(task, job)
         if limit is None:
             limit = self.declared_runtime(job)
-        started = None
-        if task.pod is not None and task.pod.status.start_time:
-            try:
-                started = parse_time(task.pod.status.start_time)
-            except ValueError:
-                started = None
-        started = started or task.scheduled_at or ssn.now
+        started = _started(task) or task.scheduled_at or ssn.now
         age = max((ssn.now - started).total_seconds(), 0.0)
+        if limit is None and job is not None:
+            estimate = self.memory.runtimes.estimate(job.queue, task.resreq)
+            if estimate is not None:
+                end = estimated_end(age=age, estimate=estimate, floor=self.floor)
+                return Release(task.resreq, end, False)
         end, known = expected_end(age=age, limit=limit, floor=self.floor)
         return Release(task.resreq, end, known)
+
+    def learn_runtimes(self, ssn: Session) -> None:
+        """Learn from the finished pods in the snapshot how long pods of each queue and shape
+        run (each pod once; the estimate of pods with no known runtime)."""
+        runtimes = self.memory.runtimes
+        for job in ssn.jobs.values():
+            done = job.by_status.get(TaskStatus.SUCCEEDED)
+            if not done:
+                continue
+            for task in done.values():
+                if task.uid in runtimes.seen:
+                    continue
+                started, finished = _started(task), _finished(task)
+                if started is not None and finished is not None:
+                    seconds = (finished - started).total_seconds()
+                    runtimes.learn(task.uid, job.queue, task.resreq, seconds)
 
     # ---- the session ------------------------------------------------------------------------
 
@@ -454,6 +499,7 @@ class ReservationPlugin:
 
     def _rooms(self, ssn: Session) -> dict[str, NodeRoom]:
         """What each ready, schedulable node offers a gang (built once per session)."""
+        self.learn_runtimes(ssn)
         rooms = {}
         for name, node in ssn.nodes.items():
             if not node.ready or node.unschedulable:

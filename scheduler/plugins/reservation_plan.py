@@ -188,3 +188,41 @@ def admits(
     if backfills(end, start, margin):
         return fits(request, idle)
     return fits(request, idle.sub_clamped(held))
+
+
+class Runtimes:
+    """Runtimes learnt from finished pods, by (queue, request): an exponentially weighted
+    mean (``weight`` for the newest), each pod counted once. Bounded: at most ``MAX_SHAPES``
+    shapes and ``MAX_SEEN`` remembered pods (both forgotten whole past the bound: only
+    estimates are lost)."""
+
+    MAX_SHAPES = 1024
+    MAX_SEEN = 65536
+
+    def __init__(self, weight: float = 0.2) -> None:
+        self.weight = weight
+        self.means: dict[tuple[str, Resources], float] = {}
+        self.seen: set[str] = set()
+
+    def learn(self, uid: str, queue: str, request: Resources, seconds: float) -> None:
+        if uid in self.seen or seconds < 0:
+            return
+        if len(self.seen) >= self.MAX_SEEN:
+            self.seen.clear()
+        self.seen.add(uid)
+        key = (queue, request)
+        mean = self.means.get(key)
+        if mean is None and len(self.means) >= self.MAX_SHAPES:
+            self.means.clear()
+        self.means[key] = seconds if mean is None else mean + self.weight * (seconds - mean)
+
+    def estimate(self, queue: str, request: Resources) -> float | None:
+        return self.means.get((queue, request))
+
+
+def estimated_end(*, age: float, estimate: float, floor: float) -> float:
+    """When a pod of no known runtime is expected to end, in seconds from now, by its shape's
+    learnt ``estimate``; once past it, as long again as it has run (``expected_end``)."""
+    if estimate > age:
+        return max(estimate - age, floor)
+    return max(age, floor)
