@@ -2,8 +2,8 @@
 starve (issue 45's experiment, ``examples/experiments/large-gangs/``): the cluster file's and
 the trace's documents, as ``simulator.spec`` reads them.
 
-The shapes follow published traces of GPU clusters; docs/experiments.md ("Large gangs") cites
-the figures and says what is assumed beyond them:
+The shapes follow published traces of GPU clusters; the experiment's notes (docs/experiments.md,
+"No large gang starves") cite the figures and say what is assumed beyond them:
 
 - small jobs: one pod of 1 GPU (three in four) or 2 GPUs, run times log-normal (median
   ``SMALL_MEDIAN``, spread ``SMALL_SIGMA``), clipped to [``SMALL_MIN``, ``LONGEST``];
