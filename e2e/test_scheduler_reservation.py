@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from caldera.api.kinds import POD, PODGROUP
+from caldera.api.kinds import POD, PODGROUP, QUEUE
 from caldera.api.reservation import RESERVATION_ANNOTATION, decode_reservation
 from caldera.api.why import WHY_ANNOTATION
 from e2e.test_scheduler_experiments import (
@@ -212,3 +212,51 @@ async def test_a_restarted_scheduler_keeps_the_reservation(
         assert _by_group(await exp.placed(), ["late"]) == {"late": 0}
         assert not await big_placed(exp)
         await eventually(lambda: big_placed(exp), timeout=60, what="the gang started")
+
+
+PREEMPT = """\
+actions: "enqueue, allocate, backfill, reservation-preempt"
+configurations:
+- name: reservation-preempt
+  arguments: {after: 3s}
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+  - name: reservation
+    arguments: {wait: 0s, min-wait: 0s}
+- plugins:
+  - name: drf
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+"""
+
+
+async def test_reservation_preempt_takes_back_a_queue_s_reclaimable_pods(
+    exp: Experiment,  # noqa: F811
+) -> None:
+    """Queue 'a' fills both nodes with eight 1-cpu pods that run until deleted, then its
+    capability is cut to 4 cpu (its deserved share with it: the shared cluster has room
+    elsewhere); queue 'b''s gang of two 2-cpu pods reserves, and after 3 s
+    reservation-preempt takes back what queue 'a' holds beyond its share: four pods are
+    evicted, the other four keep running, and the gang runs."""
+    exp.make_nodes(2, 4)
+    a = await exp.make_queue("a")
+    b = await exp.make_queue("b")
+    for i in range(8):
+        await exp.podgroup(f"a{i}", 1, queue=a)
+        await exp.kube.create(POD, exp.pod_body(f"a{i}-0", f"a{i}"), namespace=exp.namespace)
+    scheduler = exp.scheduler(PREEMPT)
+    await eventually(lambda: _ready(scheduler), timeout=30, what="scheduler readiness")
+
+    async def full() -> bool:
+        return sum(1 for n in await exp.placed() if n.startswith("a")) == 8
+
+    await eventually(full, timeout=30, what="queue a's eight pods placed")
+    await exp.kube.patch(QUEUE, a, {"spec": {"capability": {"cpu": "4"}}})
+    await exp.pods(["big-0", "big-1"], "big", cpu="2")
+    await exp.podgroup("big", 2, queue=b)
+    await eventually(lambda: big_placed(exp), timeout=60, what="the gang placed after evictions")
+    assert sum(1 for n in await exp.placed() if n.startswith("a")) == 4

@@ -432,3 +432,10 @@ def test_runtimes_learnt_from_finished_pods_set_the_expected_start() -> None:
     task.pod = msgspec.structs.replace(task.pod, status=status)
     done.add_task(task)
     assert session(cluster).result.reservations[0].start_seconds == 7200
+
+
+def test_reservation_preempt_asks_for_a_session_when_a_reservation_comes_of_age() -> None:
+    """A reservation 40 minutes old, with after: 50m, asks for a session in 10 minutes
+    (before its expiry, in 20)."""
+    ssn = run_conf(two_queues(2), PREEMPT_CONF.format(after="50m"))
+    assert ssn.result.revisit_after == pytest.approx(10 * 60)

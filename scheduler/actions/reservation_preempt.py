@@ -23,7 +23,9 @@ eviction engine of gangpreempt and gangreclaim (``scheduler.actions.gang_evict``
 victim gangs or their pods above minAvailable, on the reserved nodes only, and commits only
 when the gang is then pipelined there; otherwise nothing is evicted and the gang's wait
 record says so. Arguments as gangreclaim's (``maxDomains`` aside: the one domain is the
-reservation's nodes): ``allowWholeBundle``.
+reservation's nodes): ``allowWholeBundle``. The session asks for another when the next
+reservation comes of age, so that a quiet cluster, whose sessions are skipped, does not
+hold it back.
 """
 
 from __future__ import annotations
@@ -72,7 +74,10 @@ class ReservationPreemptAction(GangAction):
             job = ssn.jobs.get(key)
             if job is None or not record.nodes or not record.since:
                 continue
-            if (ssn.now - parse_time(record.since)).total_seconds() < self.after:
+            age = (ssn.now - parse_time(record.since)).total_seconds()
+            if age < self.after:
+                # A quiet cluster's sessions are skipped (scheduler.quiet): ask for one then.
+                ssn.result.revisit(self.after - age)
                 continue
             queue = ssn.queues.get(job.queue)
             if queue is None or not eligible(ssn, job) or not pending_in_order(ssn, job):
