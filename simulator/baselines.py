@@ -19,14 +19,17 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
+from caldera.api.resources import Resources
 from scheduler.actions.enqueue import INQUEUE
 from scheduler.actions.placer import Placer, fit_error_histogram, fits_idle
 from scheduler.api.types import PENDING_PHASES, TaskInfo, TaskStatus
 from scheduler.conf import SchedulerConf, parse_conf
 from scheduler.framework.runner import Registry
+from scheduler.framework.session import ReservationFigure
 from scheduler.registry import REGISTRY
+from simulator.easy import Release, Waiting, plan
 
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
@@ -36,12 +39,14 @@ class Mode(enum.StrEnum):
     SCHEDULER = "scheduler"
     POD_BY_POD = "pod-by-pod"
     FIFO = "fifo"
+    EASY = "easy"
 
 
 LABELS: Final = {
     Mode.SCHEDULER: "configured scheduler",
     Mode.POD_BY_POD: "pod by pod (no gang, no queues)",
     Mode.FIFO: "FIFO (no queues)",
+    Mode.EASY: "EASY backfill (known run times, no queues)",
 }
 POD_BY_POD_ACTION: Final = "pod-by-pod"
 POD_BY_POD_CONF: Final = """\
@@ -50,6 +55,13 @@ tiers:
 - plugins:
   - name: predicates
   - name: nodeorder
+"""
+EASY_ACTION: Final = "easy-backfill"
+EASY_CONF: Final = """\
+actions: "easy-backfill"
+tiers:
+- plugins:
+  - name: predicates
 """
 # Plugins that order jobs or divide the cluster by queue, and actions that take from one job
 # for another: what "first come, first served in one queue" has none of.
@@ -88,25 +100,109 @@ class PodByPodAction:
             stmt.commit()
 
 
-def registry_for(mode: Mode, order: OrderKey) -> Registry:
-    """The actions and plugins a mode may name."""
-    if mode is not Mode.POD_BY_POD:
+class Runtimes(Protocol):
+    """What EASY knows that a scheduler is not told: the clock and every pod's run time."""
+
+    def now(self) -> float:
+        """The simulation's time (seconds)."""
+        ...
+
+    def run_time(self, task: TaskInfo) -> float:
+        """How long the pod runs once started (math.inf when it runs until its Job ends it)."""
+        ...
+
+    def expected_end(self, task: TaskInfo) -> float:
+        """When a pod on a node gives its resources back (now for one being deleted)."""
+        ...
+
+
+def _amounts(resources: Resources) -> dict[str, int]:
+    return dict(resources.items())
+
+
+class EasyBackfillAction:
+    """One EASY pass per session (``simulator.easy``); see the module docstring."""
+
+    name = EASY_ACTION
+
+    def __init__(self, runtimes: Runtimes) -> None:
+        self.runtimes = runtimes
+
+    def execute(self, ssn: Session) -> None:
+        pending: dict[str, list[TaskInfo]] = {}
+        for job in ssn.jobs.values():
+            if job.phase in PENDING_PHASES:  # no gate: every Job is admitted at once
+                job.set_phase(INQUEUE)
+                ssn.result.podgroup_phase_inqueue.append(job.key)
+            tasks = sorted(job.tasks_in(TaskStatus.PENDING), key=lambda t: t.key)
+            if tasks:
+                pending[job.key] = tasks
+        order = sorted(pending, key=lambda key: (ssn.jobs[key].creation, key))
+        queue = [
+            Waiting(
+                key,
+                tuple(_amounts(t.resreq) for t in pending[key]),
+                max(self.runtimes.run_time(t) for t in pending[key]),
+            )
+            for key in order
+        ]
+        free = {name: _amounts(node.idle) for name, node in ssn.nodes.items()}
+        releases = [
+            Release(name, self.runtimes.expected_end(task), _amounts(task.resreq))
+            for name, node in ssn.nodes.items()
+            for task in node.tasks.values()
+        ]
+        now = self.runtimes.now()
+        found = plan(now, free, releases, queue)
+        for key, nodes in found.starts.items():
+            stmt = ssn.statement()
+            for task, node in zip(pending[key], nodes, strict=True):
+                stmt.allocate(task, node)
+            stmt.commit()
+        reservation = found.reservation
+        if reservation is not None and reservation.job not in found.starts:
+            head = ssn.jobs[reservation.job]
+            need = Resources.sum(t.resreq for t in pending[reservation.job])
+            idle = Resources.sum(ssn.nodes[name].idle for name in reservation.nodes)
+            held = Resources({n: min(a, idle.get(n)) for n, a in need.items()})
+            figure = ReservationFigure(
+                job=head.key,
+                queue=head.queue,
+                nodes=len(reservation.nodes),
+                need=need,
+                held=held,
+                age_seconds=0.0,
+                start_seconds=max(0.0, reservation.start - now),
+            )
+            ssn.result.reservations.append(figure)
+
+
+def registry_for(mode: Mode, order: OrderKey, runtimes: Runtimes | None = None) -> Registry:
+    """The actions and plugins a mode may name (``runtimes`` for the EASY baseline)."""
+    extra: dict[str, Callable[[Mapping[str, Any]], Any]] = {}
+    if mode is Mode.POD_BY_POD:
+        extra[POD_BY_POD_ACTION] = lambda _args: PodByPodAction(order)
+    elif mode is Mode.EASY:
+        if runtimes is None:
+            raise ValueError("the EASY baseline needs the run times (runtimes)")
+        known = runtimes
+        extra[EASY_ACTION] = lambda _args: EasyBackfillAction(known)
+    if not extra:
         return REGISTRY
-    actions: Mapping[str, Callable[[Mapping[str, Any]], Any]] = {
-        **REGISTRY.actions,
-        POD_BY_POD_ACTION: lambda _args: PodByPodAction(order),
-    }
-    return Registry(plugins=REGISTRY.plugins, actions=actions)
+    return Registry(plugins=REGISTRY.plugins, actions={**REGISTRY.actions, **extra})
 
 
-def conf_for(mode: Mode, conf: SchedulerConf, order: OrderKey) -> SchedulerConf:
-    """The configuration a mode runs: ``conf`` itself, the pod-by-pod baseline's, or ``conf``
-    without queues."""
+def conf_for(
+    mode: Mode, conf: SchedulerConf, order: OrderKey, runtimes: Runtimes | None = None
+) -> SchedulerConf:
+    """The configuration a mode runs: ``conf`` itself, the pod-by-pod or EASY baseline's, or
+    ``conf`` without queues."""
     if mode is Mode.SCHEDULER:
         return conf
-    if mode is Mode.POD_BY_POD:
-        registry = registry_for(mode, order)
-        return parse_conf(POD_BY_POD_CONF, actions=registry.actions, plugins=registry.plugins)
+    if mode in (Mode.POD_BY_POD, Mode.EASY):
+        registry = registry_for(mode, order, runtimes)
+        text = POD_BY_POD_CONF if mode is Mode.POD_BY_POD else EASY_CONF
+        return parse_conf(text, actions=registry.actions, plugins=registry.plugins)
     tiers = tuple(
         tier
         for tier in (

@@ -61,6 +61,7 @@ from simulator.controller import JobController
 from simulator.kubelet import Kubelet
 from simulator.record import Recorder
 from simulator.results import RunResult
+from simulator.runtimes import TraceRuntimes
 from simulator.spec import Scenario, Submission
 from simulator.timeline import Timeline
 from simulator.world import World
@@ -114,15 +115,16 @@ class Simulation:
             priority_classes=cluster.priority_classes,
             termination_grace=cluster.timing.termination_grace,
         )
-        self.registry = registry_for(mode, self._fifo_position)
-        self.conf = conf_for(mode, conf, self._fifo_position)
-        self.clocked = reads_clock(self.conf)
         # The trace's Jobs were admitted (simulator.spec): none is held or refused.
         self.controller = JobController(self.world, self.timeline, admitted=True)
         self.kubelet = Kubelet(self.world, self.timeline, bind_delay=cluster.timing.bind_delay)
         self.recorder = Recorder(
             self.world, queue_of={s.key: s.job.spec.queue for s in scenario.jobs}
         )
+        runtimes = TraceRuntimes(self.world, self.kubelet, self.recorder)
+        self.registry = registry_for(mode, self._fifo_position, runtimes)
+        self.conf = conf_for(mode, conf, self._fifo_position, runtimes)
+        self.clocked = reads_clock(self.conf)
         self.world.watchers = [self.controller, self.kubelet, self.recorder]
         for submission in submissions:
             self.timeline.at(submission.at, functools.partial(self._arrive, submission))

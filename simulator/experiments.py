@@ -32,6 +32,7 @@ from matplotlib.figure import Figure
 from caldera.api.names import pod_name_prefix
 from simulator.baselines import Mode
 from simulator.engine import Limits, Simulation
+from simulator.gang_waits import evaluate as evaluate_gang_waits
 from simulator.loading import conf_text, load_conf, load_scenario, read_document
 from simulator.report import STYLE, gantt_figure, html_table, image, queues_figure
 from simulator.results import JobResult, RunResult, evictions_without_placement
@@ -133,6 +134,8 @@ def command(directory: Path, run: RunSpec) -> str:
     parts = ["caldera simulate", normpath(base / run.cluster), normpath(base / run.trace)]
     if run.conf:
         parts.append(f"--conf {normpath(base / run.conf)}")
+    if run.mode is Mode.EASY:  # not among the baselines run by default
+        parts.append("--baselines easy")
     return " ".join(parts)
 
 
@@ -485,6 +488,12 @@ def _gpu_fragments(spec: ExperimentSpec, runs: Mapping[Key, RunResult]) -> Any:
     )
 
 
+def _large_gangs(spec: ExperimentSpec, runs: Mapping[Key, RunResult]) -> Any:
+    """Large gangs' and small jobs' waits, GPU utilisation and idle reserved GPUs, with issue
+    45's goal judged on them (``simulator.gang_waits``)."""
+    return evaluate_gang_waits(spec.expect, _by_label(runs))
+
+
 EVALUATORS: dict[str, Callable[[ExperimentSpec, Mapping[Key, RunResult]], Any]] = {
     "gang": _gang,
     "drf": _drf,
@@ -494,6 +503,7 @@ EVALUATORS: dict[str, Callable[[ExperimentSpec, Mapping[Key, RunResult]], Any]] 
     "task-topology": _task_topology,
     "preemption-toleration": _preemption_toleration,
     "gang-preemption": _gang_preemption,
+    "large-gangs": _large_gangs,
 }
 
 

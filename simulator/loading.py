@@ -1,12 +1,14 @@
 """Reading a simulation's files: the cluster file, the trace, the manifests a trace names, and
 the scheduler configuration; the simulator's input edge (``simulator.spec`` decodes).
 
-Files are YAML (JSON is YAML too). A path inside a file is relative to that file. Every problem
-is a ``SpecError`` naming the file.
+Files are YAML (JSON is YAML too); a file named ``*.json`` is read as JSON, which is many times
+faster for a trace of thousands of Jobs. A path inside a file is relative to that file. Every
+problem is a ``SpecError`` naming the file.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,11 @@ def read_document(path: Path) -> Any:
         text = path.read_text()
     except OSError as exc:
         raise SpecError(f"{path}: cannot be read: {exc.strerror or exc}") from None
+    if path.suffix == ".json":
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            raise SpecError(f"{path}: not valid JSON: {exc}") from None
     try:
         documents = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as exc:

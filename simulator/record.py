@@ -51,6 +51,7 @@ class Recorder:
         self.queue_used: dict[str, dict[str, int]] = {}
         self._moved: dict[str, None] = {}  # queues whose holdings moved since the last flush
         self.utilisation = Series()
+        self.held = Series()  # what reservations keep idle, per resource
         self.queues: dict[str, QueueSeries] = {}
         self.unschedulable: dict[str, int] = {}
         self.sessions = self.binds = self.evictions = 0
@@ -125,6 +126,10 @@ class Recorder:
                     run.exit_code = statuses[0].state.terminated.exit_code
         self._hold(new, holds_node(new) - holds_node(old))
 
+    def run_of(self, uid: str) -> PodRun | None:
+        """The pod's open run (bound, not yet gone), None for another."""
+        return self._runs.get(uid)
+
     def pod_deleted(self, pod: Pod) -> None:
         uid = pod.metadata.uid
         run = self._runs.pop(uid, None)
@@ -186,6 +191,9 @@ class Recorder:
             )
         for queue, share in result.queue_share.items():
             self.queues.setdefault(queue, QueueSeries()).share.add(now, {"share": share})
+        if result.reservations or self.held.times:
+            held = Resources.sum(figure.held for figure in result.reservations)
+            self.held.add(now, {n: _units(n, a) for n, a in held.items() if n in self.capacity})
 
     def result(self, *, mode: str, label: str, end: float) -> RunResult:
         self.flush()
@@ -197,6 +205,7 @@ class Recorder:
             queues=self.queues,
             unschedulable=dict(sorted(self.unschedulable.items())),
             capacity={n: _units(n, a) for n, a in self.capacity.items()},
+            held=self.held,
             sessions=self.sessions,
             binds=self.binds,
             evictions=self.evictions,

@@ -141,6 +141,9 @@ class RunResult(msgspec.Struct, kw_only=True):
     queues: dict[str, QueueSeries]
     unschedulable: dict[str, int]  # pods by reason, counted once per session they waited in
     capacity: dict[str, float]  # the cluster's allocatable, per resource (cores, bytes, ...)
+    # Per resource: what reservations keep idle (their nodes' idle room held from other pods,
+    # in the resource's unit), after each session that held any (reservation plugin, EASY).
+    held: Series = msgspec.field(default_factory=Series)
     sessions: int = 0
     binds: int = 0
     evictions: int = 0

@@ -3,6 +3,12 @@ queue; both in the same loop as the configured scheduler."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cli.main import main
 from scheduler.conf import DEFAULT_CONF
 from simulator.baselines import Mode, conf_for
 from unit.sim_fixtures import conf, entry, job, run, scenario, task
@@ -86,3 +92,38 @@ def test_the_configured_scheduler_and_fifo_differ_only_where_queues_matter() -> 
 
     assert running(Mode.SCHEDULER) == {"default/heavy": 6, "default/light": 2}
     assert running(Mode.FIFO) == {"default/heavy": 7, "default/light": 1}
+
+
+def test_easy_reserves_for_the_head_and_backfills_what_ends_before() -> None:
+    """EASY on one node of 4 cpu: a job holds 3 cpu until 102 s (bound at 1 s, running from
+    2 s for 100 s); a 4-cpu gang waits for it and is reserved the node from 102 s; a 1-cpu job
+    of 50 s backfills beside it, one of 500 s would delay it and waits for the gang to end
+    (each bind is a session after the pods are made, each start a second after the bind)."""
+    first = entry(job("first", task("worker", 1, cpu="3")), 0.0, runTime=100)
+    gang = entry(job("gang", task("worker", 4), minAvailable=4), 5.0, runTime=60)
+    short = entry(job("short", task("worker", 1)), 6.0, runTime=50)
+    long = entry(job("long", task("worker", 1)), 7.0, runTime=500)
+    result = run(scenario(first, gang, short, long), mode=Mode.EASY)
+    started = {j.job.split("/")[1]: j.started for j in result.jobs}
+    assert started == {"first": 2.0, "short": 8.0, "gang": 103.0, "long": 164.0}
+
+
+def test_easy_needs_the_run_times() -> None:
+    with pytest.raises(ValueError, match="run times"):
+        conf_for(Mode.EASY, conf(FULL), _order_key)
+
+
+def test_simulate_runs_easy_when_asked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``caldera simulate --baselines easy`` runs EASY beside the configured scheduler (it is
+    not among the default baselines)."""
+    cluster = {"nodes": [{"name": "node", "resources": {"cpu": "4", "memory": "16Gi"}}]}
+    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(cluster))
+    trace = {"jobs": [entry(job("one", task("worker", 2)), runTime=60)]}
+    (tmp_path / "trace.yaml").write_text(yaml.safe_dump(trace))
+    args = ["simulate", str(tmp_path / "cluster.yaml"), str(tmp_path / "trace.yaml")]
+    assert main([*args, "--baselines", "easy"]) == 0
+    table = capsys.readouterr().out
+    assert "EASY backfill" in table
+    assert "FIFO" not in table
+    assert main(args) == 0
+    assert "EASY backfill" not in capsys.readouterr().out
