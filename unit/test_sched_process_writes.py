@@ -18,6 +18,7 @@ from caldera.api.volcano import QUEUE_ALLOCATION_GATE, PodGroup, PodGroupStatus
 from caldera.kube.errors import AlreadyExists, Conflict, ServerError
 from caldera.kube.requests import PatchType
 from caldera.settings import SchedulerSettings
+from scheduler.api.dra.view import ClaimPlan
 from scheduler.api.types import TaskInfo, TaskStatus
 from scheduler.framework.session import SessionResult
 from scheduler.metrics import SchedulerMetrics
@@ -290,3 +291,49 @@ async def test_a_gated_pod_gets_no_unschedulable_condition() -> None:
     message = "0/3 nodes are available: 3 Insufficient cpu."
     await loop._mark_unschedulable({"ns/g": message, "ns/p": message})
     assert client.patched == [("p", message)]
+
+
+class _ClaimWriter:
+    """Holds every pod's claim writes until released; counts those in flight at most."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.in_flight = 0
+        self.most = 0
+        self.reserved: list[str] = []
+
+    async def reserve(self, namespace: str, pod: str, *_: Any) -> str | None:
+        self.in_flight += 1
+        self.most = max(self.most, self.in_flight)
+        try:
+            await self.release.wait()
+            self.reserved.append(pod)
+            return None
+        finally:
+            self.in_flight -= 1
+
+
+async def test_claim_writes_hold_slots_of_their_own_not_bind_slots() -> None:
+    """One bind slot: pods whose claim writes are slow do not keep a pod without claims from
+    being bound; the claim writes in flight are bounded by their own slots, and a pod with
+    claims is bound only after its claims are reserved."""
+    pods = {f"ns/{n}": _pending(n) for n in ("a", "b", "c", "d")}
+    client = _PodClient()
+    client.release.set()
+    loop = _pod_loop(pods, client)
+    loop._bind_gate = asyncio.Semaphore(1)
+    loop._claim_slots = asyncio.Semaphore(2)
+    writer = _ClaimWriter()
+    loop.claim_writer = writer  # type: ignore[assignment]
+    plans = (ClaimPlan("ns/claim", None),)
+    with_claims = [
+        asyncio.create_task(loop._bind("ns", n, f"uid-{n}", "n1", None, plans, {}))
+        for n in ("a", "b", "c")
+    ]
+    await asyncio.wait_for(loop._bind("ns", "d", "uid-d", "n1"), 1)
+    assert client.bound == ["d"]
+    assert writer.most == 2
+    writer.release.set()
+    await asyncio.wait_for(asyncio.gather(*with_claims), 1)
+    assert sorted(client.bound) == ["a", "b", "c", "d"]
+    assert sorted(writer.reserved) == ["a", "b", "c"]
