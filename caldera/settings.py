@@ -615,7 +615,7 @@ class SchedulerSettings(ProcessSettings):
         "", "configuration file in Volcano's format (actions, tiers); empty: Volcano's default"
     )
     default_queue: str = _opt("default", "queue of PodGroups that name none")
-    bind_workers: int = _opt(32, "binds in flight at once")
+    bind_workers: int = _opt(32, "binds in flight at once (and twice as many DRA claim writes)")
     check_crds: bool = _opt(True, CHECK_CRDS_HELP)
     volcano_metrics: bool = _opt(False, VOLCANO_METRICS_HELP)
     scheduler_sharding_mode: str = _opt(
