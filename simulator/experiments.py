@@ -596,7 +596,10 @@ EVALUATORS: dict[str, Callable[[ExperimentSpec, Mapping[Key, RunResult]], Any]] 
 def with_variant(directory: Path, spec: ExperimentSpec, variant: str) -> ExperimentSpec:
     """The spec whose runs read ``<cluster>-<variant>.yaml`` and ``<trace>-<variant>.yaml``
     instead of their files, where the experiment has them (a larger cluster and trace run by
-    hand, e.g. gpu-sharing's 1,000 nodes); an error when it has neither for some run."""
+    hand, e.g. gpu-sharing's 1,000 nodes); an error when it has neither for some run, or when
+    the variant is more than a word (it names files)."""
+    if not variant.replace("_", "").isalnum() or not variant.isascii():
+        raise SpecError(f"variant: letters, digits and _ only, got {variant!r}")
 
     def swap(file: str) -> str:
         path = Path(file)

@@ -139,6 +139,8 @@ def test_the_variant_reads_the_larger_files() -> None:
     assert capacity(large).cards == 8000
     with pytest.raises(SpecError, match=r"run 'binpack \(weight 10\)' has no variant '1000'"):
         with_variant(ROOT / "binpack", load_spec(ROOT / "binpack"), "1000")
+    with pytest.raises(SpecError, match="variant: letters, digits and _ only"):
+        with_variant(SHARING, load_spec(SHARING), "../1000")
 
 
 def test_the_variant_needs_only(tmp_path: Path) -> None:
