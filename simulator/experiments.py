@@ -5,6 +5,7 @@ summary (``docs/experiments.md``) and the report with plots (``docs/experiments.
 
     .venv/bin/python -m simulator.experiments [--out docs]   # make experiments: all, written
     .venv/bin/python -m simulator.experiments --only gang,drf   # some: verdicts, nothing written
+    .venv/bin/python -m simulator.experiments --only gpu-sharing --variant 1000  # larger files
 
 Every figure comes from the simulation; a claim "holds" when the figure the experiment's
 evaluator computes matches what ``experiment.yaml`` expects. The summary has no wall-clock
@@ -30,6 +31,7 @@ import msgspec
 from matplotlib.figure import Figure
 
 from caldera.api.names import pod_name_prefix
+from simulator import cards
 from simulator.baselines import Mode
 from simulator.engine import Limits, Simulation
 from simulator.gang_waits import evaluate as evaluate_gang_waits
@@ -494,6 +496,99 @@ def _large_gangs(spec: ExperimentSpec, runs: Mapping[Key, RunResult]) -> Any:
     return evaluate_gang_waits(spec.expect, _by_label(runs))
 
 
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _minutes(value: float | None) -> str:
+    return "-" if value is None else f"{value / 60:.1f} min"
+
+
+def _gpu_sharing(spec: ExperimentSpec, runs: Mapping[Key, RunResult]) -> Any:
+    """Pods placed within the window ``at``, the cards' memory in use, cards in use and partly
+    used (time averages over the window, ``simulator.cards``), and the jobs' waits. Runs
+    without sharing hold whole cards using the memory the sharing trace asks
+    (``expect.sharing`` names a run of it, ``expect.whole`` the run without)."""
+    window = seconds(spec.at or 0.0, "at")
+    expect: dict[str, str] = spec.expect
+    directory = ROOT / "gpu-sharing"
+    shared = next(r for r in spec.runs if r.label == expect["sharing"])
+    scenario = load_scenario(directory / shared.cluster, directory / shared.trace)
+    size, needs = cards.capacity(scenario), cards.card_needs(scenario)
+    rows, figures = [], {}
+    placed: dict[str, int] = {}
+    partly: dict[str, float] = {}
+    gang_wait: dict[str, float] = {}
+    for label, run in _by_label(runs).items():
+        series = cards.card_series(cards.card_uses(run, needs), size.memory)
+        figures[label] = series
+        pods = [p for j in run.jobs for p in j.pods if p.attempt == 1]
+        placed[label] = sum(1 for p in pods if p.bound <= window)
+        partly[label] = cards.time_average(series, window, "partly")
+        gangs = [j.wait for j in run.jobs if "/training-" in j.job and j.wait is not None]
+        small = [j.wait for j in run.jobs if "/training-" not in j.job and j.wait is not None]
+        gang_wait[label] = _mean(gangs) or 0.0
+        memory = cards.time_average(series, window, "memory") / size.total
+        rows.append(
+            [
+                label,
+                f"{placed[label]} of {len(pods)}",
+                f"{100 * memory:.0f}%",
+                f"{cards.time_average(series, window, 'used'):.0f} of {size.cards}",
+                f"{partly[label]:.0f}",
+                _minutes(_mean(small)),
+                _minutes(_mean(gangs)),
+                _minutes(max((j.wait for j in run.jobs if j.wait is not None), default=None)),
+            ]
+        )
+    best, spread, whole = expect["binpack"], expect["spread"], expect["whole"]
+    holds = (
+        all(placed[label] > placed[whole] for label in placed if label != whole)
+        and partly[best] < partly[spread]
+        and gang_wait[best] < gang_wait[spread]
+    )
+    verdict = "; ".join(
+        f"{r[0]}: {r[1]} pods placed in the first {window / 3600:g} h, {r[2]} of the cards' "
+        f"memory in use, {r[4]} cards partly used, gangs waited {r[6]}"
+        for r in rows
+    )
+    return (
+        [
+            "run",
+            f"pods placed in the first {window / 3600:g} h",
+            "card memory in use (mean)",
+            "cards in use (mean)",
+            "cards partly used (mean)",
+            "fractional pods' mean wait",
+            "training gangs' mean wait",
+            "longest wait",
+        ],
+        rows,
+        holds,
+        verdict,
+        cards_figure(figures, size),
+    )
+
+
+def cards_figure(series: Mapping[str, Sequence[cards.CardSample]], size: cards.Capacity) -> Figure:
+    """The cards' memory in use and the cards partly used over time, one line per run."""
+    figure = Figure(layout="constrained", figsize=(9, 5))
+    memory_ax, partly_ax = figure.subplots(2, 1, sharex=True)
+    for label, samples in series.items():
+        times = [s.time / 60 for s in samples]
+        memory_ax.step(
+            times, [100 * s.memory / size.total for s in samples], where="post", label=label
+        )
+        partly_ax.step(times, [s.partly for s in samples], where="post", label=label)
+    memory_ax.set_ylabel("card memory in use (%)")
+    partly_ax.set_ylabel("cards partly used")
+    partly_ax.set_xlabel("time (minutes)")
+    for ax in (memory_ax, partly_ax):
+        ax.grid(alpha=0.3)
+    memory_ax.legend(fontsize="x-small", loc="upper right")
+    return figure
+
+
 EVALUATORS: dict[str, Callable[[ExperimentSpec, Mapping[Key, RunResult]], Any]] = {
     "gang": _gang,
     "drf": _drf,
@@ -504,12 +599,38 @@ EVALUATORS: dict[str, Callable[[ExperimentSpec, Mapping[Key, RunResult]], Any]] 
     "preemption-toleration": _preemption_toleration,
     "gang-preemption": _gang_preemption,
     "large-gangs": _large_gangs,
+    "gpu-sharing": _gpu_sharing,
 }
 
 
-def evaluate(name: str, directory: Path) -> Finding:
-    """Run one experiment and judge its claim."""
+def with_variant(directory: Path, spec: ExperimentSpec, variant: str) -> ExperimentSpec:
+    """The spec whose runs read ``<cluster>-<variant>.yaml`` and ``<trace>-<variant>.yaml``
+    instead of their files, where the experiment has them (a larger cluster and trace run by
+    hand, e.g. gpu-sharing's 1,000 nodes); an error when it has neither for some run, or when
+    the variant is more than a word (it names files)."""
+    if not variant.replace("_", "").isalnum() or not variant.isascii():
+        raise SpecError(f"variant: letters, digits and _ only, got {variant!r}")
+
+    def swap(file: str) -> str:
+        path = Path(file)
+        other = path.with_name(f"{path.stem}-{variant}{path.suffix}")
+        return str(other) if (directory / other).is_file() else file
+
+    runs = []
+    for run in spec.runs:
+        swapped = msgspec.structs.replace(run, cluster=swap(run.cluster), trace=swap(run.trace))
+        if swapped == run:
+            raise SpecError(f"{directory.name}: run {run.label!r} has no variant {variant!r}")
+        runs.append(swapped)
+    return msgspec.structs.replace(spec, runs=tuple(runs))
+
+
+def evaluate(name: str, directory: Path, variant: str = "") -> Finding:
+    """Run one experiment (with ``variant``, its larger files: ``with_variant``) and judge its
+    claim."""
     spec = load_spec(directory)
+    if variant:
+        spec = with_variant(directory, spec, variant)
     runs = run_experiment(directory, spec)
     header, rows, holds, verdict, figure = EVALUATORS[name](spec, runs)
     commands = list(dict.fromkeys(command(directory, run) for run in spec.runs))
@@ -611,6 +732,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         " a summary of some experiments must not replace the committed one of all)",
     )
     parser.add_argument("--only", default="", help="experiments to run, comma-separated")
+    parser.add_argument(
+        "--variant",
+        default="",
+        help="run each experiment's <cluster>-VARIANT.yaml and <trace>-VARIANT.yaml files"
+        " (with --only; e.g. --only gpu-sharing --variant 1000: 1,000 nodes)",
+    )
     args = parser.parse_args(argv)
     names = [n for n in args.only.split(",") if n] or list(EVALUATORS)
     unknown = [n for n in names if n not in EVALUATORS]
@@ -620,9 +747,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.variant and not args.only:
+        print(
+            "--variant needs --only: the summary of all is of the committed files", file=sys.stderr
+        )
+        return 2
     findings = []
     for name in names:
-        finding = evaluate(name, ROOT / name)
+        finding = evaluate(name, ROOT / name, args.variant)
         print(
             f"{name}: the claim {'holds' if finding.holds else 'does NOT hold'}: {finding.verdict}"
         )

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 
 from caldera.api.core import Pod, PodPhase
 from caldera.api.resources import Resources
+from caldera.api.vgpu import IDS
 from caldera.api.volcano import Job, JobPhase, PodGroup
 from controllers.job.state import FINISHED_PHASES
 from scheduler.framework.session import SessionResult
@@ -108,6 +109,7 @@ class Recorder:
                 attempt=self.world.attempts.get(key_of(new), 1),
                 node=new.spec.node_name,
                 bound=now,
+                devices=new.metadata.annotations.get(IDS, ""),
             )
             self._runs[uid] = run
             job = self.jobs.get(self.world.pod_job.get(key_of(new), ""))

@@ -22,6 +22,9 @@ class PodRun(msgspec.Struct, kw_only=True, omit_defaults=True):
     ended: float | None = None
     outcome: str = ""  # Succeeded, Failed, Deleted, Evicted; "" while it runs
     exit_code: int | None = None
+    # The cards deviceshare bound the pod to (its volcano.sh/vgpu-ids-new annotation,
+    # caldera.api.vgpu's format); "" for a pod that shares no card.
+    devices: str = ""
 
 
 class JobResult(msgspec.Struct, kw_only=True, omit_defaults=True):
