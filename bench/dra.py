@@ -52,8 +52,15 @@ if sys.path[:1] != [str(REPO)]:  # first, before bench/ itself (bench/dra.py is 
 
 from bench._dra_cases import CASES, Case, case_of, objects, pods  # noqa: E402
 from bench._dra_check import Verdict, check, waiting_reason  # noqa: E402
-from bench.scheduler import QPS, PodWatch, machine, make_namespace, wait_done  # noqa: E402
-from caldera.api.kinds import NAMESPACE, NODE, PODGROUP, KindInfo  # noqa: E402
+from bench.scheduler import (  # noqa: E402
+    QPS,
+    PodWatch,
+    create_ready_nodes,
+    machine,
+    make_namespace,
+    wait_done,
+)
+from caldera.api.kinds import NAMESPACE, PODGROUP, KindInfo  # noqa: E402
 from caldera.kube.client import ClientOptions, KubeClient  # noqa: E402
 from caldera.kube.errors import NotFound  # noqa: E402
 from caldera.obs.logging import configure_logging  # noqa: E402
@@ -100,28 +107,7 @@ async def make_nodes(kube: KubeClient, names: Iterable[str], labels: dict[str, s
     from e2e.cluster.control_plane import NodeSpec
 
     spec = NodeSpec(cpu="64", memory="256Gi", pods="110", labels=labels)
-    wanted = list(names)
-    ready: set[str] = set()
-    gate = asyncio.Semaphore(32)
-
-    async def one(name: str) -> None:
-        manifest = spec.manifest(name)
-        async with gate:
-            await kube.create(NODE, manifest)
-            await kube.patch_status(NODE, name, {"status": manifest["status"]})
-
-    await asyncio.gather(*(one(n) for n in wanted))
-    for _ in range(600):
-        listed = await kube.list(NODE)
-        ready = {
-            n.metadata.name
-            for n in listed.items
-            if any(c.type == "Ready" and c.status == "True" for c in n.status.conditions)
-        }
-        if ready >= set(wanted):
-            return wanted
-        await asyncio.sleep(0.5)
-    raise RuntimeError(f"only {len(ready & set(wanted))}/{len(wanted)} nodes Ready")
+    return await create_ready_nodes(kube, list(names), spec)
 
 
 async def create_all(

@@ -53,7 +53,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 REPO: Final = Path(__file__).resolve().parent.parent
 CRD_DIR: Final = REPO / "charts" / "caldera" / "crds"
@@ -73,6 +73,9 @@ from scheduler.conf import DEFAULT_CONF, parse_conf  # noqa: E402
 from scheduler.framework.runner import run_session  # noqa: E402
 from scheduler.framework.session import Session  # noqa: E402
 from scheduler.registry import REGISTRY  # noqa: E402
+
+if TYPE_CHECKING:
+    from e2e.cluster.control_plane import NodeSpec
 
 CORE_GOAL = 3000.0
 BINPACK = "  - name: binpack\n"
@@ -448,12 +451,16 @@ def percentile(before: dict[float, float], after: dict[float, float], q: float) 
 
 
 async def create_nodes(kube: KubeClient, count: int, cpu: str) -> list[str]:
-    """``count`` kwok nodes, created and given their capacity through the API (kubectl per
-    node is too slow at 1,000), once kwok has made them all Ready."""
+    """``count`` kwok nodes ``burst-<i>`` (``create_ready_nodes``)."""
     from e2e.cluster.control_plane import NodeSpec
 
     spec = NodeSpec(cpu=cpu, memory="256Gi", pods="1000")
-    names = [f"burst-{i}" for i in range(count)]
+    return await create_ready_nodes(kube, [f"burst-{i}" for i in range(count)], spec)
+
+
+async def create_ready_nodes(kube: KubeClient, names: list[str], spec: NodeSpec) -> list[str]:
+    """kwok nodes ``names``, created and given their capacity through the API (kubectl per node
+    is too slow at 1,000), once kwok has made them all Ready."""
     gate = asyncio.Semaphore(32)
 
     async def one(name: str) -> None:
@@ -463,19 +470,20 @@ async def create_nodes(kube: KubeClient, count: int, cpu: str) -> list[str]:
             await kube.patch_status(NODE, name, {"status": manifest["status"]})
 
     await asyncio.gather(*(one(n) for n in names))
-    ready = 0
+    wanted = set(names)
+    ready: set[str] = set()
     for _ in range(600):
         listed = await kube.list(NODE)
-        ready = sum(
-            1
+        ready = {
+            node.metadata.name
             for node in listed.items
-            if node.metadata.name in set(names)
+            if node.metadata.name in wanted
             and any(c.type == "Ready" and c.status == "True" for c in node.status.conditions)
-        )
-        if ready == count:
+        }
+        if ready == wanted:
             return names
         await asyncio.sleep(0.5)
-    raise RuntimeError(f"only {ready}/{count} nodes Ready")
+    raise RuntimeError(f"only {len(ready)}/{len(wanted)} nodes Ready")
 
 
 async def bench_burst(smoke: bool) -> bool:

@@ -10,7 +10,6 @@ their positions.
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import re
 import urllib.request
@@ -33,6 +32,7 @@ from caldera.api.visibility import (
 from caldera.kube.client import ClientOptions, KubeClient
 from caldera.kube.errors import ApiError, Forbidden, NotFound
 from e2e.caldera_process import CalderaProcess
+from e2e.cluster.caldera_processes import VISIBILITY_APISERVICE, visibility_registration
 from e2e.cluster.control_plane import ControlPlane, free_port, run_kubectl
 from e2e.cluster.identities import write_token_kubeconfig
 from e2e.cluster.pki import write_serving_pair
@@ -45,7 +45,7 @@ from scheduler.visibility.routing import LEADER_LABEL
 
 pytestmark = pytest.mark.e2e
 
-APISERVICE = "v1alpha1.visibility.caldera.dev"
+APISERVICE = VISIBILITY_APISERVICE
 SERVICE = "caldera-visibility"
 SCHEDULER_POD = "caldera-scheduler-0"
 
@@ -125,28 +125,11 @@ async def served(
         kubeconfig=cluster.kubeconfig,
         log_dir=tmp_path,
     )
-    ca = base64.b64encode(plane.pki.ca_crt.read_bytes()).decode()
     _apply(
         cluster,
-        {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": {"name": SERVICE, "namespace": namespace},
-            "spec": {"type": "ExternalName", "externalName": "localhost"},
-        },
-        {
-            "apiVersion": "apiregistration.k8s.io/v1",
-            "kind": "APIService",
-            "metadata": {"name": APISERVICE},
-            "spec": {
-                "group": "visibility.caldera.dev",
-                "version": "v1alpha1",
-                "service": {"namespace": namespace, "name": SERVICE, "port": port},
-                "caBundle": ca,
-                "groupPriorityMinimum": 100,
-                "versionPriority": 100,
-            },
-        },
+        *visibility_registration(
+            port, plane.pki.ca_crt.read_bytes(), namespace=namespace, service=SERVICE
+        ),
     )
     try:
 

@@ -195,14 +195,21 @@ def start_caldera(plane: ControlPlane, timeout: float = 60) -> dict[str, int]:
     return state
 
 
-def visibility_registration(port: int, ca: bytes) -> list[dict[str, Any]]:
-    """The Service and APIService that route ``visibility.caldera.dev`` to the local
-    scheduler's port (the API server resolves an ExternalName Service by its host name)."""
+def visibility_registration(
+    port: int,
+    ca: bytes,
+    *,
+    namespace: str = VISIBILITY_NAMESPACE,
+    service: str = VISIBILITY_SERVICE,
+) -> list[dict[str, Any]]:
+    """The Service and APIService that route ``visibility.caldera.dev`` to a local scheduler's
+    port (the API server resolves an ExternalName Service by its host name); the serving
+    certificate must name ``<service>.<namespace>.svc``."""
     return [
         {
             "apiVersion": "v1",
             "kind": "Service",
-            "metadata": {"name": VISIBILITY_SERVICE, "namespace": VISIBILITY_NAMESPACE},
+            "metadata": {"name": service, "namespace": namespace},
             "spec": {"type": "ExternalName", "externalName": "localhost"},
         },
         {
@@ -212,11 +219,7 @@ def visibility_registration(port: int, ca: bytes) -> list[dict[str, Any]]:
             "spec": {
                 "group": "visibility.caldera.dev",
                 "version": "v1alpha1",
-                "service": {
-                    "namespace": VISIBILITY_NAMESPACE,
-                    "name": VISIBILITY_SERVICE,
-                    "port": port,
-                },
+                "service": {"namespace": namespace, "name": service, "port": port},
                 "caBundle": base64.b64encode(ca).decode(),
                 "groupPriorityMinimum": 100,
                 "versionPriority": 100,
