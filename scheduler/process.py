@@ -849,22 +849,23 @@ UNLOCK_PATCH = {"metadata": {"annotations": {NODE_LOCK: None}}}
 
 def _node_lock_enabled(conf: SchedulerConf) -> bool:
     """Whether the deviceshare plugin is configured with deviceshare.NodeLockEnable."""
-    return any(
-        option.name == "deviceshare"
-        and str(option.arguments.get("deviceshare.NodeLockEnable", "false")).lower() == "true"
-        for tier in conf.tiers
-        for option in tier
-    )
+    return _argument_true(conf, "deviceshare.NodeLockEnable", plugin="deviceshare")
 
 
 def _dra_configured(conf: SchedulerConf) -> bool:
     """Whether a configured plugin sets ``predicate.DynamicResourceAllocationEnable`` true."""
-    for tier in conf.tiers:
-        for option in tier:
-            value = option.arguments.get("predicate.DynamicResourceAllocationEnable")
-            if value is True or str(value).lower() == "true":
-                return True
-    return False
+    return _argument_true(conf, "predicate.DynamicResourceAllocationEnable")
+
+
+def _argument_true(conf: SchedulerConf, key: str, *, plugin: str | None = None) -> bool:
+    """Whether a configured plugin (``plugin``, or any) sets argument ``key`` to true (a YAML
+    boolean or the text "true", in any case)."""
+    return any(
+        (plugin is None or option.name == plugin)
+        and str(option.arguments.get(key, "false")).lower() == "true"
+        for tier in conf.tiers
+        for option in tier
+    )
 
 
 def _names_plugin(conf: SchedulerConf, name: str) -> bool:

@@ -380,14 +380,11 @@ class KubeClient:
                 server_hostname=self.settings.tls_server_name,
                 trace_request_ctx=write,
             )
-        except FencedError:
-            raise  # nothing was sent (the fence's check once connected)
-        except aiohttp.ClientConnectionError as exc:
+        except BaseException as exc:
+            # Nothing was sent when the fence refused (once connected, or as the body went
+            # out: aiohttp wraps that one in a ClientConnectionError).
             if (fenced := _fenced_cause(exc)) is not None:
-                raise fenced from None  # nothing was sent (the check as the body went out)
-            self._metrics.requests.labels(verb, "<error>").inc()
-            raise
-        except BaseException:
+                raise fenced from None
             self._metrics.requests.labels(verb, "<error>").inc()
             raise
         self._metrics.requests.labels(verb, str(response.status)).inc()
@@ -759,8 +756,8 @@ class _FencedBody(aiohttp.BytesPayload):
 
 
 def _fenced_cause(exc: BaseException) -> FencedError | None:
-    """The `FencedError` aiohttp wrapped when `_FencedBody` refused to write, if that is what
-    ``exc`` is."""
+    """``exc`` itself when it is a `FencedError`, or the one aiohttp wrapped when `_FencedBody`
+    refused to write; None for any other failure."""
     seen: BaseException | None = exc
     while seen is not None:
         if isinstance(seen, FencedError):
