@@ -280,7 +280,7 @@ class SchedulerLoop:
         self._ungating: dict[str, asyncio.Task[None]] = {}
         # The waiting jobs in the order the last session serves them (the visibility API).
         self.positions = Positions()
-        self.node_load = NodeLoadPoller()
+        self.node_load = NodeLoadPoller(client)
         # Numatopology objects are watched from the first configuration naming numa-aware
         # (a node agent writes one per node: not worth a watch for clusters that never read
         # them); a change to one is news to the quiet sessions.

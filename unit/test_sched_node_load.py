@@ -61,10 +61,8 @@ def test_a_prometheus_source_is_read_with_its_interval_and_tls_switch() -> None:
     assert fast.interval == MIN_INTERVAL
 
 
-def test_no_type_or_volcanos_other_sources_read_nothing() -> None:
+def test_no_type_reads_nothing() -> None:
     assert metrics_source({}) is None
-    assert metrics_source({"type": "elasticsearch", "elasticsearch.index": "x"}) is None
-    assert metrics_source({"type": "prometheus_adaptor"}) is None
 
 
 @pytest.mark.parametrize(
