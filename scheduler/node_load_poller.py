@@ -9,7 +9,7 @@ search for elasticsearch, two lists through the API server for prometheus_adapto
 process's own client: its rate limiter, retries and credentials), each request with a 10-second
 timeout and an answer of at most 16 MiB. A failed poll is logged and keeps the last load, which
 the plugin ignores once it is five minutes old; nothing is asked unless a configuration names
-both a source and the usage plugin.
+both a source and a plugin that reads it (usage, rescheduling).
 """
 
 from __future__ import annotations
@@ -51,6 +51,11 @@ class NodeLoadPoller:
         self._client = client  # for prometheus_adaptor: the API server serves the metrics
         self._source: MetricsSource | None = None
         self._task: asyncio.Task[None] | None = None
+
+    @property
+    def source(self) -> MetricsSource | None:
+        """The source polled, None when there is none."""
+        return self._source
 
     def configure(self, source: MetricsSource | None) -> None:
         """Poll ``source`` from now on (None: stop polling and forget the load)."""

@@ -105,6 +105,14 @@ def test_the_configuration_keeps_the_section_and_refuses_a_bad_one_at_load() -> 
         parse_conf(CONF % "{type: prometheus}", actions=REGISTRY.actions, plugins=REGISTRY.plugins)
 
 
+def test_rescheduling_alone_polls_the_source_too() -> None:
+    text = CONF.replace("{name: usage}", "{name: rescheduling}") % "{type: prometheus_adaptor}"
+    conf = parse_conf(text, actions=REGISTRY.actions, plugins=REGISTRY.plugins)
+    source = _load_source(conf)
+    assert source is not None
+    assert source.kind == "prometheus_adaptor"
+
+
 def test_nothing_is_polled_unless_usage_is_configured() -> None:
     text = CONF.replace("{name: usage}", "{name: gang}") % "{type: prometheus, address: 'http://p'}"
     conf = parse_conf(text, actions=REGISTRY.actions, plugins=REGISTRY.plugins)
