@@ -1,7 +1,8 @@
-"""The nodes' measured load for the usage plugin: Volcano's ``metrics:`` section of the scheduler
-configuration and the answers of a Prometheus-compatible query API, read without I/O (the
-process's ``scheduler.node_load_poller`` asks; Volcano's two other sources are read by
-``scheduler.node_load_elasticsearch`` and ``scheduler.node_load_custom_metrics``).
+"""The nodes' measured load for the usage and rescheduling plugins: Volcano's ``metrics:``
+section of the scheduler configuration and the answers of a Prometheus-compatible query API,
+read without I/O (the process's ``scheduler.node_load_poller`` asks; Volcano's two other
+sources are read by ``scheduler.node_load_elasticsearch`` and
+``scheduler.node_load_custom_metrics``).
 
 Volcano's section (pkg/scheduler/metrics/source)::
 

@@ -45,18 +45,21 @@ def metric_values(answer: object, now: dt.datetime) -> dict[str, tuple[float, dt
     """A MetricValueList's value (a fraction) and time per node; ValueError when it is none.
     Items that do not describe a node by name, or whose value or timestamp does not parse,
     are left out."""
-    if not isinstance(answer, Mapping) or not isinstance(answer.get("items"), list):
+    if not isinstance(answer, dict) or not isinstance(answer.get("items"), list):
         raise ValueError("the answer is not a metric value list")
     values: dict[str, tuple[float, dt.datetime]] = {}
+    # An adapter stamps a list's items alike, and writes few distinct values: each is parsed once.
+    times: dict[str, dt.datetime] = {}
+    numbers: dict[str, float] = {}
     for item in answer["items"][:MAX_ITEMS]:
-        if not isinstance(item, Mapping):
+        if not isinstance(item, dict):
             continue
         described, value, stamp = (
             item.get("describedObject"),
             item.get("value"),
             item.get("timestamp"),
         )
-        name = described.get("name") if isinstance(described, Mapping) else None
+        name = described.get("name") if isinstance(described, dict) else None
         if not isinstance(name, str) or not name:
             continue
         if not isinstance(value, str) or not isinstance(stamp, str):
@@ -64,12 +67,16 @@ def metric_values(answer: object, now: dt.datetime) -> dict[str, tuple[float, dt
         if len(value) > _MAX_FIELD or len(stamp) > _MAX_FIELD:
             continue
         try:
-            number = float(parse_quantity(value))
-            measured = parse_time(stamp)
+            number = numbers.get(value)
+            if number is None:
+                number = numbers[value] = float(parse_quantity(value))
+            measured = times.get(stamp)
+            if measured is None:
+                measured = times[stamp] = min(parse_time(stamp), now)
         except (QuantityError, ValueError, OverflowError):
             continue
         if math.isfinite(number):
-            values[name] = (number, min(measured, now))
+            values[name] = (number, measured)
     return values
 
 

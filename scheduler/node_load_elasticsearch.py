@@ -17,7 +17,6 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import math
-from collections.abc import Mapping
 from typing import Any, Final
 from urllib.parse import quote
 
@@ -71,16 +70,16 @@ def host_usage(answer: object, measured: dt.datetime) -> dict[str, NodeUsage]:
     """Each host's load in percent, measured at ``measured``; ValueError when the answer has no
     ``hosts`` aggregation. A bucket without a string key, or whose average is neither null nor a
     finite number, is left out."""
-    if not isinstance(answer, Mapping):
+    if not isinstance(answer, dict):
         raise ValueError("the answer is not a JSON object")
     aggregations = answer.get("aggregations")
-    hosts = aggregations.get("hosts") if isinstance(aggregations, Mapping) else None
-    buckets = hosts.get("buckets") if isinstance(hosts, Mapping) else None
+    hosts = aggregations.get("hosts") if isinstance(aggregations, dict) else None
+    buckets = hosts.get("buckets") if isinstance(hosts, dict) else None
     if not isinstance(buckets, list):
         raise ValueError("the answer has no aggregations.hosts.buckets list")
     usage: dict[str, NodeUsage] = {}
     for bucket in buckets[:MAX_HOSTS]:
-        if not isinstance(bucket, Mapping) or not isinstance(bucket.get("key"), str):
+        if not isinstance(bucket, dict) or not isinstance(bucket.get("key"), str):
             continue
         cpu, memory = _average(bucket.get("cpu")), _average(bucket.get("mem"))
         if cpu is not None and memory is not None:
@@ -90,7 +89,7 @@ def host_usage(answer: object, measured: dt.datetime) -> dict[str, NodeUsage]:
 
 def _average(aggregation: object) -> float | None:
     """An avg aggregation's value; 0 for null (no document had the field), None when bad."""
-    if not isinstance(aggregation, Mapping):
+    if not isinstance(aggregation, dict):
         return None
     value = aggregation.get("value")
     if value is None:
