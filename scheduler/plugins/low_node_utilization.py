@@ -4,8 +4,8 @@ under-utilised ones can take them (Volcano's pkg/scheduler/plugins/rescheduling,
 low_node_utilization.go and node_utilization_util.go).
 
 A node's utilisation is, per resource (cpu and memory), its measured load in percent when the
-process reads a metrics source (Volcano's, which reads nothing else), or else what the pods
-placed on it request over its allocatable, in percent (see the plugin's docstring). With
+process reads a metrics source (as Volcano always reads it), or else what the pods placed on
+it request over its allocatable, in percent (see the plugin's docstring). With
 measured load, a node without a fresh one takes no part: neither low nor high, nor counted
 among the nodes. Then, as Volcano does:
 
