@@ -1,14 +1,21 @@
-"""The nodes' measured load for the usage plugin: Volcano's ``metrics:`` section of the scheduler
-configuration and the answers of a Prometheus-compatible query API, read without I/O (the
-process's ``scheduler.node_load_poller`` asks).
+"""The nodes' measured load for the usage and rescheduling plugins: Volcano's ``metrics:``
+section of the scheduler configuration and the answers of a Prometheus-compatible query API,
+read without I/O (the process's ``scheduler.node_load_poller`` asks; Volcano's two other
+sources are read by ``scheduler.node_load_elasticsearch`` and
+``scheduler.node_load_custom_metrics``).
 
 Volcano's section (pkg/scheduler/metrics/source)::
 
     metrics:
-      type: prometheus              # Volcano's other types, elasticsearch and
-      address: http://prom:9090     # prometheus_adaptor, are accepted and read nothing here
+      type: prometheus              # or elasticsearch, or prometheus_adaptor
+      address: http://prom:9090     # prometheus and elasticsearch (the adaptor is read
+                                    # through the API server)
       interval: 30s                 # how often to ask (Go duration; 5s at least here)
       tls.insecureSkipVerify: "false"
+      elasticsearch.index: metricbeat-*             # elasticsearch's: the index searched,
+      elasticsearch.hostnameFieldName: host.hostname  # the field naming the node,
+      elasticsearch.username: ""                    # and basic authentication
+      elasticsearch.password: ""
 
 The load is what Volcano's Prometheus client asks for, the average over Volcano's 10-minute
 period of each node's cpu use and memory use in percent, with the series' ``instance`` label
@@ -22,7 +29,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 from urllib.parse import urlsplit
 
@@ -30,15 +37,21 @@ from caldera.api.duration import DurationError, parse_duration
 from scheduler.api.types import NodeUsage
 
 PROMETHEUS: Final = "prometheus"
-# Volcano's other metrics sources: accepted in the configuration, not read by Caldera.
-UNREAD_TYPES: Final = frozenset({"elasticsearch", "prometheus_adaptor"})
+ELASTICSEARCH: Final = "elasticsearch"
+# The custom metrics API (custom.metrics.k8s.io), as a Prometheus adapter serves it.
+PROMETHEUS_ADAPTOR: Final = "prometheus_adaptor"
+TYPES: Final = (PROMETHEUS, ELASTICSEARCH, PROMETHEUS_ADAPTOR)
+# Volcano's defaults for elasticsearch (metricbeat's index and host field).
+DEFAULT_INDEX: Final = "metricbeat-*"
+DEFAULT_HOSTNAME_FIELD: Final = "host.hostname"
+# A configured name that goes into a URL path or a query: bounded, no control characters.
+MAX_NAME_LENGTH: Final = 255
 KEYS: Final = frozenset(
     {
         "type",
         "address",
         "interval",
         "tls.insecureSkipVerify",
-        # elasticsearch's, accepted and not read
         "elasticsearch.index",
         "elasticsearch.username",
         "elasticsearch.password",
@@ -65,18 +78,22 @@ MAX_SERIES: Final = 100_000
 class MetricsSource:
     """Where and how often to read the nodes' load."""
 
-    address: str
+    address: str  # "" for prometheus_adaptor (read through the API server)
     interval: dt.timedelta = DEFAULT_INTERVAL
     insecure_skip_verify: bool = False
+    kind: str = PROMETHEUS
+    index: str = DEFAULT_INDEX
+    hostname_field: str = DEFAULT_HOSTNAME_FIELD
+    username: str = ""
+    password: str = field(default="", repr=False)  # never in a log line
 
     def query_url(self) -> str:
         return self.address.rstrip("/") + "/api/v1/query"
 
 
 def metrics_source(section: Mapping[str, Any]) -> MetricsSource | None:
-    """The configured source, None when there is none Caldera reads (no ``type``, or one of
-    Volcano's other types); ValueError naming the key for a section Volcano would not accept
-    either."""
+    """The configured source, None when there is none (no ``type``); ValueError naming the key
+    for a section Volcano would not accept either."""
     unknown = sorted(set(section) - KEYS)
     if unknown:
         raise ValueError(f"metrics: unknown key {unknown[0]!r}; known: {', '.join(sorted(KEYS))}")
@@ -84,17 +101,15 @@ def metrics_source(section: Mapping[str, Any]) -> MetricsSource | None:
         if not isinstance(value, str):
             raise ValueError(f"metrics.{key} must be a string, got {value!r}")
     kind = section.get("type", "")
-    if not kind or kind in UNREAD_TYPES:
+    if not kind:
         return None
-    if kind != PROMETHEUS:
-        raise ValueError(
-            f"metrics.type {kind!r} is not a metrics source; use prometheus "
-            "(elasticsearch and prometheus_adaptor are accepted and not read)"
-        )
+    if kind not in TYPES:
+        raise ValueError(f"metrics.type {kind!r} is not a metrics source; use {', '.join(TYPES)}")
     address = section.get("address", "")
-    parts = urlsplit(address)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ValueError(f"metrics.address must be an http(s) URL, got {address!r}")
+    if kind != PROMETHEUS_ADAPTOR:  # Volcano's adaptor client ignores the address
+        parts = urlsplit(address)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError(f"metrics.address must be an http(s) URL, got {address!r}")
     interval = DEFAULT_INTERVAL
     if "interval" in section:
         try:
@@ -105,7 +120,31 @@ def metrics_source(section: Mapping[str, Any]) -> MetricsSource | None:
     insecure = section.get("tls.insecureSkipVerify", "false")
     if insecure not in ("true", "false"):
         raise ValueError(f"metrics.tls.insecureSkipVerify must be true or false, got {insecure!r}")
-    return MetricsSource(address, interval, insecure == "true")
+    if kind == PROMETHEUS_ADAPTOR:
+        return MetricsSource("", interval, kind=kind)
+    if kind == PROMETHEUS:
+        return MetricsSource(address, interval, insecure == "true")
+    return MetricsSource(
+        address,
+        interval,
+        insecure == "true",
+        kind=kind,
+        # Empty keeps Volcano's default, as in Volcano.
+        index=_name(section, "elasticsearch.index") or DEFAULT_INDEX,
+        hostname_field=_name(section, "elasticsearch.hostnameFieldName") or DEFAULT_HOSTNAME_FIELD,
+        username=section.get("elasticsearch.username", ""),
+        password=section.get("elasticsearch.password", ""),
+    )
+
+
+def _name(section: Mapping[str, str], key: str) -> str:
+    value = section.get(key, "")
+    if len(value) > MAX_NAME_LENGTH or not value.isprintable():
+        raise ValueError(
+            f"metrics.{key} must be printable and at most {MAX_NAME_LENGTH} characters, "
+            f"got {value[:40]!r}"
+        )
+    return value
 
 
 def vector_values(answer: object) -> dict[str, float]:

@@ -280,7 +280,7 @@ class SchedulerLoop:
         self._ungating: dict[str, asyncio.Task[None]] = {}
         # The waiting jobs in the order the last session serves them (the visibility API).
         self.positions = Positions()
-        self.node_load = NodeLoadPoller()
+        self.node_load = NodeLoadPoller(client)
         # Numatopology objects are watched from the first configuration naming numa-aware
         # (a node agent writes one per node: not worth a watch for clusters that never read
         # them); a change to one is news to the quiet sessions.
@@ -506,6 +506,7 @@ class SchedulerLoop:
         for key, queue in report.missing_queue.items():
             log.debug("queue of job does not exist, ignoring it", job=key, queue=queue)
         cluster.node_usage = self.node_load.latest
+        cluster.load_measured = self.node_load.source is not None
         self._numa_news = False
         cluster.numa_topologies = self._numa_objects() if numa_aware else {}
         cluster.device_grants = {
@@ -874,7 +875,8 @@ def _names_plugin(conf: SchedulerConf, name: str) -> bool:
 
 def _load_source(conf: SchedulerConf) -> MetricsSource | None:
     """The metrics source to poll: only when a configured plugin reads the nodes' load."""
-    if not any(option.name == "usage" for tier in conf.tiers for option in tier):
+    readers = ("usage", "rescheduling")
+    if not any(option.name in readers for tier in conf.tiers for option in tier):
         return None
     try:
         return metrics_source(conf.metrics)

@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry
 from caldera.api.core import ConfigMap
 from caldera.api.kinds import CONFIGMAP
 from caldera.api.meta import ObjectMeta, StatusCause, StatusDetails
-from caldera.kube.client import ClientOptions, KubeClient
+from caldera.kube.client import ClientOptions, KubeClient, ResponseTooLargeError
 from caldera.kube.config import ConnectionSettings
 from caldera.kube.errors import (
     ApiConnectionError,
@@ -212,6 +212,21 @@ async def test_read_retries_are_bounded(server: FakeApiServer) -> None:
             await client.get(CONFIGMAP, "a", namespace="ns")
     assert len(server.seen) == 4
     assert sleeps.delays == [0.25, 0.5, 1.0]
+
+
+async def test_a_bounded_request_refuses_a_longer_answer_without_a_retry(
+    server: FakeApiServer,
+) -> None:
+    """``max_bytes``: a body within the bound is returned; a longer one is an error, not
+    retried (the next answer would be as long)."""
+    server.handlers = [reply(200, {"items": []}), reply(200, {"items": ["x" * 1000]})]
+    sleeps = Sleeps()
+    async with make_client(server.port, sleeps, CollectorRegistry()) as client:
+        assert await client.request("GET", "/apis/x", max_bytes=100) == b'{"items": []}'
+        with pytest.raises(ResponseTooLargeError, match="over 100 bytes"):
+            await client.request("GET", "/apis/x", max_bytes=100)
+    assert len(server.seen) == 2
+    assert sleeps.delays == []
 
 
 async def test_401_reloads_credentials_once_and_retries(server: FakeApiServer) -> None:

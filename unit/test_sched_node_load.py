@@ -61,10 +61,8 @@ def test_a_prometheus_source_is_read_with_its_interval_and_tls_switch() -> None:
     assert fast.interval == MIN_INTERVAL
 
 
-def test_no_type_or_volcanos_other_sources_read_nothing() -> None:
+def test_no_type_reads_nothing() -> None:
     assert metrics_source({}) is None
-    assert metrics_source({"type": "elasticsearch", "elasticsearch.index": "x"}) is None
-    assert metrics_source({"type": "prometheus_adaptor"}) is None
 
 
 @pytest.mark.parametrize(
@@ -105,6 +103,14 @@ def test_the_configuration_keeps_the_section_and_refuses_a_bad_one_at_load() -> 
     assert _load_source(conf) == MetricsSource("http://p:9090")
     with pytest.raises(ConfError, match=r"line 5: metrics\.address"):
         parse_conf(CONF % "{type: prometheus}", actions=REGISTRY.actions, plugins=REGISTRY.plugins)
+
+
+def test_rescheduling_alone_polls_the_source_too() -> None:
+    text = CONF.replace("{name: usage}", "{name: rescheduling}") % "{type: prometheus_adaptor}"
+    conf = parse_conf(text, actions=REGISTRY.actions, plugins=REGISTRY.plugins)
+    source = _load_source(conf)
+    assert source is not None
+    assert source.kind == "prometheus_adaptor"
 
 
 def test_nothing_is_polled_unless_usage_is_configured() -> None:

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from caldera.api.core import PodDisruptionBudget, PodDisruptionBudgetSpec, PodDisruptionBudgetStatus
 from caldera.api.meta import LabelSelector, ObjectMeta
 from scheduler.actions.shuffle import ShuffleAction
-from scheduler.api.types import ClusterInfo, JobInfo, TaskInfo
+from scheduler.api.types import ClusterInfo, JobInfo, NodeUsage, TaskInfo
 from scheduler.conf import ConfError, parse_conf
 from scheduler.framework.plugin import Arguments, PluginOption
 from scheduler.framework.session import Session
@@ -303,3 +303,53 @@ def test_the_configuration_accepts_the_names_and_checks_the_arguments() -> None:
             actions=REGISTRY.actions,
             plugins=REGISTRY.plugins,
         )
+
+
+# ---- measured load (a metrics source configured) ------------------------------------------------
+
+
+def test_measured_load_replaces_what_pods_request() -> None:
+    """By requests n0 is the hot node; measured, n2 is (85%) and n1 the cool one: n2's pods
+    go, the cheapest first, until n1's room (50% - 5% of 10 cpu, 4.5 cpu) is used."""
+    cluster, _, _ = busy_cluster()
+    measured = {"n0": (30.0, 10.0), "n1": (5.0, 10.0), "n2": (85.0, 10.0)}
+    victims = choose_victims(cluster.nodes.values(), running(cluster), CPU_ONLY, measured)
+    assert [t.node_name for t in victims] == ["n2"] * 4
+    # n1 measured above its threshold (20%): no node is low, nothing moves.
+    no_low = {"n0": (30.0, 10.0), "n1": (48.0, 10.0), "n2": (85.0, 10.0)}
+    assert choose_victims(cluster.nodes.values(), running(cluster), CPU_ONLY, no_low) == []
+
+
+def test_a_node_without_measured_load_takes_no_part() -> None:
+    """Without n1's load nothing is low (n1 would be by requests): nothing moves; and when only
+    the unmeasured nodes were low, no node counts as 'every node low'."""
+    cluster, _, _ = busy_cluster()
+    measured = {"n0": (90.0, 10.0), "n2": (40.0, 10.0)}
+    assert choose_victims(cluster.nodes.values(), running(cluster), CPU_ONLY, measured) == []
+    assert choose_victims(cluster.nodes.values(), running(cluster), CPU_ONLY, {}) == []
+
+
+def _measured(cluster: ClusterInfo, loads: dict[str, float], age: dt.timedelta) -> None:
+    cluster.load_measured = True
+    cluster.node_usage = {
+        name: NodeUsage(cpu, 10.0, cluster.now - age) for name, cpu in loads.items()
+    }
+
+
+def test_shuffle_weighs_the_measured_load_when_a_source_is_read() -> None:
+    cluster, _, cool = busy_cluster()
+    cluster.derived[LAST_RUN_KEY] = (None, T0 - dt.timedelta(hours=1))
+    _measured(cluster, {"n0": 30.0, "n1": 5.0, "n2": 85.0}, dt.timedelta(minutes=1))
+    evicted = [e.task for e in run_conf(cluster, CONF).result.evictions]
+    assert evicted
+    assert all(t.job == cool.key and t.node_name == "n2" for t in evicted)
+
+
+def test_shuffle_evicts_nothing_on_stale_or_missing_load() -> None:
+    """A source configured but silent for over five minutes (or not read yet): nothing moves,
+    where weighing requests would evict four of n0's pods."""
+    for loads, age in (({"n0": 90.0, "n1": 5.0}, dt.timedelta(minutes=6)), ({}, dt.timedelta())):
+        cluster, _, _ = busy_cluster()
+        cluster.derived[LAST_RUN_KEY] = (None, T0 - dt.timedelta(hours=1))
+        _measured(cluster, loads, age)
+        assert run_conf(cluster, CONF).result.evictions == []

@@ -302,10 +302,12 @@ class KubeClient:
         body: bytes | None = None,
         content_type: str | None = None,
         timeout: float | None = None,  # noqa: ASYNC109 - a per-request HTTP timeout
+        max_bytes: int | None = None,
     ) -> bytes:
         """Send a request (rate-limited, retried per the module's rule) and return the body.
 
-        Raises a typed `ApiError` for an error status and `ApiConnectionError` without an answer.
+        Raises a typed `ApiError` for an error status and `ApiConnectionError` without an answer;
+        with `max_bytes`, `ResponseTooLargeError` (not retried) for a longer body, read no further.
         """
         method = method.upper()
         query = encode_query(params) if isinstance(params, Mapping) else list(params or ())
@@ -319,7 +321,9 @@ class KubeClient:
         async def once() -> bytes:
             response = await self._send(method, method, path, query, body, headers, client_timeout)
             async with response:
-                return await response.read()
+                if max_bytes is None:
+                    return await response.read()
+                return await read_bounded(response, max_bytes)
 
         return await self._with_retries(method, method, path, once, limited=True)
 
@@ -724,6 +728,22 @@ class KubeClient:
                 eviction(namespace, pod, uid=uid, grace_period_seconds=grace_period_seconds)
             ),
         )
+
+
+class ResponseTooLargeError(ValueError):
+    """An answer longer than the caller's bound (`KubeClient.request`'s `max_bytes`)."""
+
+
+async def read_bounded(response: aiohttp.ClientResponse, max_bytes: int) -> bytes:
+    """The body, read no further than `max_bytes` (`ResponseTooLargeError` beyond)."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.content.iter_chunked(64 * 1024):
+        size += len(chunk)
+        if size > max_bytes:
+            raise ResponseTooLargeError(f"the answer is over {max_bytes} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

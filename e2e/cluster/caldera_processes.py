@@ -205,6 +205,17 @@ def visibility_registration(
     """The Service and APIService that route ``visibility.caldera.dev`` to a local scheduler's
     port (the API server resolves an ExternalName Service by its host name); the serving
     certificate must name ``<service>.<namespace>.svc``."""
+    return aggregated_api_registration(
+        port, ca, "visibility.caldera.dev", "v1alpha1", namespace=namespace, service=service
+    )
+
+
+def aggregated_api_registration(
+    port: int, ca: bytes, group: str, version: str, *, namespace: str, service: str
+) -> list[dict[str, Any]]:
+    """The Service and APIService that route ``group``/``version`` to a local server's port
+    (the API server resolves an ExternalName Service by its host name); the serving
+    certificate must name ``<service>.<namespace>.svc``."""
     return [
         {
             "apiVersion": "v1",
@@ -215,10 +226,10 @@ def visibility_registration(
         {
             "apiVersion": "apiregistration.k8s.io/v1",
             "kind": "APIService",
-            "metadata": {"name": VISIBILITY_APISERVICE},
+            "metadata": {"name": f"{version}.{group}"},
             "spec": {
-                "group": "visibility.caldera.dev",
-                "version": "v1alpha1",
+                "group": group,
+                "version": version,
                 "service": {"namespace": namespace, "name": service, "port": port},
                 "caBundle": base64.b64encode(ca).decode(),
                 "groupPriorityMinimum": 100,

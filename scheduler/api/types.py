@@ -476,9 +476,12 @@ class ClusterInfo:
     # The HyperNodes resolved against the nodes (empty: no HyperNode, topology-blind).
     hypernodes: HyperNodeTree = field(default_factory=HyperNodeTree)
     now: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
-    # Node load by node name, from the metrics source the process reads (the usage plugin);
-    # empty when none is configured.
+    # Node load by node name, from the metrics source the process reads (the usage and
+    # rescheduling plugins); empty when none is configured.
     node_usage: dict[str, NodeUsage] = field(default_factory=dict)
+    # Whether the process reads a metrics source at all (node_usage may still be empty: nothing
+    # read yet, or the source down); the rescheduling plugin then weighs the measured load.
+    load_measured: bool = False
     # Numatopology objects by node name (the numa-aware plugin); empty when no configuration
     # names that plugin, as the process watches them only then.
     numa_topologies: dict[str, Numatopology] = field(default_factory=dict)

@@ -3,9 +3,11 @@ over-utilised, and which running pods to evict from the over-utilised ones so th
 under-utilised ones can take them (Volcano's pkg/scheduler/plugins/rescheduling,
 low_node_utilization.go and node_utilization_util.go).
 
-A node's utilisation is, per resource (cpu and memory), what the pods placed on it request over
-its allocatable, in percent (Volcano reads measured usage averaged over ``metricsPeriod``; see
-the plugin's docstring). Then, as Volcano does:
+A node's utilisation is, per resource (cpu and memory), its measured load in percent when the
+process reads a metrics source (as Volcano always reads it), or else what the pods placed on
+it request over its allocatable, in percent (see the plugin's docstring). With
+measured load, a node without a fresh one takes no part: neither low nor high, nor counted
+among the nodes. Then, as Volcano does:
 
 - a node is *low* when it is schedulable and every resource is below its ``thresholds``; else
   *high* when some resource is above its ``targetThresholds``;
@@ -64,6 +66,11 @@ def utilization(node: NodeInfo) -> NodeUtilization:
         allocatable = node.allocatable.get(name)
         percent[name] = 100.0 * node.used.get(name) / allocatable if allocatable > 0 else 0.0
     return NodeUtilization(node, percent)
+
+
+def measured_utilization(node: NodeInfo, cpu: float, memory: float) -> NodeUtilization:
+    """The node's measured load in percent (eviction still lowers it by what pods request)."""
+    return NodeUtilization(node, {"cpu": cpu, "memory": memory})
 
 
 def is_low(usage: NodeUtilization, conf: LowNodeUtilization) -> bool:
@@ -137,9 +144,18 @@ def choose_victims(
     nodes: Iterable[NodeInfo],
     candidates: Collection[TaskInfo],
     conf: LowNodeUtilization,
+    measured: Mapping[str, tuple[float, float]] | None = None,
 ) -> list[TaskInfo]:
-    """The candidates to evict, in order (module docstring)."""
-    usages = [utilization(node) for node in nodes]
+    """The candidates to evict, in order (module docstring); ``measured``: the nodes' fresh
+    load (cpu and memory percent) by name, when a metrics source is read."""
+    if measured is None:
+        usages = [utilization(node) for node in nodes]
+    else:
+        usages = [
+            measured_utilization(node, *measured[node.name])
+            for node in nodes
+            if node.name in measured
+        ]
     low, high = group_nodes(usages, conf)
     if not low or not high or len(low) == len(usages):
         return []

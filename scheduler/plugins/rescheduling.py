@@ -9,7 +9,8 @@ Arguments, Volcano's:
   first run is one interval after the scheduler first opened a session with the plugin, as
   Volcano's is one interval after it started; between runs the plugin registers nothing and
   asks for a session when the next run is due.
-- ``metricsPeriod`` ("5m"): accepted; utilisation is read from what pods request here (below).
+- ``metricsPeriod`` ("5m"): accepted; the measured load is the metrics source's 10-minute
+  average whatever it says (below).
 - ``strategies``: a list of ``{name, params}``; the one strategy Volcano has,
   ``lowNodeUtilization`` (scheduler.plugins.low_node_utilization), is the default. Its params:
   ``thresholds`` and ``targetThresholds`` (percent by resource: ``cpu``, ``memory``; ``pods``
@@ -20,8 +21,16 @@ Arguments, Volcano's:
 
 Differences from Volcano, on purpose:
 
-- utilisation is what the pods on a node request over its allocatable, not measured usage
-  (Caldera reads no metrics source): the strategy evens out reservations;
+- utilisation is the nodes' measured load only when the configuration names a metrics source
+  (``metrics:``, read as for the usage plugin: scheduler.node_load); without one it is what
+  the pods on a node request over its allocatable, and the strategy evens out reservations
+  (Volcano, without a source, reads 0 everywhere and evicts nothing);
+- with a source, the load is the source's one 10-minute average, as the usage plugin reads
+  it: Volcano files the load under its ``10m`` period only and looks it up under
+  ``metricsPeriod``, so its default ``5m`` finds 0 on every node and evicts nothing. A node
+  whose load is missing or over five minutes old (the usage plugin's rule) takes no part,
+  neither source nor target, where Volcano would count 0, a perfect target; with the source
+  down, nothing is evicted;
 - an unknown strategy, parameter or resource, an interval that is not a positive duration, or
   a threshold outside 0..100 is an error naming it at start (Volcano ignores unknown names and
   falls back to 5m on a bad interval); Volcano declares ``thresholdPriority`` but never reads
@@ -36,10 +45,11 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from scheduler.api.types import TaskInfo
+from scheduler.api.types import NodeUsage, TaskInfo
 from scheduler.framework.plugin import Arguments
 from scheduler.framework.session import Session
 from scheduler.plugins.low_node_utilization import LowNodeUtilization, choose_victims
+from scheduler.plugins.usage import METRICS_ACTIVE
 
 NAME: Final = "rescheduling"
 LOW_NODE_UTILIZATION: Final = "lowNodeUtilization"
@@ -85,6 +95,15 @@ def parse_duration(text: str) -> dt.timedelta | None:
     if position == 0 or position != len(text):
         return None
     return dt.timedelta(seconds=seconds)
+
+
+def fresh_load(usage: Mapping[str, NodeUsage], now: dt.datetime) -> dict[str, tuple[float, float]]:
+    """Each node's cpu and memory load in percent, measured at most five minutes ago."""
+    return {
+        name: (load.cpu, load.memory)
+        for name, load in usage.items()
+        if now - load.measured <= METRICS_ACTIVE
+    }
 
 
 def due(last: dt.datetime | None, now: dt.datetime, interval: dt.timedelta) -> bool:
@@ -194,11 +213,12 @@ class ReschedulingPlugin:
         priorities = {name: pc.value for name, pc in ssn.cluster.priority_classes.items()}
         strategies = [parse_low_node_utilization(p, priorities) for p in self.conf.params]
         nodes = ssn.nodes
+        measured = fresh_load(ssn.cluster.node_usage, now) if ssn.cluster.load_measured else None
 
         def victims(tasks: Sequence[TaskInfo]) -> list[TaskInfo]:
             chosen: list[TaskInfo] = []
             for strategy in strategies:
-                chosen.extend(choose_victims(nodes.values(), tasks, strategy))
+                chosen.extend(choose_victims(nodes.values(), tasks, strategy, measured))
             return chosen
 
         ssn.add_victim_tasks_fn(self.name, victims)
