@@ -6,6 +6,7 @@ layer withheld, and Volcano's conflicting arguments refused."""
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping, Sequence
 
 import pytest
@@ -22,12 +23,14 @@ from caldera.api.core import (
 from caldera.api.gpushare import GPU_INDEX, PREDICATE_TIME
 from caldera.api.meta import ObjectMeta
 from caldera.api.resources import Resources
+from caldera.api.vgpu import node_lock_patch
 from scheduler.api.types import ClusterInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus
 from scheduler.conf import parse_conf
 from scheduler.framework.plugin import Arguments
 from scheduler.framework.runner import run_session
 from scheduler.framework.session import Session
 from scheduler.plugins.deviceshare import DeviceSharePlugin
+from scheduler.process import _node_lock_key
 from scheduler.registry import REGISTRY
 from unit.sched_fixtures import make_cluster, make_job
 
@@ -310,3 +313,29 @@ def test_arguments_refuse_what_volcano_refuses() -> None:
         plugin(GPUSharingEnable=True, GPUNumberEnable=True)
     with pytest.raises(ValueError, match=r"GPUSharingEnable cannot be true with .*VGPUEnable"):
         plugin(GPUSharingEnable=True, VGPUEnable=True)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "lock"),
+    [
+        ("{deviceshare.VGPUEnable: true, deviceshare.NodeLockEnable: true}", "hamivgpu"),
+        ("{deviceshare.GPUSharingEnable: true, deviceshare.NodeLockEnable: true}", "gpu"),
+        ("{deviceshare.GPUNumberEnable: true, deviceshare.NodeLockEnable: true}", ""),
+        ("{deviceshare.GPUSharingEnable: true}", ""),
+    ],
+)
+def test_the_process_takes_volcanos_node_lock_per_mode(arguments: str, lock: str) -> None:
+    """The node annotation a device bind locks: HAMi's for vGPU, "gpu" for the memory mode,
+    none for the number mode (Volcano locks only those two) or without NodeLockEnable."""
+    text = f"""
+actions: "allocate"
+tiers:
+- plugins: [{{name: deviceshare, arguments: {arguments}}}]
+"""
+    parsed = parse_conf(text, actions=REGISTRY.actions.keys(), plugins=REGISTRY.plugins.keys())
+    assert _node_lock_key(parsed) == lock
+    if lock:
+        patch = node_lock_patch({}, "7", dt.datetime(2026, 1, 2, tzinfo=dt.UTC), lock=lock)
+        assert patch == {
+            "metadata": {"resourceVersion": "7", "annotations": {lock: "2026-01-02T00:00:00Z"}}
+        }
