@@ -174,6 +174,17 @@ def test_running_and_in_flight_pods_hold_their_cards() -> None:
     assert cards_given(ssn) == {"a-0": ("n1", "1")}
 
 
+def test_a_memory_pods_card_is_not_idle_in_the_number_mode() -> None:
+    """A pod bound with an index by memory (before the mode changed) still holds its card: a
+    number-mode pod takes the other one (Volcano counts every pod with either request)."""
+    running = gpu_task(
+        "r", 0, memory=1000, node="n1", status=TaskStatus.RUNNING, annotations={GPU_INDEX: "0"}
+    )
+    cluster = cluster_of([gpu_node("n1")], [running], [gpu_task("a", 0, number=1)])
+    ssn = run(cluster, NUMBER_CONF)
+    assert cards_given(ssn) == {"a-0": ("n1", "1")}
+
+
 def test_pod_bound_without_an_index_is_counted() -> None:
     """A pod bound by another scheduler, without gpu-index, still takes room (Volcano would
     not count it): fitted on the first card with room."""

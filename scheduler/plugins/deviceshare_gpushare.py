@@ -53,19 +53,18 @@ _NO_ASK: Final = ShareAsk()
 _DONE: Final = (TaskStatus.SUCCEEDED, TaskStatus.FAILED)
 
 
-def share_ask(task: TaskInfo, mode: str) -> ShareAsk:
-    """What the task's pod asks in the mode (nothing, for a pod that asks none)."""
+def share_ask(task: TaskInfo) -> ShareAsk:
+    """What the task's pod asks of GPU memory and cards (nothing, for a pod that asks none)."""
     pod = task.pod
     if pod is None:
         return _NO_ASK
-    if mode == NUMBER:
-        number = pod_number(pod)
-        return ShareAsk(memory=pod_memory(pod), number=number) if number > 0 else _NO_ASK
-    memory = pod_memory(pod)
-    return ShareAsk(memory=memory, number=pod_number(pod)) if memory > 0 else _NO_ASK
+    memory, number = pod_memory(pod), pod_number(pod)
+    return ShareAsk(memory=memory, number=number) if memory or number else _NO_ASK
 
 
 def _asks(ask: ShareAsk, mode: str) -> bool:
+    """Whether the pod asks in the mode (a pod that asks in the other one is not placed on
+    cards, though, bound with an index, it holds them: Volcano's AddResource)."""
     return (ask.number if mode == NUMBER else ask.memory) > 0
 
 
@@ -98,7 +97,7 @@ class GpuShare:
     def ask(self, task: TaskInfo) -> ShareAsk:
         found = self.asks.get(task.uid)
         if found is None:
-            found = self.asks[task.uid] = share_ask(task, self.mode)
+            found = self.asks[task.uid] = share_ask(task)
         return found
 
     def open(self, ssn: Session, plugin: str) -> None:
