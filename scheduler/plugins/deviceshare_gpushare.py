@@ -3,11 +3,11 @@ or whole GPU numbers (``deviceshare.GPUNumberEnable``); Volcano's
 pkg/scheduler/api/devices/nvidia/gpushare, docs/gpu-sharing.md.
 
 Each node whose capacity names ``volcano.sh/gpu-number`` and ``volcano.sh/gpu-memory`` gets a
-ledger of its cards (``scheduler.api.gpushare_cards``): what its pods hold, read from their
-``volcano.sh/gpu-index`` annotation or from the grants of binds in flight
-(``ClusterInfo.device_grants``), or, for a pod bound without either, fitted again in name order
-after the others (Volcano does not count such a pod: Caldera does, so no card is
-over-committed).
+ledger of its cards (``scheduler.api.gpushare_cards``): what its pods asking GPU memory or
+cards (either, as Volcano's AddResource) hold, read from their ``volcano.sh/gpu-index``
+annotation or from the grants of binds in flight (``ClusterInfo.device_grants``), or, for a
+pod asking in the mode and bound without either, fitted again in name order after the others
+(Volcano does not count such a pod: Caldera does, so no card is over-committed).
 
 - Predicate: a pod asking in the mode (its limits' ``volcano.sh/gpu-memory``, or
   ``volcano.sh/gpu-number``, above 0) must fit the node's cards; a node without a ledger
