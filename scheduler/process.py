@@ -57,6 +57,8 @@ import structlog
 from caldera.api.core import Node, Pod
 from caldera.api.dra import DeviceClass, ResourceClaim, ResourceSlice
 from caldera.api.gates import REMOVE_GATE_PATCH
+from caldera.api.gpushare import GPU_INDEX
+from caldera.api.gpushare import NODE_LOCK as GPUSHARE_LOCK
 from caldera.api.kinds import (
     DEVICE_CLASS,
     HYPERNODE,
@@ -219,7 +221,8 @@ class SchedulerLoop:
         # The vGPU cards given to assumed pods (their volcano.sh/vgpu-ids-new), for the
         # deviceshare plugin until the cache shows the pods bound with the annotation.
         self.device_grants: dict[str, str] = {}
-        self._node_lock = False  # deviceshare.NodeLockEnable in the configuration
+        # The node annotation deviceshare.NodeLockEnable has a bind take ("" for none).
+        self._node_lock = ""
         self._requests = CachedRequests()
         # The snapshot, kept up to date: the handlers only note what changed.
         self.live = LiveSnapshot(scheduler_names=settings.scheduler_names, requests=self._requests)
@@ -512,7 +515,7 @@ class SchedulerLoop:
         cluster.device_grants = {
             uid: ids for uid, ids in self.device_grants.items() if uid in self.assumed
         }
-        self._node_lock = _node_lock_enabled(conf)
+        self._node_lock = _node_lock_key(conf)
         self._dra_news = False
         cluster.dra = self._dra_view() if dra else None
         session = Session(cluster, conf.tiers)
@@ -563,6 +566,8 @@ class SchedulerLoop:
             annotations = result.bind_annotations.get(bind.task.uid)
             if annotations is not None and IDS in annotations:
                 self.device_grants[bind.task.uid] = annotations[IDS]
+            elif annotations is not None and GPU_INDEX in annotations:
+                self.device_grants[bind.task.uid] = annotations[GPU_INDEX]
             plans = result.claim_plans.get(bind.task.uid, ())
             if plans:
                 self.claim_writer.plan(claims, (bind.task.name, bind.task.uid), plans)
@@ -651,7 +656,7 @@ class SchedulerLoop:
             locked = False
             try:
                 if annotations and self._node_lock:
-                    await self._lock_node(node)
+                    await self._lock_node(node, self._node_lock)
                     locked = True
                 if annotations:
                     await self.client.bind(namespace, name, node, uid=uid, annotations=annotations)
@@ -664,7 +669,7 @@ class SchedulerLoop:
                 self._bind_failed(namespace, name, uid, node, exc)
                 if locked:  # no device plugin will release it for this pod
                     with contextlib.suppress(ApiError, ApiConnectionError, TimeoutError):
-                        await self.client.patch(NODE, node, UNLOCK_PATCH)
+                        await self.client.patch(NODE, node, _unlock_patch(self._node_lock))
 
     def _bind_failed(
         self,
@@ -696,7 +701,7 @@ class SchedulerLoop:
             self.live.pod_changed(cached)
             self._wake.set()
 
-    async def _lock_node(self, name: str) -> None:
+    async def _lock_node(self, name: str, lock: str) -> None:
         """Take the node's device lock before a vGPU bind (deviceshare.NodeLockEnable; the
         device plugin releases it once it has handed the cards over). A lock another holds
         raises Conflict, which fails the bind: the pod is placed again by a later session."""
@@ -704,7 +709,10 @@ class SchedulerLoop:
         if node is None:
             raise NotFound(404, "NotFound", f"node {name} is not in the cache")
         patch = node_lock_patch(
-            node.metadata.annotations, node.metadata.resource_version, dt.datetime.now(dt.UTC)
+            node.metadata.annotations,
+            node.metadata.resource_version,
+            dt.datetime.now(dt.UTC),
+            lock=lock,
         )
         if patch is None:
             raise Conflict(409, "Conflict", f"node {name} is locked by another device allocation")
@@ -845,7 +853,20 @@ class SchedulerLoop:
         return len(writes)
 
 
-UNLOCK_PATCH = {"metadata": {"annotations": {NODE_LOCK: None}}}
+def _unlock_patch(lock: str) -> dict[str, object]:
+    return {"metadata": {"annotations": {lock: None}}}
+
+
+def _node_lock_key(conf: SchedulerConf) -> str:
+    """The node lock a device bind takes: HAMi's for vGPU, "gpu" for the GPU memory mode,
+    none for the GPU number mode (Volcano locks only those two) or without the argument."""
+    if not _node_lock_enabled(conf):
+        return ""
+    if _argument_true(conf, "deviceshare.GPUSharingEnable", plugin="deviceshare"):
+        return GPUSHARE_LOCK
+    if _argument_true(conf, "deviceshare.GPUNumberEnable", plugin="deviceshare"):
+        return ""
+    return NODE_LOCK
 
 
 def _node_lock_enabled(conf: SchedulerConf) -> bool:

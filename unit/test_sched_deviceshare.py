@@ -332,7 +332,12 @@ def test_arguments() -> None:
     assert plugin.vgpu
     assert plugin.policy == "spread"
     with pytest.raises(ValueError, match=r"deviceshare\.GPUNumberEnable"):
-        DeviceSharePlugin(Arguments("deviceshare", {"deviceshare.GPUNumberEnable": True}))
+        DeviceSharePlugin(
+            Arguments(
+                "deviceshare",
+                {"deviceshare.GPUNumberEnable": True, "deviceshare.VGPUEnable": True},
+            )
+        )
     with pytest.raises(ValueError, match="binpack or spread"):
         DeviceSharePlugin(Arguments("deviceshare", {"deviceshare.SchedulePolicy": "pack"}))
 

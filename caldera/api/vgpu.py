@@ -325,13 +325,18 @@ def bind_annotations(node: str, devices: PodDevices, unix_seconds: int) -> dict[
 
 
 def node_lock_patch(
-    annotations: Mapping[str, str], resource_version: str, now: dt.datetime
+    annotations: Mapping[str, str],
+    resource_version: str,
+    now: dt.datetime,
+    *,
+    lock: str = NODE_LOCK,
 ) -> dict[str, object] | None:
-    """The merge patch that takes the node's lock (Volcano's nodelock.LockNode): None while
-    another holds it (a lock younger than ``NODE_LOCK_SECONDS``); an older or unreadable one
-    is taken over. The patch carries the node's resourceVersion, so two schedulers racing for
-    the lock cannot both win (the API server answers the later one 409 Conflict)."""
-    held = annotations.get(NODE_LOCK)
+    """The merge patch that takes the node's lock ``lock`` (Volcano's nodelock.LockNode; the
+    GPU memory mode's is ``caldera.api.gpushare.NODE_LOCK``): None while another holds it (a
+    lock younger than ``NODE_LOCK_SECONDS``); an older or unreadable one is taken over. The
+    patch carries the node's resourceVersion, so two schedulers racing for the lock cannot
+    both win (the API server answers the later one 409 Conflict)."""
+    held = annotations.get(lock)
     if held is not None:
         try:
             since = dt.datetime.fromisoformat(held.replace("Z", "+00:00"))
@@ -341,7 +346,7 @@ def node_lock_patch(
         if fresh and since is not None and (now - since).total_seconds() <= NODE_LOCK_SECONDS:
             return None
     stamp = now.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return {"metadata": {"resourceVersion": resource_version, "annotations": {NODE_LOCK: stamp}}}
+    return {"metadata": {"resourceVersion": resource_version, "annotations": {lock: stamp}}}
 
 
 @dataclass(frozen=True, slots=True)

@@ -485,8 +485,9 @@ class ClusterInfo:
     # Numatopology objects by node name (the numa-aware plugin); empty when no configuration
     # names that plugin, as the process watches them only then.
     numa_topologies: dict[str, Numatopology] = field(default_factory=dict)
-    # The vGPU cards given to pods whose bind is in flight (pod uid -> the
-    # volcano.sh/vgpu-ids-new text written with the bind), for the deviceshare plugin.
+    # The GPU cards given to pods whose bind is in flight (pod uid -> the
+    # volcano.sh/vgpu-ids-new text written with the bind, or volcano.sh/gpu-index in the
+    # older GPU memory / number mode), for the deviceshare plugin.
     device_grants: dict[str, str] = field(default_factory=dict)
     # ResourceClaims, DeviceClasses and ResourceSlices (Dynamic Resource Allocation); None
     # when the process does not watch them (no pod uses a claim, DRA not configured).

@@ -31,9 +31,11 @@ Arguments (Volcano's names): ``deviceshare.VGPUEnable`` (false), ``deviceshare.S
 ("", binpack or spread), ``deviceshare.ScheduleWeight`` (0), ``deviceshare.NodeLockEnable``
 (false: the process locks the node, ``caldera.api.vgpu.NODE_LOCK``),
 ``deviceshare.KnownGeometriesCMName``/``KnownGeometriesCMNamespace`` (accepted, unused:
-Caldera does not share by MIG). ``deviceshare.GPUSharingEnable``, ``GPUNumberEnable`` (the
-older ``volcano.sh/gpu-memory``/``gpu-number`` mode), ``AscendMindClusterVNPUEnable`` and
-``AscendHAMiVNPUEnable`` set to true are refused with an error naming them: Caldera does not
+Caldera does not share by MIG). ``deviceshare.GPUSharingEnable`` or ``GPUNumberEnable`` (false)
+turns on the older ``volcano.sh/gpu-memory``/``gpu-number`` mode instead
+(``scheduler.plugins.deviceshare_gpushare``); as in Volcano, the two together, or either with
+``VGPUEnable``, are refused at start with an error naming them. ``AscendMindClusterVNPUEnable``
+and ``AscendHAMiVNPUEnable`` set to true are refused with an error naming them: Caldera does not
 implement those devices.
 
 Speed: the predicate's and score's answers read the node's tasks and its register annotation
@@ -82,9 +84,11 @@ from scheduler.api.cards import (
     PodAsk,
     Refusal,
 )
+from scheduler.api.gpushare_cards import NUMBER, SHARING
 from scheduler.api.types import NodeInfo, TaskInfo, TaskStatus
 from scheduler.framework.incremental import Speedups
 from scheduler.framework.plugin import Arguments
+from scheduler.plugins.deviceshare_gpushare import GpuShare
 from scheduler.why import DETAIL
 
 if TYPE_CHECKING:
@@ -92,8 +96,6 @@ if TYPE_CHECKING:
 
 NAME: Final = "deviceshare"
 _UNSUPPORTED: Final = (
-    "deviceshare.GPUSharingEnable",
-    "deviceshare.GPUNumberEnable",
     "deviceshare.AscendMindClusterVNPUEnable",
     "deviceshare.AscendHAMiVNPUEnable",
 )
@@ -202,12 +204,16 @@ class DeviceSharePlugin:
         for key in _UNSUPPORTED:
             if arguments.boolean(key, False):
                 raise ValueError(f"plugin {NAME}: argument {key} names devices Caldera lacks")
+        self.gpushare = _gpushare(arguments, self.vgpu)
         self.ledgers: dict[str, Ledger] = {}
         self.where: dict[str, str] = {}  # pod uid -> the node whose ledger holds it
         self.asks: dict[str, PodAsk] = {}
         self.refusals: dict[PodAsk, Refusal] = {}
 
     def on_session_open(self, ssn: Session) -> None:
+        if self.gpushare is not None:
+            self.gpushare.open(ssn, self.name)
+            return
         if not self.vgpu:
             # Off (Volcano's default): every node passes. Registered all the same, with a
             # node class that adds nothing, so the placer keeps reusing node verdicts.
@@ -376,6 +382,9 @@ class DeviceSharePlugin:
                 where[task.uid] = node.name
 
     def on_session_close(self, ssn: Session) -> None:
+        if self.gpushare is not None:
+            self.gpushare.close(ssn)
+            return
         if not self.vgpu:
             return
         stamp = int(ssn.now.timestamp())
@@ -407,3 +416,22 @@ class DeviceSharePlugin:
                 if kept is not None:
                     ssn.note_wait(job.key, DETAIL, kept.detail)
                     break
+
+
+def _gpushare(arguments: Arguments, vgpu: bool) -> GpuShare | None:
+    """The older GPU memory or number mode when configured; Volcano's conflicts refused."""
+    sharing = arguments.boolean("deviceshare.GPUSharingEnable", False)
+    number = arguments.boolean("deviceshare.GPUNumberEnable", False)
+    if sharing and number:
+        raise ValueError(
+            f"plugin {NAME}: arguments deviceshare.GPUSharingEnable and "
+            "deviceshare.GPUNumberEnable cannot both be true"
+        )
+    if (sharing or number) and vgpu:
+        key = "deviceshare.GPUSharingEnable" if sharing else "deviceshare.GPUNumberEnable"
+        raise ValueError(
+            f"plugin {NAME}: argument {key} cannot be true with deviceshare.VGPUEnable"
+        )
+    if sharing:
+        return GpuShare(SHARING)
+    return GpuShare(NUMBER) if number else None
