@@ -13,6 +13,13 @@ gate, on since 1.34): a pod is not allocated when it would take its queue (and, 
 capacity's hierarchy, an ancestor) past the ``deviceclass/<class>`` amount of its
 ``capability``. A queue that names no such key is not limited. The wait record says which
 class and queue.
+
+At enqueue (Volcano's ``jobEnqueueable`` with the job's minimal DRA request): a Pending job
+whose minimal claims (``scheduler.api.dra.quota.min_claims``) would take its queue, or an
+ancestor, past a ``deviceclass/<class>`` limit, counting what the queue's pods hold and what
+its admitted (Inqueue) jobs' minimal claims reserve, stays Pending; an admitted job's minimal
+claims reserve room for the rest of the session, and from the next session on while the job
+is Inqueue. Volcano reserves them only in the session that admits the job.
 """
 
 from __future__ import annotations
@@ -21,15 +28,22 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
-from caldera.api.dra import ALLOCATION_MODE_ALL, ResourceClaim
+from caldera.api.dra import ResourceClaim
 from caldera.api.why import WaitStage
-from scheduler.api.dra.view import pod_claims
-from scheduler.api.types import QueueInfo, TaskInfo, TaskStatus
+from scheduler.api.dra.quota import (
+    DEVICE_CLASS_PREFIX,
+    claim_devices,
+    devices_of,
+    min_claims,
+    task_claims,
+)
+from scheduler.api.types import JobInfo, QueueInfo, TaskInfo, TaskStatus
 
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
 
-DEVICE_CLASS_PREFIX: Final = "deviceclass/"
+__all__ = ["DEVICE_CLASS_PREFIX", "DeviceClassQuota", "claim_devices", "register"]
+
 # Tasks whose claims hold devices (or will, once bound) in the session.
 HOLDING: Final = frozenset(
     {
@@ -40,17 +54,6 @@ HOLDING: Final = frozenset(
         TaskStatus.RUNNING,
     }
 )
-
-
-def claim_devices(claim: ResourceClaim) -> dict[str, int]:
-    """The devices a claim asks for, by DeviceClass (ExactCount requests only)."""
-    found: dict[str, int] = {}
-    for request in claim.spec.devices.requests:
-        e = request.exactly
-        if e is None or e.allocation_mode == ALLOCATION_MODE_ALL or not e.device_class_name:
-            continue
-        found[e.device_class_name] = found.get(e.device_class_name, 0) + max(e.count, 1)
-    return found
 
 
 def device_limits(queue: QueueInfo) -> dict[str, int]:
@@ -68,6 +71,9 @@ def device_limits(queue: QueueInfo) -> dict[str, int]:
 class _Held:
     devices: dict[str, int] = field(default_factory=dict)
     claims: dict[str, int] = field(default_factory=dict)  # claim key -> tasks using it
+    # Claims admitted jobs need at least and no task holds yet, and their devices.
+    reserved: dict[str, None] = field(default_factory=dict)
+    reserved_devices: dict[str, int] = field(default_factory=dict)
 
 
 class DeviceClassQuota:
@@ -89,13 +95,12 @@ class DeviceClassQuota:
             for task in job.tasks.values():
                 if task.status in HOLDING:
                     self.allocated(task)
+        for job in ssn.jobs.values():
+            if job.phase == "Inqueue":
+                self.enqueued(job)
 
     def _claims(self, task: TaskInfo) -> list[str]:
-        pod = task.pod
-        if pod is None or not pod.spec.resource_claims:
-            return []
-        keys, _why = pod_claims(pod)
-        return [key for key in keys if key in self.claims]
+        return task_claims(task, self.claims)
 
     def _queues(self, task: TaskInfo) -> list[str]:
         job = self.ssn.jobs.get(task.job)
@@ -160,12 +165,60 @@ class DeviceClassQuota:
                     return False
         return True
 
+    def _unheld(self, job: JobInfo, queue: str) -> list[str]:
+        """The job's minimal claims that ``queue`` neither holds nor has reserved."""
+        held = self.held[queue]
+        return [
+            key
+            for key in min_claims(job, self.claims)
+            if held.claims.get(key, 0) == 0 and key not in held.reserved
+        ]
 
-def register(ssn: Session, plugin: str, chain: Callable[[str], list[str]]) -> None:
-    """Register the check for ``plugin`` when the snapshot has DRA objects."""
+    def enqueueable(self, job: JobInfo) -> str | None:
+        """Why the job's minimal claims would take its queue, or an ancestor, past a
+        ``deviceclass/<class>`` limit, counting what the queue holds and has reserved for
+        admitted jobs (Volcano's ``checkDRAAllocatable`` with ``includeInqueue``); None when
+        they would not."""
+        for name in self.chain(job.queue):
+            limits = self.limits.get(name)
+            if not limits or name not in self.held:
+                continue
+            held = self.held[name]
+            for cls, count in devices_of(self._unheld(job, name), self.claims).items():
+                limit = limits.get(cls)
+                if limit is None:
+                    continue
+                have = held.devices.get(cls, 0)
+                reserved = held.reserved_devices.get(cls, 0)
+                if have + reserved + count > limit:
+                    return (
+                        f"queue {name}: {DEVICE_CLASS_PREFIX}{cls} {have} held and "
+                        f"{reserved} reserved of {limit}, the job's minimal claims need "
+                        f"{count} more"
+                    )
+        return None
+
+    def enqueued(self, job: JobInfo) -> None:
+        """Reserve the admitted job's minimal claims in its queue's chain."""
+        for name in self.chain(job.queue):
+            if name not in self.held:
+                continue
+            held = self.held[name]
+            unheld = self._unheld(job, name)
+            held.reserved.update(dict.fromkeys(unheld))
+            for cls, count in devices_of(unheld, self.claims).items():
+                held.reserved_devices[cls] = held.reserved_devices.get(cls, 0) + count
+
+
+def register(
+    ssn: Session, plugin: str, chain: Callable[[str], list[str]]
+) -> DeviceClassQuota | None:
+    """Register the check for ``plugin`` when the snapshot has DRA objects and a queue names
+    a ``deviceclass/`` limit; the quota, for the plugin's enqueue checks (None: no limit)."""
     view = ssn.cluster.dra
     if view is None or not any(device_limits(q) for q in ssn.queues.values()):
-        return
+        return None
     quota = DeviceClassQuota(ssn, view.claims, chain)
     ssn.add_allocatable_fn(plugin, quota.allocatable)
     ssn.add_allocate_handler(plugin, quota.allocated, quota.deallocated)
+    return quota

@@ -1,0 +1,223 @@
+"""Queue quota by DeviceClass at enqueue and in the Queue's status.allocated: the pure core
+(``scheduler.api.dra.quota``) and whole sessions with proportion and capacity."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from caldera.api.dra import ResourceClaim
+from caldera.api.resources import Resources
+from scheduler.api.dra.quota import devices_of, min_claims, queue_devices
+from scheduler.api.dra.view import DraView
+from scheduler.api.types import ClusterInfo, JobInfo, QueueInfo, TaskInfo, TaskStatus
+from scheduler.conf import DEFAULT_CONF
+from scheduler.framework.session import Session
+from unit.sched_fixtures import make_cluster, make_job, make_node, make_task
+from unit.test_sched_dra import CLASS, claim, claim_spec, gpu_slice, with_claim
+from unit.test_sched_nodegroup import run
+
+CAPACITY_CONF = DEFAULT_CONF.replace("name: proportion", "name: capacity")
+PLUGINS = {"proportion": DEFAULT_CONF, "capacity": CAPACITY_CONF}
+
+
+def job_with(
+    name: str,
+    gpus: list[int],
+    *,
+    min_available: int | None = None,
+    phase: str = "Pending",
+    queue: str = "default",
+    roles: list[str] | None = None,
+    min_task_member: dict[str, int] | None = None,
+) -> tuple[JobInfo, list[ResourceClaim]]:
+    """A job whose i-th pod has its own claim (made from a template) for ``gpus[i]`` GPUs."""
+    tasks: list[TaskInfo] = []
+    claims: list[ResourceClaim] = []
+    for i, count in enumerate(gpus):
+        role = roles[i] if roles else "worker"
+        task = with_claim(make_task(name, i, role=role), f"{name}-{i}-gpus", template=True)
+        tasks.append(task)
+        claims.append(claim(f"{name}-{i}-gpus", claim_spec(count), owner=task))
+    job = make_job(
+        name,
+        tasks,
+        min_available=len(tasks) if min_available is None else min_available,
+        phase=phase,
+        queue=queue,
+        min_task_member=min_task_member,
+    )
+    return job, claims
+
+
+def cluster_of(
+    jobs: list[tuple[JobInfo, list[ResourceClaim]]],
+    limit: int,
+    nodes: tuple[str, ...] = ("a", "b"),
+) -> ClusterInfo:
+    queue = QueueInfo("default", capability=Resources.from_list({"deviceclass/gpu": str(limit)}))
+    cluster = make_cluster(
+        [make_node(n, cpu="16", memory="64Gi") for n in nodes], [j for j, _ in jobs], [queue]
+    )
+    cluster.dra = DraView(
+        claims={f"ns/{c.metadata.name}": c for _, cs in jobs for c in cs},
+        classes={"gpu": CLASS},
+        slices=tuple(gpu_slice(n) for n in nodes),
+        slices_version=1,
+    )
+    return cluster
+
+
+def admitted(ssn: Session) -> set[str]:
+    return {key.partition("/")[2] for key in ssn.result.podgroup_phase_inqueue}
+
+
+def notes_of(ssn: Session, job: str) -> str:
+    return " ".join(text for _, text in ssn.wait_notes.get(f"ns/{job}", []))
+
+
+# ---- the pure core -------------------------------------------------------------------------
+
+
+def test_min_claims_takes_the_first_min_available_tasks_with_claims() -> None:
+    job, claims = job_with("j", [1, 2, 4], min_available=2)
+    view = {f"ns/{c.metadata.name}": c for c in claims}
+    assert min_claims(job, view) == ["ns/j-0-gpus", "ns/j-1-gpus"]
+    assert devices_of(min_claims(job, view), view) == {"gpu": 3}
+
+
+def test_min_claims_follows_min_task_member_by_role() -> None:
+    job, claims = job_with(
+        "j",
+        [1, 2, 4, 8],
+        roles=["ps", "ps", "worker", "worker"],
+        min_task_member={"ps": 1, "worker": 2},
+    )
+    view = {f"ns/{c.metadata.name}": c for c in claims}
+    assert devices_of(min_claims(job, view), view) == {"gpu": 1 + 4 + 8}
+
+
+def test_a_claim_shared_by_the_tasks_counts_once_and_an_unmade_one_not_at_all() -> None:
+    shared = claim("shared", claim_spec(4))
+    tasks = [with_claim(make_task("j", i), "shared", template=False) for i in range(3)]
+    job = make_job("j", tasks, phase="Pending")
+    view = {"ns/shared": shared}
+    assert devices_of(min_claims(job, view), view) == {"gpu": 4}
+    assert min_claims(job, {}) == []  # the claim is not in the cache yet
+
+
+def test_queue_devices_counts_held_claims_once_per_queue_and_up_the_chain() -> None:
+    shared = claim("shared", claim_spec(4))
+    own = claim("own", claim_spec(2))
+    running = [
+        with_claim(make_task("j", i, status=TaskStatus.RUNNING, node="a"), "shared", template=False)
+        for i in range(2)
+    ]
+    pending = with_claim(make_task("j", 2), "own", template=False)
+    job = make_job("j", [*running, pending], queue="leaf")
+    view = {"ns/shared": shared, "ns/own": own}
+    found = queue_devices([job], view, lambda q: [q, "root"])
+    assert found == {
+        "leaf": Resources.from_list({"deviceclass/gpu": "4"}),
+        "root": Resources.from_list({"deviceclass/gpu": "4"}),
+    }
+
+
+# ---- sessions ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("plugin", sorted(PLUGINS))
+def test_a_job_over_its_queues_device_class_capability_stays_pending(plugin: str) -> None:
+    """Capped at 8 GPUs: a job of two 4-GPU pods is admitted, then one needing 8 more is not
+    (the first's minimal claims are reserved), and the wait record names class and queue."""
+    first = job_with("first", [4, 4])
+    second = job_with("second", [4, 4])
+    ssn = run(cluster_of([first, second], limit=8), PLUGINS[plugin])
+    assert admitted(ssn) == {"first"}
+    assert "queue default: deviceclass/gpu 0 held and 8 reserved of 8" in notes_of(ssn, "second")
+    assert "need 8 more" in notes_of(ssn, "second")
+    messages = [e.message for e in ssn.result.events if e.name == "second"]
+    assert messages
+    assert messages[0].startswith("queue resource quota insufficient")
+
+
+@pytest.mark.parametrize("plugin", sorted(PLUGINS))
+def test_an_admitted_job_keeps_its_reservation_in_later_sessions(plugin: str) -> None:
+    """An Inqueue job whose pods are not placed yet still reserves its minimal claims."""
+    inqueue = job_with("first", [4, 4], phase="Inqueue")
+    pending = job_with("second", [2])
+    ssn = run(cluster_of([inqueue, pending], limit=9), PLUGINS[plugin].replace("allocate, ", ""))
+    assert admitted(ssn) == set()
+    assert "8 reserved of 9" in notes_of(ssn, "second")
+
+
+@pytest.mark.parametrize("plugin", sorted(PLUGINS))
+def test_held_devices_count_and_a_job_within_the_limit_is_admitted(plugin: str) -> None:
+    running_task = with_claim(
+        make_task("r", 0, status=TaskStatus.RUNNING, node="a"), "r-0-gpus", template=True
+    )
+    running = make_job("r", [running_task], phase="Running")
+    held = claim("r-0-gpus", claim_spec(6), owner=running_task)
+    small, large = job_with("small", [2]), job_with("large", [3])
+    ssn = run(cluster_of([(running, [held]), small, large], limit=8), PLUGINS[plugin])
+    assert admitted(ssn) == {"small"}
+    assert "6 held and 0 reserved of 8, the job's minimal claims need 3 more" in notes_of(
+        ssn, "large"
+    )
+
+
+def test_without_deviceclass_limits_or_with_the_switch_off_nothing_is_refused() -> None:
+    big = job_with("big", [8, 8])
+    cluster = cluster_of([big], limit=1)
+    off = DEFAULT_CONF.replace(
+        "name: proportion",
+        "name: proportion\n    arguments:\n      proportion.DynamicResourceAllocationEnable: false",
+    )
+    assert "DynamicResourceAllocationEnable: false" in off
+    assert admitted(run(cluster, off)) == {"big"}
+    cluster = cluster_of([job_with("big", [8, 8])], limit=1)
+    cluster.queues["default"].capability = None
+    assert admitted(run(cluster, DEFAULT_CONF)) == {"big"}
+
+
+@pytest.mark.parametrize("plugin", sorted(PLUGINS))
+def test_the_queue_allocated_status_counts_the_devices_of_placed_pods(plugin: str) -> None:
+    """Two pods placed sharing one 4-GPU claim count 4, the shared claim once; a pod that
+    stays pending (its claim wants more GPUs than the node has) adds nothing."""
+    shared = claim("shared", claim_spec(4))
+    tasks = [with_claim(make_task("j", i), "shared", template=False) for i in range(2)]
+    job, own = job_with("k", [9])  # more than node a has: it stays pending
+    cluster = cluster_of([], limit=16, nodes=("a",))
+    pair = make_job("j", tasks, phase="Inqueue")
+    cluster.jobs[pair.key] = pair
+    cluster.jobs[job.key] = job
+    assert cluster.dra is not None
+    cluster.dra.claims.update({"ns/shared": shared, "ns/k-0-gpus": own[0]})
+    ssn = run(cluster, PLUGINS[plugin].replace("enqueue, ", ""))
+    assert {b.task.name for b in ssn.result.binds} == {"j-0", "j-1"}  # k is Pending
+    assert ssn.result.queue_allocated["default"].get("deviceclass/gpu") == 4000
+
+
+# ---- invariants ----------------------------------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    demands=st.lists(st.lists(st.integers(1, 4), min_size=1, max_size=3), max_size=5),
+    limit=st.integers(0, 12),
+    plugin=st.sampled_from(sorted(PLUGINS)),
+)
+def test_admitted_jobs_minimal_claims_stay_within_the_limit(
+    demands: list[list[int]], limit: int, plugin: str
+) -> None:
+    """Whatever the jobs, the ones enqueue admits need at most the limit together, and each
+    refused one would have taken the queue past it."""
+    jobs = [job_with(f"j{i}", gpus) for i, gpus in enumerate(demands)]
+    ssn = run(cluster_of(jobs, limit=limit), PLUGINS[plugin].replace("allocate, ", ""))
+    need = {job.name: sum(gpus) for (job, _), gpus in zip(jobs, demands, strict=True)}
+    taken = sum(need[name] for name in admitted(ssn))
+    assert taken <= limit
+    for name in need.keys() - admitted(ssn):
+        assert "deviceclass/gpu" in notes_of(ssn, name)
+        assert need[name] + taken > limit  # what was admitted before it is part of ``taken``
