@@ -3,17 +3,23 @@
 
 from __future__ import annotations
 
+import asyncio
+from types import SimpleNamespace
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from caldera.api.dra import ResourceClaim
+from caldera.api.meta import ObjectMeta
 from caldera.api.resources import Resources
+from caldera.api.volcano import Queue, QueueStatus
 from scheduler.api.dra.quota import devices_of, min_claims, queue_devices
 from scheduler.api.dra.view import DraView
 from scheduler.api.types import ClusterInfo, JobInfo, QueueInfo, TaskInfo, TaskStatus
 from scheduler.conf import DEFAULT_CONF
-from scheduler.framework.session import Session
+from scheduler.framework.session import Session, SessionResult
+from scheduler.process import SchedulerLoop
 from unit.sched_fixtures import make_cluster, make_job, make_node, make_task
 from unit.test_sched_dra import CLASS, claim, claim_spec, gpu_slice, with_claim
 from unit.test_sched_nodegroup import run
@@ -167,6 +173,19 @@ def test_held_devices_count_and_a_job_within_the_limit_is_admitted(plugin: str) 
     )
 
 
+@pytest.mark.parametrize("plugin", sorted(PLUGINS))
+def test_a_job_waits_for_its_claims_to_be_made_before_it_is_admitted(plugin: str) -> None:
+    made = job_with("made", [1])
+    unmade, _claims = job_with("unmade", [1])
+    cluster = cluster_of([made, (unmade, [])], limit=8)
+    ssn = run(cluster, PLUGINS[plugin])
+    assert admitted(ssn) == {"made"}
+    assert "pod unmade-0: waiting for ResourceClaim ns/unmade-0-gpus" in notes_of(ssn, "unmade")
+    cluster = cluster_of([(unmade, [])], limit=8)
+    cluster.queues["default"].capability = Resources.from_list({"cpu": "100"})
+    assert admitted(run(cluster, PLUGINS[plugin])) == {"unmade"}  # no deviceclass/ limit
+
+
 def test_without_deviceclass_limits_or_with_the_switch_off_nothing_is_refused() -> None:
     big = job_with("big", [8, 8])
     cluster = cluster_of([big], limit=1)
@@ -221,3 +240,36 @@ def test_admitted_jobs_minimal_claims_stay_within_the_limit(
     for name in need.keys() - admitted(ssn):
         assert "deviceclass/gpu" in notes_of(ssn, name)
         assert need[name] + taken > limit  # what was admitted before it is part of ``taken``
+
+
+# ---- the Queue's status write --------------------------------------------------------------
+
+
+class _QueueClient:
+    def __init__(self) -> None:
+        self.patches: list[tuple[str, object]] = []
+
+    async def patch_status(self, kind: object, name: str, patch: object) -> None:
+        self.patches.append((name, patch))
+
+
+def test_a_device_class_count_no_longer_held_is_removed_from_the_queue_status() -> None:
+    """The status is written with a merge patch, which keeps the keys it does not name: a
+    ``deviceclass/`` count whose claims were all released is named, as null."""
+    queue = Queue(
+        metadata=ObjectMeta(name="q"),
+        status=QueueStatus(allocated={"cpu": "2", "deviceclass/gpu": "4"}),
+    )
+    loop = SchedulerLoop.__new__(SchedulerLoop)
+    client = _QueueClient()
+    loop.client = client  # type: ignore[assignment]
+    loop.queues = SimpleNamespace(store={"q": queue})  # type: ignore[assignment]
+    result = SessionResult()
+    result.queue_allocated = {"q": Resources.from_list({"cpu": "1"})}
+    assert asyncio.run(loop._write_queues(result)) == 1
+    assert client.patches == [
+        ("q", {"status": {"allocated": {"cpu": "1", "deviceclass/gpu": None}}})
+    ]
+    result.queue_allocated = {"q": Resources()}
+    asyncio.run(loop._write_queues(result))
+    assert client.patches[-1] == ("q", {"status": {"allocated": None}})

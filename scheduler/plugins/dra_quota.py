@@ -36,6 +36,7 @@ from scheduler.api.dra.quota import (
     devices_of,
     min_claims,
     task_claims,
+    unmade_claim,
 )
 from scheduler.api.types import JobInfo, QueueInfo, TaskInfo, TaskStatus
 
@@ -178,7 +179,13 @@ class DeviceClassQuota:
         """Why the job's minimal claims would take its queue, or an ancestor, past a
         ``deviceclass/<class>`` limit, counting what the queue holds and has reserved for
         admitted jobs (Volcano's ``checkDRAAllocatable`` with ``includeInqueue``); None when
-        they would not."""
+        they would not. A job whose claims are not all made yet waits for them when a limit
+        holds for its queue (Caldera's: Volcano admits it with what it knows)."""
+        if not any(self.limits.get(name) for name in self.chain(job.queue)):
+            return None
+        unmade = unmade_claim(job, self.claims)
+        if unmade is not None:
+            return f"{unmade} (counted against the queue's deviceclass/ limits once made)"
         for name in self.chain(job.queue):
             limits = self.limits.get(name)
             if not limits or name not in self.held:

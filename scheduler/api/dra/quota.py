@@ -53,6 +53,21 @@ def task_claims(task: TaskInfo, claims: Mapping[str, ResourceClaim]) -> list[str
     return [key for key in keys if key in claims]
 
 
+def unmade_claim(job: JobInfo, claims: Mapping[str, ResourceClaim]) -> str | None:
+    """Why the job's claims are not all known yet (a pod's claim still to be made from its
+    template, or not in the cache yet), naming the first such pod; None when they are."""
+    for task in job.tasks.values():
+        pod = task.pod
+        if pod is None or not pod.spec.resource_claims:
+            continue
+        keys, why = pod_claims(pod)
+        missing = next((key for key in keys if key not in claims), None)
+        if why is None and missing is None:
+            continue
+        return f"pod {task.name}: " + (why or f"waiting for ResourceClaim {missing}")
+    return None
+
+
 def min_claims(job: JobInfo, claims: Mapping[str, ResourceClaim]) -> list[str]:
     """The claims of the tasks a job needs at least, as Volcano's ``GetMinDRAResources``
     picks them: with ``minTaskMember``, the first ``n`` tasks (by namespace, name, uid) with
