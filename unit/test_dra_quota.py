@@ -10,15 +10,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from caldera.api.dra import ResourceClaim
+from caldera.api.dra import CapacityRequirements, ResourceClaim
 from caldera.api.meta import ObjectMeta
 from caldera.api.resources import Resources
 from caldera.api.volcano import Queue, QueueStatus
-from scheduler.api.dra.quota import devices_of, min_claims, queue_devices
+from scheduler.api.dra.quota import (
+    claim_devices,
+    device_class_of,
+    devices_of,
+    min_claims,
+    queue_devices,
+)
 from scheduler.api.dra.view import DraView
 from scheduler.api.types import ClusterInfo, JobInfo, QueueInfo, TaskInfo, TaskStatus
 from scheduler.conf import DEFAULT_CONF
 from scheduler.framework.session import Session, SessionResult
+from scheduler.plugins.dra_quota import over_limit
 from scheduler.process import SchedulerLoop
 from unit.sched_fixtures import make_cluster, make_job, make_node, make_task
 from unit.test_sched_dra import CLASS, claim, claim_spec, gpu_slice, with_claim
@@ -90,7 +97,7 @@ def test_min_claims_takes_the_first_min_available_tasks_with_claims() -> None:
     job, claims = job_with("j", [1, 2, 4], min_available=2)
     view = {f"ns/{c.metadata.name}": c for c in claims}
     assert min_claims(job, view) == ["ns/j-0-gpus", "ns/j-1-gpus"]
-    assert devices_of(min_claims(job, view), view) == {"gpu": 3}
+    assert devices_of(min_claims(job, view), view) == {"deviceclass/gpu": 3000}
 
 
 def test_min_claims_follows_min_task_member_by_role() -> None:
@@ -101,7 +108,7 @@ def test_min_claims_follows_min_task_member_by_role() -> None:
         min_task_member={"ps": 1, "worker": 2},
     )
     view = {f"ns/{c.metadata.name}": c for c in claims}
-    assert devices_of(min_claims(job, view), view) == {"gpu": 1 + 4 + 8}
+    assert devices_of(min_claims(job, view), view) == {"deviceclass/gpu": (1 + 4 + 8) * 1000}
 
 
 def test_a_claim_shared_by_the_tasks_counts_once_and_an_unmade_one_not_at_all() -> None:
@@ -109,7 +116,7 @@ def test_a_claim_shared_by_the_tasks_counts_once_and_an_unmade_one_not_at_all() 
     tasks = [with_claim(make_task("j", i), "shared", template=False) for i in range(3)]
     job = make_job("j", tasks, phase="Pending")
     view = {"ns/shared": shared}
-    assert devices_of(min_claims(job, view), view) == {"gpu": 4}
+    assert devices_of(min_claims(job, view), view) == {"deviceclass/gpu": 4000}
     assert min_claims(job, {}) == []  # the claim is not in the cache yet
 
 
@@ -128,6 +135,33 @@ def test_queue_devices_counts_held_claims_once_per_queue_and_up_the_chain() -> N
         "leaf": Resources.from_list({"deviceclass/gpu": "4"}),
         "root": Resources.from_list({"deviceclass/gpu": "4"}),
     }
+
+
+def test_capacity_requests_count_under_their_dimension_keys_times_count() -> None:
+    spec = claim_spec(2, capacity=CapacityRequirements(requests={"memory": "20Gi"}))
+    memory = 2 * 20 * 2**30 * 1000
+    assert claim_devices(claim("c", spec)) == {
+        "deviceclass/gpu": 2000,
+        "memory.deviceclass/gpu": memory,
+    }
+    assert claim_devices(claim("c", spec), capacity=False) == {"deviceclass/gpu": 2000}
+
+
+def test_over_limit_follows_volcanos_check() -> None:
+    """A listed key holds; a class limited only by dimensions has no count limit; a dimension
+    a limited class does not list is refused; an unlimited class is not looked at."""
+    limits = {"memory.deviceclass/gpu": 40}
+    assert over_limit(limits, {}, {"deviceclass/gpu": 9000, "memory.deviceclass/gpu": 40}) is None
+    assert over_limit(limits, {"memory.deviceclass/gpu": 1}, {"memory.deviceclass/gpu": 40}) == (
+        "memory.deviceclass/gpu",
+        40,
+    )
+    assert over_limit(limits, {}, {"cores.deviceclass/gpu": 1}) == ("cores.deviceclass/gpu", None)
+    assert over_limit(limits, {}, {"cores.deviceclass/nic": 1, "deviceclass/nic": 5}) is None
+    assert device_class_of("memory.deviceclass/gpu") == "gpu"
+    assert device_class_of("deviceclass/gpu") == "gpu"
+    assert device_class_of("memory") is None
+    assert device_class_of(".deviceclass/gpu") is None
 
 
 # ---- sessions ------------------------------------------------------------------------------
@@ -171,6 +205,32 @@ def test_held_devices_count_and_a_job_within_the_limit_is_admitted(plugin: str) 
     assert "6 held and 0 reserved of 8, the job's minimal claims need 3 more" in notes_of(
         ssn, "large"
     )
+
+
+@pytest.mark.parametrize("plugin", sorted(PLUGINS))
+def test_a_queue_holds_jobs_to_its_consumable_capacity_limit(plugin: str) -> None:
+    """Capped at 40Gi of GPU memory: two jobs claiming 20Gi are admitted, a third is not;
+    with DRAConsumableCapacityEnable false the dimension is not counted."""
+    spec = claim_spec(1, capacity=CapacityRequirements(requests={"memory": "20Gi"}))
+    jobs: list[tuple[JobInfo, list[ResourceClaim]]] = []
+    for name in ("a", "b", "c"):
+        task = with_claim(make_task(name, 0), f"{name}-0-gpus", template=True)
+        job = make_job(name, [task], phase="Pending", created=ord(name))
+        jobs.append((job, [claim(f"{name}-0-gpus", spec, owner=task)]))
+    cluster = cluster_of(jobs, limit=8)
+    cluster.queues["default"].capability = Resources.from_list({"memory.deviceclass/gpu": "40Gi"})
+    conf = PLUGINS[plugin].replace("allocate, ", "")
+    ssn = run(cluster, conf)
+    assert admitted(ssn) == {"a", "b"}
+    gib40 = str(40 * 2**30)
+    assert f"memory.deviceclass/gpu 0 held and {gib40} reserved of {gib40}" in notes_of(ssn, "c")
+    off = conf.replace(
+        f"name: {plugin}",
+        f"name: {plugin}\n    arguments:\n      {plugin}.DRAConsumableCapacityEnable: false",
+    )
+    for job, _ in jobs:
+        job.set_phase("Pending")
+    assert admitted(run(cluster, off)) == {"a", "b", "c"}
 
 
 @pytest.mark.parametrize("plugin", sorted(PLUGINS))

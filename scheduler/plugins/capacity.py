@@ -239,7 +239,8 @@ class CapacityPlugin:
         ssn.add_speedups(self.name, Speedups(victim_screen=self.may_give))
         self._dra = None
         if self.arguments.boolean("capacity.DynamicResourceAllocationEnable", True):
-            self._dra = dra_quota.register(ssn, self.name, self._queue_chain)
+            capacity = self.arguments.boolean("capacity.DRAConsumableCapacityEnable", True)
+            self._dra = dra_quota.register(ssn, self.name, self._queue_chain, capacity=capacity)
 
     def _queue_chain(self, name: str) -> list[str]:
         """The queue and, with the hierarchy, its ancestors (their device class limits hold

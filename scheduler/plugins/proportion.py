@@ -375,7 +375,8 @@ class ProportionPlugin:
         )
         self._dra = None
         if self.arguments.boolean("proportion.DynamicResourceAllocationEnable", True):
-            self._dra = dra_quota.register(ssn, self.name, lambda name: [name])
+            capacity = self.arguments.boolean("proportion.DRAConsumableCapacityEnable", True)
+            self._dra = dra_quota.register(ssn, self.name, lambda name: [name], capacity=capacity)
 
     def on_session_close(self, ssn: Session) -> None:
         """Report each queue's deserved share and how much of it is used, for the metrics."""

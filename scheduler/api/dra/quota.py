@@ -3,43 +3,74 @@
 what each queue's running pods hold (for the Queue's ``status.allocated``).
 
 A claim's request of ``count`` devices of class ``gpu.example.com`` (``exactly`` with
-``allocationMode: ExactCount``) counts as ``count`` devices of that class; ``firstAvailable``
-and ``allocationMode: All`` requests are not counted (their number of devices is not known
-before allocation), as in Volcano. A claim shared by several pods counts once per queue.
+``allocationMode: ExactCount``) counts as ``deviceclass/gpu.example.com: count``, and its
+``capacity.requests`` (consumable capacity), each times ``count``, as
+``<dimension>.deviceclass/gpu.example.com``; ``firstAvailable`` and ``allocationMode: All``
+requests are not counted (their number of devices is not known before allocation), as in
+Volcano. A claim shared by several pods counts once per queue. Amounts are in thousandths, as
+``Resources`` holds them.
 
 An import-linter contract keeps this module free of I/O.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Final
 
 from caldera.api.dra import ALLOCATION_MODE_ALL, ResourceClaim
+from caldera.api.quantity import QuantityError
 from caldera.api.resources import Resources
 from scheduler.api.dra.view import pod_claims
 from scheduler.api.types import ALLOCATED_STATUSES, JobInfo, TaskInfo
 
 DEVICE_CLASS_PREFIX: Final = "deviceclass/"
+CAPACITY_SEPARATOR: Final = ".deviceclass/"  # <dimension>.deviceclass/<class>
 
 
-def claim_devices(claim: ResourceClaim) -> dict[str, int]:
-    """The devices a claim asks for, by DeviceClass (ExactCount requests only)."""
+def device_class_of(key: str) -> str | None:
+    """The DeviceClass a quota key names (``deviceclass/<class>`` or
+    ``<dimension>.deviceclass/<class>``); None for any other resource name."""
+    if key.startswith(DEVICE_CLASS_PREFIX):
+        return key.removeprefix(DEVICE_CLASS_PREFIX) or None
+    dimension, separator, cls = key.partition(CAPACITY_SEPARATOR)
+    return cls or None if separator and dimension else None
+
+
+def claim_devices(claim: ResourceClaim, *, capacity: bool = True) -> dict[str, int]:
+    """What a claim counts against queue quota, by key, in thousandths (ExactCount requests
+    only); without ``capacity``, device counts only (``capacity.DRAConsumableCapacityEnable``
+    off)."""
     found: dict[str, int] = {}
     for request in claim.spec.devices.requests:
         e = request.exactly
         if e is None or e.allocation_mode == ALLOCATION_MODE_ALL or not e.device_class_name:
             continue
-        found[e.device_class_name] = found.get(e.device_class_name, 0) + max(e.count, 1)
+        count = max(e.count, 1)
+        amounts = {DEVICE_CLASS_PREFIX + e.device_class_name: 1000}
+        if capacity and e.capacity is not None:
+            named = {
+                f"{d}{CAPACITY_SEPARATOR}{e.device_class_name}": q
+                for d, q in e.capacity.requests.items()
+            }
+            # The API server validates quantities: nothing to count if it did not.
+            with contextlib.suppress(QuantityError):
+                amounts.update(Resources.from_list(named).items())
+        for key, amount in amounts.items():
+            found[key] = found.get(key, 0) + amount * count
     return found
 
 
-def devices_of(keys: Iterable[str], claims: Mapping[str, ResourceClaim]) -> dict[str, int]:
-    """The devices the claims ``keys`` ask for together, by DeviceClass, each claim once."""
+def devices_of(
+    keys: Iterable[str], claims: Mapping[str, ResourceClaim], *, capacity: bool = True
+) -> dict[str, int]:
+    """What the claims ``keys`` count together, by quota key (``claim_devices``), each claim
+    once."""
     total: dict[str, int] = {}
     for key in dict.fromkeys(keys):
-        for cls, count in claim_devices(claims[key]).items():
-            total[cls] = total.get(cls, 0) + count
+        for name, amount in claim_devices(claims[key], capacity=capacity).items():
+            total[name] = total.get(name, 0) + amount
     return total
 
 
@@ -96,10 +127,11 @@ def queue_devices(
     claims: Mapping[str, ResourceClaim],
     chain: Callable[[str], Iterable[str]],
 ) -> dict[str, Resources]:
-    """The devices, by ``deviceclass/<class>`` key, that each queue's allocated and running
-    tasks hold through their claims (Volcano's ``status.allocated`` keys), a claim once per
-    queue; ``chain(queue)`` names the queues a task's devices count in (its own and its
-    ancestors). Queues holding none are left out."""
+    """What each queue's allocated and running tasks hold through their claims, by quota key
+    (Volcano's ``status.allocated`` keys, its feature gate DRAConsumableCapacity on, as it is
+    by default in Kubernetes 1.36), a claim once per queue; ``chain(queue)`` names the queues
+    a task's devices count in (its own and its ancestors). Queues holding none are left
+    out."""
     held: dict[str, dict[str, None]] = {}
     for job in jobs:
         for task in job.tasks.values():
@@ -112,8 +144,7 @@ def queue_devices(
                 held.setdefault(queue, {}).update(dict.fromkeys(keys))
     found: dict[str, Resources] = {}
     for queue, queue_claims in held.items():
-        devices = devices_of(queue_claims, claims)
-        amounts = {DEVICE_CLASS_PREFIX + cls: n * 1000 for cls, n in devices.items() if n > 0}
+        amounts = {k: n for k, n in devices_of(queue_claims, claims).items() if n > 0}
         if amounts:
             found[queue] = Resources(amounts)
     return found
