@@ -333,3 +333,26 @@ def test_a_device_class_count_no_longer_held_is_removed_from_the_queue_status() 
     result.queue_allocated = {"q": Resources()}
     asyncio.run(loop._write_queues(result))
     assert client.patches[-1] == ("q", {"status": {"allocated": None}})
+
+
+def test_with_hierarchy_an_ancestors_device_class_limit_holds_at_enqueue() -> None:
+    """org caps deviceclass/gpu at 8 for its two leaves: a leaf's 8-GPU job is admitted, the
+    other leaf's is not, and the wait record names the ancestor."""
+    a = job_with("a", [4, 4], queue="team-a")
+    b = job_with("b", [4, 4], queue="team-b")
+    cluster = cluster_of([a, b], limit=8)
+    org_limit = Resources.from_list({"deviceclass/gpu": "8"})
+    cluster.queues = {
+        "root": QueueInfo("root"),
+        "org": QueueInfo("org", parent="root", capability=org_limit),
+        "team-a": QueueInfo("team-a", parent="org"),
+        "team-b": QueueInfo("team-b", parent="org"),
+    }
+    conf = CAPACITY_CONF.replace("allocate, ", "").replace(
+        "name: capacity", "name: capacity\n    enableHierarchy: true"
+    )
+    assert "enableHierarchy: true" in conf
+    ssn = run(cluster, conf)
+    assert len(admitted(ssn)) == 1
+    waiting = ({"a", "b"} - admitted(ssn)).pop()
+    assert "queue org: deviceclass/gpu 0 held and 8 reserved of 8" in notes_of(ssn, waiting)
