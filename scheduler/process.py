@@ -792,7 +792,11 @@ class SchedulerLoop:
                 continue
             if Resources.from_list(queue.status.allocated) == allocated:
                 continue
-            patch = {"status": {"allocated": allocated.to_list() or None}}
+            current = allocated.to_list()
+            # A merge patch keeps the keys it does not name: one no longer held (a
+            # deviceclass/ count whose claims were released) is removed by name.
+            gone = {n: None for n in queue.status.allocated if n not in current}
+            patch = {"status": {"allocated": {**current, **gone} if current else None}}
             writes += 1
             with contextlib.suppress(NotFound):
                 try:

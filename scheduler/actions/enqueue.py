@@ -1,8 +1,10 @@
 """The enqueue action: admit Pending jobs (PodGroup phase Pending -> Inqueue), Volcano's way.
 
 Queues take turns in queue order, round-robin; each turn looks at the queue's highest-ordered
-job still Pending. A job without minResources is admitted; one with minResources is admitted
-when the plugins' enqueueable votes allow it (overcommit, proportion, ...). Admission calls the
+job still Pending. A job without minResources is admitted; one with minResources, or with
+pods that claim devices through DRA (Caldera's: Volcano admits those without asking, so its
+capacity plugin's DRA check never sees them), is admitted when the plugins' enqueueable votes
+allow it (overcommit, proportion, ...). Admission calls the
 plugins' enqueued callbacks (so the next job sees the resources this one reserved) and sets
 the phase to Inqueue, which lets the job controller create the job's pods.
 
@@ -19,6 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from caldera.api.why import WaitStage
+from scheduler.api.dra.view import has_claims
 from scheduler.api.types import PENDING_PHASES, JobInfo, QueueInfo
 
 if TYPE_CHECKING:
@@ -68,6 +71,12 @@ def held_behind(
         ssn.note_wait(job.key, stage, text)
 
 
+def _claims_devices(job: JobInfo) -> bool:
+    """Whether a pod of the job has DRA claims: the plugins then vote on it even without
+    minResources, so that its claims are held to the queues' ``deviceclass/`` limits."""
+    return any(has_claims(task.pod) for task in job.tasks.values())
+
+
 class EnqueueAction:
     """Moves admissible Pending jobs to Inqueue."""
 
@@ -89,7 +98,8 @@ class EnqueueAction:
             if not jobs:
                 continue
             _, _, job = heapq.heappop(jobs)
-            if job.min_resources.is_empty() or ssn.job_enqueueable(job):
+            unasked = job.min_resources.is_empty() and not _claims_devices(job)
+            if unasked or ssn.job_enqueueable(job):
                 ssn.job_enqueued(job)
                 job.set_phase(INQUEUE)
                 ssn.result.podgroup_phase_inqueue.append(job.key)

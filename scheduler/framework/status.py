@@ -1,6 +1,6 @@
 """What a session leaves behind for the API: each PodGroup's status (Volcano's job updater
 rules), whether it needs a write, the PodGroup as written with its wait record, and each
-queue's allocated resources.
+queue's allocated resources (devices held through DRA claims included).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from caldera.api.resources import Resources
 from caldera.api.topology import JOB_ALLOCATED_HYPERNODE_KEY
 from caldera.api.volcano import PodGroup, PodGroupCondition, PodGroupPhase, PodGroupStatus
 from caldera.api.why import WHY_ANNOTATION, WaitRecord, encode_record
+from scheduler.api.dra.quota import queue_devices
 from scheduler.api.job_sums import by_queue, held
 from scheduler.api.types import JobInfo, TaskStatus
 from scheduler.framework.session import Session
@@ -89,19 +90,37 @@ QUEUE_ALLOCATION = "queue allocation"  # the snapshot's sums of what each queue'
 
 
 def queue_allocation(session: Session) -> dict[str, Resources]:
-    """Resources held by each queue's jobs, added up the parent chain to the root."""
+    """Resources held by each queue's jobs, added up the parent chain to the root; with DRA
+    claims, the devices they hold too, as ``deviceclass/<class>`` counts (Volcano's keys, a
+    claim once per queue: ``scheduler.api.dra.quota.queue_devices``)."""
     # Kept with the snapshot: only jobs that changed since the last call are added again.
     sums = session.cluster.sums(QUEUE_ALLOCATION, by_queue, held, 1)
     own = {name: sums.total(name) for name in session.queues}
     total = dict(own)
     for name, amount in own.items():
-        seen = {name}
-        parent = session.queues[name].parent
-        while parent and parent in total and parent not in seen:
+        for parent in _ancestors(session, name):
             total[parent] = total[parent] + amount
-            seen.add(parent)
-            parent = session.queues[parent].parent
+    view = session.cluster.dra
+    if view is not None and view.claims:
+
+        def chain(name: str) -> list[str]:
+            return [name, *_ancestors(session, name)] if name in total else []
+
+        for name, devices in queue_devices(session.jobs.values(), view.claims, chain).items():
+            total[name] = total[name] + devices
     return total
+
+
+def _ancestors(session: Session, name: str) -> list[str]:
+    """The queue's parent, its parent's, and so on, among the session's queues."""
+    found: list[str] = []
+    seen = {name}
+    parent = session.queues[name].parent
+    while parent and parent in session.queues and parent not in seen:
+        found.append(parent)
+        seen.add(parent)
+        parent = session.queues[parent].parent
+    return found
 
 
 def with_findings(

@@ -93,6 +93,7 @@ from scheduler.why import gate_text
 
 HIERARCHY_SWITCH = "enableHierarchy"
 QUOTA_EVENT = "queue resource quota insufficient"
+DRA_EXCEEDED = "dra-resource-exceeded"  # Volcano's reason for a job over a deviceclass/ limit
 
 
 @dataclass
@@ -179,6 +180,7 @@ class CapacityPlugin:
         self.attrs: dict[str, CapacityAttr] = {}
         self._chains: dict[str, list[CapacityAttr]] = {}
         self._ssn: Session | None = None
+        self._dra: dra_quota.DeviceClassQuota | None = None  # with deviceclass/ limits
         # Queue admission gates (SchedulingGatesQueueAdmission): the room held for each pod
         # its queue took that is not placed yet, by uid: (its queue's attr, the amount).
         self._reserved: dict[str, tuple[CapacityAttr, Resources]] = {}
@@ -235,8 +237,10 @@ class CapacityPlugin:
         ssn.add_reclaimable_fn(self.name, self.reclaimable)
         ssn.add_allocate_handler(self.name, self._on_allocate, self._on_deallocate)
         ssn.add_speedups(self.name, Speedups(victim_screen=self.may_give))
+        self._dra = None
         if self.arguments.boolean("capacity.DynamicResourceAllocationEnable", True):
-            dra_quota.register(ssn, self.name, self._queue_chain)
+            capacity = self.arguments.boolean("capacity.DRAConsumableCapacityEnable", True)
+            self._dra = dra_quota.register(ssn, self.name, self._queue_chain, capacity=capacity)
 
     def _queue_chain(self, name: str) -> list[str]:
         """The queue and, with the hierarchy, its ancestors (their device class limits hold
@@ -444,7 +448,7 @@ class CapacityPlugin:
             ssn.note_wait(job.key, WaitStage.QUEUE, refusal)
             return -1
         if job.min_resources.is_empty():
-            return 1
+            return self._devices_enqueueable(ssn, job)
         need = job.min_resources.without(*UNTRACKED)
         for member in self._chain(self.attrs[queue.name]):
             held = member.allocated + member.inqueue - member.elastic
@@ -476,12 +480,25 @@ class CapacityPlugin:
                 ),
             )
             return -1
-        return 1
+        return self._devices_enqueueable(ssn, job)
+
+    def _devices_enqueueable(self, ssn: Session, job: JobInfo) -> int:
+        """The job's minimal DRA claims within its queues' ``deviceclass/`` limits (Volcano's
+        DRA check in ``jobEnqueueable``, with its event wording)."""
+        why = None if self._dra is None else self._dra.enqueueable(job)
+        if why is None:
+            return 1
+        message = f"{QUOTA_EVENT}: insufficient {DRA_EXCEEDED}"
+        ssn.record_event("PodGroup", job.namespace, job.name, "Normal", "Unschedulable", message)
+        ssn.note_wait(job.key, WaitStage.ENQUEUE, why)
+        return -1
 
     def job_enqueued(self, job: JobInfo) -> None:
         attr = self.attrs.get(job.queue)
         if attr is None:
             return
+        if self._dra is not None:
+            self._dra.enqueued(job)
         need = job.min_resources.without(*UNTRACKED)
         for member in self._chain(attr):
             member.inqueue = member.inqueue + need

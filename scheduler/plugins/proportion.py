@@ -317,6 +317,7 @@ class ProportionPlugin:
         self.total = Resources()
         self.queue_attrs: dict[str, QueueAttr] = {}
         self._ssn: Session | None = None
+        self._dra: dra_quota.DeviceClassQuota | None = None  # with deviceclass/ limits
 
     # ---- session open: attributes and deserved ------------------------------------------------
 
@@ -372,8 +373,10 @@ class ProportionPlugin:
                 allocatable_state=self.allocatable_state,
             ),
         )
+        self._dra = None
         if self.arguments.boolean("proportion.DynamicResourceAllocationEnable", True):
-            dra_quota.register(ssn, self.name, lambda name: [name])
+            capacity = self.arguments.boolean("proportion.DRAConsumableCapacityEnable", True)
+            self._dra = dra_quota.register(ssn, self.name, lambda name: [name], capacity=capacity)
 
     def on_session_close(self, ssn: Session) -> None:
         """Report each queue's deserved share and how much of it is used, for the metrics."""
@@ -473,11 +476,11 @@ class ProportionPlugin:
                 )
             return -1
         if job.min_resources.is_empty():
-            return 1
+            return self._devices_enqueueable(job)
         need = tracked(job.min_resources)
         wanted = need + attr.allocated + attr.inqueue - attr.elastic
         if wanted.less_equal(attr.real_capability, missing="unbounded"):
-            return 1
+            return self._devices_enqueueable(job)
         if ssn is not None:
             ssn.record_event(
                 "PodGroup", job.namespace, job.name, "Normal", "Unschedulable", QUOTA_EVENT
@@ -501,10 +504,24 @@ class ProportionPlugin:
             )
         return -1
 
+    def _devices_enqueueable(self, job: JobInfo) -> int:
+        """The job's minimal DRA claims within its queue's ``deviceclass/`` limits."""
+        why = None if self._dra is None else self._dra.enqueueable(job)
+        if why is None:
+            return 1
+        if self._ssn is not None:
+            self._ssn.record_event(
+                "PodGroup", job.namespace, job.name, "Normal", "Unschedulable", QUOTA_EVENT
+            )
+            self._ssn.note_wait(job.key, WaitStage.ENQUEUE, why)
+        return -1
+
     def job_enqueued(self, job: JobInfo) -> None:
         attr = self.queue_attrs.get(job.queue)
         if attr is not None:
             attr.inqueue = attr.inqueue + tracked(job.min_resources)
+        if self._dra is not None:
+            self._dra.enqueued(job)
 
     def may_give(self, reclaimer: TaskInfo, job: JobInfo) -> bool:
         """Whether ``reclaimable`` could take any task of ``job``: its queue must hold more

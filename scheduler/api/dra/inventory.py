@@ -9,8 +9,8 @@ are per pool, by name.
 Devices Caldera does not allocate, on purpose, are left out (docs/dra.md): devices with
 taints (the claims' tolerations are refused, so no claim could tolerate one), with binding
 conditions or ``bindsToNode`` (alpha features the scheduler would have to wait on), and
-devices that allow multiple allocations (consumable capacity, alpha) are treated as whole
-devices.
+devices that allow multiple allocations (consumable capacity, beta in Kubernetes 1.36) are
+treated as whole devices.
 
 An import-linter contract keeps this module free of I/O.
 """

@@ -15,6 +15,8 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Final
 
+import msgspec
+
 from caldera.api.core import Pod
 from caldera.api.dra import (
     ALLOCATION_MODE_ALL,
@@ -99,8 +101,18 @@ def claims_class(pod: Pod | None, view: DraView) -> Hashable:
         if claim is None or claim.status.allocation is not None:
             parts.append(key)
         else:
-            parts.append(claim.spec.devices)
+            parts.append(_hashable(claim.spec.devices))
     return (tuple(parts), view.token, view.epoch)
+
+
+def _hashable(devices: DeviceClaim) -> Hashable:
+    """The claim's spec as a key: itself, or its JSON when it holds what does not hash (a
+    request's capacity requests, a dict; opaque configuration parameters, raw JSON)."""
+    try:
+        hash(devices)
+    except TypeError:
+        return msgspec.json.encode(devices)
+    return devices
 
 
 def refusal(claim: DeviceClaim) -> str | None:
