@@ -38,7 +38,8 @@ Arguments (Volcano's names): ``deviceshare.VGPUEnable`` (false), ``deviceshare.S
 (false: the process locks the node, ``caldera.api.vgpu.NODE_LOCK``),
 ``deviceshare.KnownGeometriesCMName``/``KnownGeometriesCMNamespace`` (the device ConfigMap,
 ``volcano-vgpu-device-config`` in ``kube-system``: the process reads it,
-``scheduler.device_config``, into ``ClusterInfo.device_config``). ``deviceshare.GPUSharingEnable``, ``GPUNumberEnable`` (the
+``scheduler.device_config``, into ``ClusterInfo.device_config``).
+``deviceshare.GPUSharingEnable``, ``GPUNumberEnable`` (the
 older ``volcano.sh/gpu-memory``/``gpu-number`` mode), ``AscendMindClusterVNPUEnable`` and
 ``AscendHAMiVNPUEnable`` set to true are refused with an error naming them: Caldera does not
 implement those devices.
