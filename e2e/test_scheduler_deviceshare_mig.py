@@ -8,6 +8,8 @@ with the reason in its wait record, and once the card is empty it is partitioned
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,6 +20,7 @@ from caldera.api.vgpu import encode_register as register_of
 from caldera.api.why import WHY_ANNOTATION, decode_record
 from e2e.cluster.control_plane import NodeSpec
 from e2e.fake_device_plugin import FakeDevicePlugin
+from e2e.test_chart import FULLNAME, find, helm, render  # noqa: F401  (helm: fixture)
 from e2e.test_scheduler_deviceshare import cards_held, make
 from e2e.test_scheduler_experiments import (
     NODE_LABEL,
@@ -133,3 +136,32 @@ async def test_mig_instances_through_the_handshake(exp: Experiment) -> None:  # 
         held = await cards_held(exp)
         assert held == {"c-0": [(f"{card}[group2-0]", 8000, 0)]}
         assert plugin.failed == []
+
+
+def test_the_chart_grants_reading_the_geometries_configmap_by_name(
+    helm: str,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """With deviceshare.VGPUEnable the scheduler's ClusterRole gets ``get`` on the configured
+    ConfigMap (Volcano's default name without the argument) and on no other; without it,
+    no ConfigMap at all."""
+
+    def configmap_rules(conf: str | None) -> list[dict[str, Any]]:
+        values = {"scheduler": {"conf": conf}} if conf is not None else {}
+        rules = find(render(helm, tmp_path, values), "ClusterRole", f"{FULLNAME}-scheduler")
+        return [r for r in rules["rules"] if "configmaps" in r["resources"]]
+
+    named = configmap_rules(mig_conf("gpu").replace("mig-geometries", '"my-geometries"'))
+    assert named == [
+        {
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "resourceNames": ["my-geometries"],
+            "verbs": ["get"],
+        }
+    ]
+    default = configmap_rules(
+        mig_conf("gpu").replace("      deviceshare.KnownGeometriesCMName: mig-geometries\n", "")
+    )
+    assert default[0]["resourceNames"] == ["volcano-vgpu-device-config"]
+    assert configmap_rules(None) == []

@@ -17,6 +17,7 @@ from caldera.api.mig import (
     encode_mig_id,
     parse_device_config,
 )
+from caldera.api.vgpu import MIG, Card, cards_in_use, encode_register
 
 VOLCANO_EXAMPLE = """
 nvidia:
@@ -133,3 +134,12 @@ def test_mig_ids_read_as_volcano_writes_them() -> None:
 def test_mig_ids_round_trip(uuid: str, group: str, position: int) -> None:
     """Every name the config allows reads back to what was written."""
     assert decode_mig_id(encode_mig_id(uuid, group, position)) == (uuid, group, position)
+
+
+def test_views_count_a_mig_instance_on_its_card() -> None:
+    """caldera node list and the metrics add a MIG instance's figures to its card."""
+    register = encode_register([Card(0, "GPU-a", 7, 24576, "NVIDIA-A30", True, MIG)])
+    (card,) = cards_in_use(
+        register, ["GPU-a[group1-0],NVIDIA,5000,0:", "GPU-a[group1-1],NVIDIA,3000,0:"]
+    )
+    assert (card.pods, card.memory) == (2, 8000)
