@@ -12,6 +12,7 @@ from caldera.api.mig import DeviceConfig, Geometry, Instance, ModelGeometries
 from caldera.api.resources import Resources
 from caldera.api.vgpu import IDS, MIG, MODE, REGISTER, TO_ALLOCATE, Card, encode_register
 from scheduler.api.types import ClusterInfo, NodeInfo, TaskStatus
+from unit.sched_fixtures import make_cluster, make_job
 from unit.test_sched_deviceshare import cards_given, cluster_of, conf, run, vgpu_task
 
 A30: tuple[Geometry, ...] = (
@@ -144,3 +145,31 @@ def test_same_decisions_with_the_speed_layer_withheld(policy: str) -> None:
     slow = run(build(), conf(policy), speedups=False)
     assert cards_given(fast) == cards_given(slow)
     assert cards_given(fast)
+
+
+def test_preempt_frees_the_victims_instance() -> None:
+    """A high-priority pod asking 20000 MiB evicts one of the low-priority pods holding each
+    card's one 4g.24gb instance and is pipelined there; nothing is bound while the victim is
+    on it."""
+    victims = [
+        vgpu_task(
+            "low",
+            i,
+            memory=20000,
+            node="n1",
+            status=TaskStatus.RUNNING,
+            annotations={IDS: f"GPU-n1-{i}[group3-0],NVIDIA,20000,0:"},
+        )
+        for i in range(2)
+    ]
+    high = vgpu_task("high", 0, memory=20000, priority=100)
+    cluster = with_config(
+        make_cluster(
+            [mig_node("n1", cards=2)],
+            [make_job("low", victims, min_available=1), make_job("high", [high], priority=100)],
+        )
+    )
+    ssn = run(cluster, conf("binpack", actions="enqueue, allocate, preempt"))
+    assert len(ssn.result.evictions) == 1
+    assert ssn.jobs["ns/high"].tasks["uid-high-0"].status == TaskStatus.PIPELINED
+    assert ssn.result.binds == []
