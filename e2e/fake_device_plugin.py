@@ -7,6 +7,7 @@ every card named there is registered on that node (``volcano.sh/node-vgpu-regist
 the real plugin's Allocate does, empties ``devices-to-allocate`` (what it handed over), sets
 the bind phase to ``success`` (``failed`` when a card is not the node's) and releases the
 node's ``hamivgpu`` lock. ``handed`` keeps what each pod was given, for the test to check.
+A MIG instance (``uuid[group-position]``) is named by its card's UUID.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import contextlib
 from dataclasses import dataclass, field
 
 from caldera.api.kinds import NODE, POD
+from caldera.api.mig import decode_mig_id
 from caldera.api.vgpu import (
     ASSIGNED_NODE,
     BIND_PHASE,
@@ -92,5 +94,11 @@ class FakeDevicePlugin:
         except (FormatError, NotFound):
             return False
         uuids = {card.uuid for card in registered.cards}
-        named = [d.uuid for container in decode_pod_devices(text) for d in container]
+        named = [_card_of(d.uuid) for container in decode_pod_devices(text) for d in container]
         return bool(named) and all(uuid in uuids for uuid in named)
+
+
+def _card_of(name: str) -> str:
+    """The card a device name is on: a MIG instance ``uuid[group-position]`` is on ``uuid``."""
+    instance = decode_mig_id(name)
+    return name if instance is None else instance[0]

@@ -102,6 +102,7 @@ from informers.store import HandlerFuncs, KubeObject
 from scheduler.api.dra.view import ClaimPlan, DraView, pod_claims
 from scheduler.claim_writer import ClaimWriter
 from scheduler.conf import DEFAULT_CONF, ConfError, SchedulerConf, parse_conf
+from scheduler.device_config import DeviceConfigReader, config_source
 from scheduler.framework.runner import Registry, run_session
 from scheduler.framework.session import Session, SessionResult
 from scheduler.framework.status import with_findings
@@ -289,6 +290,9 @@ class SchedulerLoop:
         # them); a change to one is news to the quiet sessions.
         self.numa_topologies: SharedInformer[Numatopology] | None = None
         self._numa_news = False
+        # deviceshare's MIG geometries, from the ConfigMap its configuration names.
+        self.device_config = DeviceConfigReader(client)
+        self._device_config_news = False
         # Dynamic Resource Allocation: the kinds are watched from the first pod with claims
         # (or a configuration asking for it); claim writes and releases go through the writer.
         self.dra: (
@@ -490,6 +494,8 @@ class SchedulerLoop:
         conf = self.conf.refresh()
         self.node_load.configure(_load_source(conf))
         numa_aware = self._watch_numa(conf)
+        if await self.device_config.refresh(config_source(conf), started):
+            self._device_config_news = True
         dra = self._watch_dra(conf)
         if not dra and self.dra is not None:
             # The kinds were just asked for: a session without them would only tell every
@@ -498,6 +504,7 @@ class SchedulerLoop:
                 await asyncio.wait_for(self.factory.wait_for_sync(), timeout=DRA_SYNC_WAIT)
             dra = self._watch_dra(conf)
         news = self.live.has_news(self.assumed) or self._numa_news or self._dra_news
+        news = news or self._device_config_news
         last = self.quiet.repeat(conf, news=news, now=started)
         if last is not None:
             self.metrics.skipped.inc()
@@ -516,6 +523,8 @@ class SchedulerLoop:
             uid: ids for uid, ids in self.device_grants.items() if uid in self.assumed
         }
         self._node_lock = _node_lock_key(conf)
+        cluster.device_config = self.device_config.config
+        self._device_config_news = False
         self._dra_news = False
         cluster.dra = self._dra_view() if dra else None
         session = Session(cluster, conf.tiers)

@@ -372,7 +372,8 @@ def cards_in_use(register: str, held: Sequence[str]) -> tuple[CardInUse, ...]:
     for text in held:
         for container in decode_pod_devices(text):
             for device in container:
-                figures = use.get(device.uuid)
+                # A MIG instance, uuid[group-position], counts on its card.
+                figures = use.get(device.uuid) or use.get(device.uuid.split("[", 1)[0])
                 if figures is not None:
                     figures[0] += 1
                     figures[1] += device.memory

@@ -29,13 +29,14 @@ on one node are counted against each other (volcano#4712).
 
 Differences from Volcano, on purpose: an unhealthy card is never chosen (Volcano does not
 check); spread scores 100 for each card the pod is the first on (Volcano adds the pod before
-scoring, so its spread score is always 0 and spread does not steer nodes); cards of a node in
-MIG mode are not shared (Caldera reads no MIG geometry: ``MIG_REFUSAL``).
+scoring, so its spread score is always 0 and spread does not steer nodes). A node in MIG
+mode gets a ``scheduler.api.mig_cards.MigLedger``, which places pods on MIG instances behind
+this interface; this ledger refuses MIG (``MIG_REFUSAL``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -177,7 +178,25 @@ class Ledger:
             holder.state = state
             self._apply(holder, 1)
 
+    def take_fit(self, uid: str, fit: Fit, group: str = "", state: str = "held") -> None:
+        """Count what ``fit`` (from this ledger's ``fit``) gives the pod ``uid``."""
+        self.take(uid, fit.grants, group, state)
+
+    def copy_with(self, uids: Iterable[str]) -> Ledger:
+        """A ledger of the same cards holding only these holders (preempt's "without these
+        victims")."""
+        copy = Ledger(self.node, self.cards, self.mode)
+        for uid in uids:
+            holder = self.holders.get(uid)
+            if holder is not None:
+                copy.take(uid, holder.grants, holder.group, holder.state)
+        return copy
+
     # --- reading ------------------------------------------------------------------------------
+
+    def devices_of(self, uid: str) -> PodDevices:
+        """What the pod ``uid`` holds, as the annotation's container devices."""
+        return self.devices(self.holders[uid].grants)
 
     def use(self, position: int, *, future: bool) -> tuple[int, int, int]:
         """(holders, memory, cores) on a card in a view."""

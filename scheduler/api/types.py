@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from caldera.api.core import Node, Pod, PodDisruptionBudget, PriorityClass, ResourceQuota
+from caldera.api.mig import NO_DEVICE_CONFIG, DeviceConfig
 from caldera.api.numatopology import Numatopology
 from caldera.api.resources import Resources
 from caldera.api.topology_tree import HyperNodeTree
@@ -489,6 +490,9 @@ class ClusterInfo:
     # volcano.sh/vgpu-ids-new text written with the bind, or volcano.sh/gpu-index in the
     # older GPU memory / number mode), for the deviceshare plugin.
     device_grants: dict[str, str] = field(default_factory=dict)
+    # The MIG geometries the process read from the device ConfigMap, for the deviceshare
+    # plugin's MIG nodes (caldera.api.mig); its problem says why none was read.
+    device_config: DeviceConfig = NO_DEVICE_CONFIG
     # ResourceClaims, DeviceClasses and ResourceSlices (Dynamic Resource Allocation); None
     # when the process does not watch them (no pod uses a claim, DRA not configured).
     dra: DraView | None = None

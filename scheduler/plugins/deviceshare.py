@@ -26,12 +26,20 @@ plain ``nvidia.com/gpu``), fitted again in name order after the others.
   sends them in the Binding, which the API server merges into the pod with the node.
 - The wait record of a job whose vGPU pods found no node names the card that came closest:
   "node n1: card GPU-ab12 has 2000 MiB free, pod asks 8000".
+- MIG: a node whose register annotation ends with a card in ``mig`` mode gets a MIG ledger
+  (``scheduler.api.mig_cards``) with the geometries the device ConfigMap knows for its cards;
+  pods are given MIG instances, written ``uuid[group-position]`` in the ids annotation, and
+  read back from it; its refusals say why a MIG card refuses (no geometry known and why, the
+  card's geometry has no free instance big enough). On MIG nodes the node class also carries
+  the device configuration, so a new ConfigMap gives new verdicts.
 
 Arguments (Volcano's names): ``deviceshare.VGPUEnable`` (false), ``deviceshare.SchedulePolicy``
 ("", binpack or spread), ``deviceshare.ScheduleWeight`` (0), ``deviceshare.NodeLockEnable``
 (false: the process locks the node, ``caldera.api.vgpu.NODE_LOCK``),
-``deviceshare.KnownGeometriesCMName``/``KnownGeometriesCMNamespace`` (accepted, unused:
-Caldera does not share by MIG). ``deviceshare.GPUSharingEnable`` or ``GPUNumberEnable`` (false)
+``deviceshare.KnownGeometriesCMName``/``KnownGeometriesCMNamespace`` (the device ConfigMap,
+``volcano-vgpu-device-config`` in ``kube-system``: the process reads it,
+``scheduler.device_config``, into ``ClusterInfo.device_config``).
+``deviceshare.GPUSharingEnable`` or ``GPUNumberEnable`` (false)
 turns on the older ``volcano.sh/gpu-memory``/``gpu-number`` mode instead
 (``scheduler.plugins.deviceshare_gpushare``); as in Volcano, the two together, or either with
 ``VGPUEnable``, are refused at start with an error naming them. ``AscendMindClusterVNPUEnable``
@@ -54,10 +62,11 @@ from collections.abc import Hashable
 from typing import TYPE_CHECKING, Final
 
 from caldera.api.core import Pod
+from caldera.api.mig import NO_DEVICE_CONFIG, DeviceConfig
 from caldera.api.resources import Resources
 from caldera.api.vgpu import IDS as IDS_ANNOTATION
-from caldera.api.vgpu import MODE as MODE_ANNOTATION
 from caldera.api.vgpu import (
+    MIG,
     PODGROUP_POLICY,
     REGISTER,
     VGPU_CORES,
@@ -74,6 +83,7 @@ from caldera.api.vgpu import (
     group_key,
     parse_register,
 )
+from caldera.api.vgpu import MODE as MODE_ANNOTATION
 from scheduler.api.cards import (
     NO_CARD_FITS,
     POLICIES,
@@ -85,6 +95,7 @@ from scheduler.api.cards import (
     Refusal,
 )
 from scheduler.api.gpushare_cards import NUMBER, SHARING
+from scheduler.api.mig_cards import NO_MIG_INSTANCE, MigLedger
 from scheduler.api.types import NodeInfo, TaskInfo, TaskStatus
 from scheduler.framework.incremental import Speedups
 from scheduler.framework.plugin import Arguments
@@ -101,6 +112,8 @@ _UNSUPPORTED: Final = (
 )
 _NO_ASK: Final = PodAsk()
 _SPREAD_GROUPS: Final = "spread"
+# Refusals naming one card's figures, which tell a user more than a node-wide reason.
+_CARD_REASONS: Final = (NO_CARD_FITS, NO_MIG_INSTANCE)
 
 
 # Containers' vGPU requests by their resources (pods of one task have the same): parsed once,
@@ -142,9 +155,10 @@ def ask_of(task: TaskInfo) -> PodAsk:
     )
 
 
-def node_ledger(node: NodeInfo) -> Ledger | None:
+def node_ledger(node: NodeInfo, config: DeviceConfig = NO_DEVICE_CONFIG) -> Ledger | None:
     """An empty ledger of the node's registered cards; None when it registers none that read
-    or lacks the vGPU allocatable (Volcano's NewGPUDevices)."""
+    or lacks the vGPU allocatable (Volcano's NewGPUDevices). A node in MIG mode gets a MIG
+    ledger with the geometries ``config`` knows for its cards."""
     if node.node is None:
         return None
     text = node.node.metadata.annotations.get(REGISTER)
@@ -153,6 +167,8 @@ def node_ledger(node: NodeInfo) -> Ledger | None:
     if any(node.allocatable.get(name) <= 0 for name in (VGPU_NUMBER, VGPU_MEMORY, VGPU_CORES)):
         return None
     registered = _registered(text)
+    if registered is not None and registered.mode == MIG:
+        return MigLedger.of_mig(node.name, registered, config)
     return None if registered is None else Ledger.of(node.name, registered)
 
 
@@ -174,6 +190,14 @@ def held_grants(ledger: Ledger, text: str) -> Grants | None:
         found = [(positions[d.uuid], d.memory, d.cores) for d in container if d.uuid in positions]
         grants.append(tuple(found))
     return tuple(grants) if any(grants) else None
+
+
+def held_fit(ledger: Ledger, text: str) -> Fit | None:
+    """What an ids annotation names on this node's cards, as a fit; None when it names none."""
+    if isinstance(ledger, MigLedger):
+        return ledger.held_fit(text)
+    grants = held_grants(ledger, text)
+    return None if grants is None else Fit(grants, 0.0)
 
 
 def _state(task: TaskInfo) -> str:
@@ -222,7 +246,7 @@ class DeviceSharePlugin:
             return
         asks, ledgers, where = self.asks, self.ledgers, self.where
         for name, node in ssn.nodes.items():
-            ledger = node_ledger(node)
+            ledger = node_ledger(node, ssn.cluster.device_config)
             if ledger is not None:
                 ledgers[name] = ledger
                 self._fill(ledger, node, ssn.cluster.device_grants, asks, where)
@@ -254,12 +278,7 @@ class DeviceSharePlugin:
             if ledger is None or ssn.nodes.get(node.name) is node:
                 return ledger
             # A copy of a node (preempt's "without these victims"): its own tasks only.
-            copy = Ledger(ledger.node, ledger.cards, ledger.mode)
-            for task in node.tasks.values():
-                holder = ledger.holders.get(task.uid)
-                if holder is not None:
-                    copy.take(task.uid, holder.grants, holder.group, holder.state)
-            return copy
+            return ledger.copy_with(task.uid for task in node.tasks.values())
 
         def fit(task: TaskInfo, node: NodeInfo, future: bool) -> Fit | Refusal | None:
             pod_ask = ask(task)
@@ -296,7 +315,9 @@ class DeviceSharePlugin:
                 if ssn.explain:
                     kept = refusals.get(ask(task))
                     # A card's own figures tell a user more than a node-wide reason.
-                    if kept is None or (kept.reason != NO_CARD_FITS == found.reason):
+                    if kept is None or (
+                        kept.reason not in _CARD_REASONS and found.reason in _CARD_REASONS
+                    ):
                         refusals[ask(task)] = found
                 return found.reason
             return None
@@ -324,7 +345,7 @@ class DeviceSharePlugin:
             # The node holds the task already: fit it against the ledger as it was.
             found = fit_on(task, ledger, pipelined)
             if isinstance(found, Fit):
-                ledger.take(task.uid, found.grants, ask(task).group, _state(task))
+                ledger.take_fit(task.uid, found, ask(task).group, _state(task))
                 where[task.uid] = task.node_name
 
         def deallocated(task: TaskInfo) -> None:
@@ -340,9 +361,15 @@ class DeviceSharePlugin:
         if ledgers:
             ssn.add_allocate_handler(self.name, allocated, deallocated)
 
+        # MIG nodes' answers also depend on the geometries read: a new ConfigMap, new verdicts.
+        config = ssn.cluster.device_config
+        mig = any(isinstance(ledger, MigLedger) for ledger in ledgers.values())
+
         def node_class(task: TaskInfo) -> Hashable:
             pod_ask = ask(task)
-            return pod_ask if pod_ask.asks else None
+            if not pod_ask.asks:
+                return None
+            return (pod_ask, config) if mig else pod_ask
 
         ssn.add_speedups(self.name, Speedups(node_class=node_class))
 
@@ -369,16 +396,16 @@ class DeviceSharePlugin:
             if not pod_ask.asks or task.pod is None:
                 continue
             text = task.pod.metadata.annotations.get(IDS_ANNOTATION) or in_flight.get(task.uid)
-            grants = held_grants(ledger, text) if text and pod_ask.containers else None
-            if grants is None:
+            held = held_fit(ledger, text) if text and pod_ask.containers else None
+            if held is None:
                 unnamed.append((task.key, task, pod_ask))
                 continue
-            ledger.take(task.uid, grants, pod_ask.group, _state(task))
+            ledger.take_fit(task.uid, held, pod_ask.group, _state(task))
             where[task.uid] = node.name
         for _, task, pod_ask in sorted(unnamed, key=lambda u: u[0]):
             found = ledger.fit(pod_ask, self.policy)
             if isinstance(found, Fit):
-                ledger.take(task.uid, found.grants, pod_ask.group, _state(task))
+                ledger.take_fit(task.uid, found, pod_ask.group, _state(task))
                 where[task.uid] = node.name
 
     def on_session_close(self, ssn: Session) -> None:
@@ -393,9 +420,7 @@ class DeviceSharePlugin:
             node = self.where.get(uid)
             if node != bind.node or not self.asks.get(uid, _NO_ASK).containers:
                 continue
-            ledger = self.ledgers[node]
-            holder = ledger.holders[uid]
-            devices = ledger.devices(holder.grants)
+            devices = self.ledgers[node].devices_of(uid)
             ssn.result.bind_annotations[uid] = bind_annotations(node, devices, stamp)
         if ssn.explain and self.refusals:
             self._explain(ssn)
