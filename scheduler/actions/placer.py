@@ -19,7 +19,10 @@ node alone, which holds for the plugins in ``NODE_LOCAL_PLUGINS``; with a plugin
 ``scheduler.framework.incremental``) a class is further limited to one task of one job for
 jobs that describe a topology; any other configured plugin makes the placer evaluate every
 node for every pod, unless it names what else its verdicts read (``Speedups.node_class``,
-nodegroup's queue affinity): that value joins the pod's class.
+nodegroup's queue affinity): that value joins the pod's class. A plugin whose verdict is cheap
+enough to ask per class (``Speedups.node_overlay``: nodegroup) is applied on top of the rest of
+the verdict, which the classes that differ only in its class share
+(``scheduler.actions.verdict_split``).
 """
 
 from __future__ import annotations
@@ -181,25 +184,9 @@ class Placer:
             base[node.name] = (generation, part)
         return self.split.apply(part, task, node)
 
-    def class_key(self, task: TaskInfo) -> tuple[object, ...]:
+    def class_key(self, task: TaskInfo, *, own: bool = False) -> tuple[object, ...]:
         """What makes pods equivalent here: requests and scheduling constraints, and, for a
-        job-local pod, its job and task."""
-        key = self._own_key(task)
-        if self.node_classes:
-            return (key, *[node_class(task) for node_class in self.node_classes])
-        return key
-
-    def _base(self, task: TaskInfo, key: tuple[object, ...]) -> dict[str, tuple[int, Verdict]]:
-        """The base verdicts of ``task``'s class without the overlay plugins' (``key``: its
-        ``_own_key``)."""
-        base_key = (key, *[node_class(task) for node_class in self.base_classes])
-        found = self.bases.get(base_key)
-        if found is None:
-            found = self.bases[base_key] = {}
-        return found
-
-    def _own_key(self, task: TaskInfo) -> tuple[object, ...]:
-        """``class_key`` without the plugins' node classes."""
+        job-local pod, its job and task; then the plugins' node classes, unless ``own``."""
         if self.per_task and self._is_job_local(task.job):
             key: tuple[object, ...] = (
                 task.init_resreq,
@@ -215,19 +202,31 @@ class Placer:
         if dra is not None and task.pod is not None and task.pod.spec.resource_claims:
             # DRA verdicts read the session's claims and devices too (claims_class)
             key = (key, claims_class(task.pod, dra))
+        if self.node_classes and not own:
+            return (key, *[node_class(task) for node_class in self.node_classes])
         return key
+
+    def _base(self, task: TaskInfo, key: tuple[object, ...]) -> dict[str, tuple[int, Verdict]]:
+        """The base verdicts of ``task``'s class without the overlay plugins' (``key``: its
+        own class key, ``class_key(task, own=True)``)."""
+        base_key = (key, *[node_class(task) for node_class in self.base_classes])
+        found = self.bases.get(base_key)
+        if found is None:
+            found = self.bases[base_key] = {}
+        return found
 
     def _class(self, task: TaskInfo) -> tuple[Candidates, dict[str, tuple[int, Verdict]] | None]:
         """The verdicts kept for ``task``'s class, as last brought up to date (in this session,
         or in an earlier one for a class from the verdict memory), and its base class's
         verdicts when the overlay plugins' are split off (``_base``)."""
         local = self.per_task and self._is_job_local(task.job)
-        own = self._own_key(task)
-        if self.node_classes:
-            key: tuple[object, ...] = (own, *[fn(task) for fn in self.node_classes])
+        base = None
+        if self.split is None:
+            key = self.class_key(task)
         else:
-            key = own
-        base = self._base(task, own) if self.split is not None else None
+            own = self.class_key(task, own=True)
+            key = (own, *[node_class(task) for node_class in self.node_classes or ()])
+            base = self._base(task, own)
         memory = self.memory
         if memory is None or local or (task.pod is not None and task.pod.spec.resource_claims):
             # a pod with claims: its verdicts live one session (DRA state is not the node's)
