@@ -115,10 +115,8 @@ class Placer:
         # class without theirs: scheduler.actions.verdict_split).
         overlay = {p for p in others if ssn.incremental.of(p).node_overlay} if self.reuse else set()
         self.split = split(*ssn.node_fns(), overlay) if overlay else None
-        self.base_classes = [
-            fn for plugin, fn in zip(others, self.node_classes or [], strict=True)
-            if plugin not in overlay
-        ] if self.split is not None else []  # fmt: skip
+        # Where the other plugins' node classes are in a class key (after its own part).
+        self.base_positions = [i + 1 for i, p in enumerate(others) if p not in overlay]
         # base class key -> node -> (the generation it was judged at, its base verdict)
         self.bases: dict[tuple[object, ...], dict[str, tuple[int, Verdict]]] = {}
         self.per_task = bool(configured & JOB_LOCAL_PLUGINS)
@@ -147,7 +145,7 @@ class Placer:
         cand: Candidates,
         task: TaskInfo,
         node: NodeInfo,
-        base: dict[str, tuple[int, Verdict]] | None = None,
+        base: dict[str, tuple[int, Verdict]] | None,
     ) -> None:
         name = node.name
         verdict: float | list[str] | None = None
@@ -184,9 +182,9 @@ class Placer:
             base[node.name] = (generation, part)
         return self.split.apply(part, task, node)
 
-    def class_key(self, task: TaskInfo, *, own: bool = False) -> tuple[object, ...]:
+    def class_key(self, task: TaskInfo) -> tuple[object, ...]:
         """What makes pods equivalent here: requests and scheduling constraints, and, for a
-        job-local pod, its job and task; then the plugins' node classes, unless ``own``."""
+        job-local pod, its job and task."""
         if self.per_task and self._is_job_local(task.job):
             key: tuple[object, ...] = (
                 task.init_resreq,
@@ -202,14 +200,14 @@ class Placer:
         if dra is not None and task.pod is not None and task.pod.spec.resource_claims:
             # DRA verdicts read the session's claims and devices too (claims_class)
             key = (key, claims_class(task.pod, dra))
-        if self.node_classes and not own:
+        if self.node_classes:
             return (key, *[node_class(task) for node_class in self.node_classes])
         return key
 
-    def _base(self, task: TaskInfo, key: tuple[object, ...]) -> dict[str, tuple[int, Verdict]]:
-        """The base verdicts of ``task``'s class without the overlay plugins' (``key``: its
-        own class key, ``class_key(task, own=True)``)."""
-        base_key = (key, *[node_class(task) for node_class in self.base_classes])
+    def _base(self, key: tuple[object, ...]) -> dict[str, tuple[int, Verdict]]:
+        """The base verdicts of the class ``key`` (its own part, then the plugins' node
+        classes), kept for its key without the overlay plugins' classes."""
+        base_key = (key[0], *[key[i] for i in self.base_positions])
         found = self.bases.get(base_key)
         if found is None:
             found = self.bases[base_key] = {}
@@ -220,13 +218,8 @@ class Placer:
         or in an earlier one for a class from the verdict memory), and its base class's
         verdicts when the overlay plugins' are split off (``_base``)."""
         local = self.per_task and self._is_job_local(task.job)
-        base = None
-        if self.split is None:
-            key = self.class_key(task)
-        else:
-            own = self.class_key(task, own=True)
-            key = (own, *[node_class(task) for node_class in self.node_classes or ()])
-            base = self._base(task, own)
+        key = self.class_key(task)
+        base = None if self.split is None else self._base(key)
         memory = self.memory
         if memory is None or local or (task.pod is not None and task.pod.spec.resource_claims):
             # a pod with claims: its verdicts live one session (DRA state is not the node's)
@@ -267,7 +260,7 @@ class Placer:
         if not self.reuse:
             fresh = Candidates()
             for node in self.nodes.values():
-                self._evaluate(fresh, task, node)
+                self._evaluate(fresh, task, node, None)
             return fresh
         cand, base = self._class(task)
         seen, nodes = cand.seen, self.nodes
@@ -294,7 +287,7 @@ class Placer:
             fresh = Candidates()
             for name in names:
                 if name in nodes:
-                    self._evaluate(fresh, task, nodes[name])
+                    self._evaluate(fresh, task, nodes[name], None)
             ranked = [(-score, name) for name, score in fresh.scores.items()]
             return min(ranked)[1] if ranked else None
         cand, base = self._class(task)
