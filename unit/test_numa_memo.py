@@ -85,3 +85,16 @@ def test_numbers_name_one_fact_each_even_past_the_bound(cpus: list[str]) -> None
             assert named.setdefault(found.number, found.facts) == found.facts
     finally:
         numa_memo.MAX_TEMPLATES = original
+
+
+def test_shape_numbers_stay_distinct_past_the_bound() -> None:
+    memo = NumaMemo()
+    original = numa_memo.MAX_TEMPLATES
+    numa_memo.MAX_TEMPLATES = 1  # every new shape forgets the others
+    try:
+        first = memo.refresh_layouts({"a": topology("a", per_node=4)})
+        both = memo.refresh_layouts({"a": first["a"].source, "b": topology("b", per_node=2)})
+    finally:
+        numa_memo.MAX_TEMPLATES = original
+    assert both["a"] is first["a"]
+    assert both["a"].shape != both["b"].shape

@@ -18,7 +18,8 @@ from caldera.api.numatopology import Numatopology
 from caldera.api.volcano import KUBE_GROUP_NAME_KEY, TASK_SPEC_KEY
 from scheduler.plugins.numa_policy import NodeNuma, PodNuma, node_numa, pod_numa, pod_policy
 
-# Templates kept at most (a new one past this forgets them all: only speed is lost).
+# Templates, pod facts and node shapes kept at most, each (a new one past this forgets them
+# all: only speed is lost).
 MAX_TEMPLATES = 4096
 
 
@@ -58,7 +59,7 @@ class NumaMemo:
     shapes: dict[Hashable, int] = field(default_factory=dict)
     numbers: dict[PodNuma, PodFacts] = field(default_factory=dict)
     templates: dict[tuple[str, str, str], _Template] = field(default_factory=dict)
-    counted: int = 0  # pod facts numbered so far
+    counted: int = 0  # pod facts and node shapes numbered so far
 
     def refresh_layouts(self, topologies: Mapping[str, Numatopology]) -> dict[str, NodeLayout]:
         """Each node's layout from its Numatopology (none for one that cannot be read), read
@@ -70,11 +71,20 @@ class NumaMemo:
                 layout = node_numa(topology)
                 if layout is None:
                     continue
-                shape = self.shapes.setdefault(layout.shape(), len(self.shapes))
-                found = NodeLayout(topology, layout, shape)
+                found = NodeLayout(topology, layout, self._shape_number(layout.shape()))
             layouts[name] = found
         self.layouts = layouts
         return layouts
+
+    def _shape_number(self, shape: Hashable) -> int:
+        """The shape's number, one per distinct shape while kept; never given twice."""
+        found = self.shapes.get(shape)
+        if found is None:
+            if len(self.shapes) >= MAX_TEMPLATES:
+                self.shapes.clear()  # the count goes on: layouts kept keep distinct numbers
+            found = self.shapes[shape] = self.counted
+            self.counted += 1
+        return found
 
     def number(self, facts: PodNuma) -> PodFacts:
         """``facts`` with its number, one object per distinct value."""
