@@ -19,7 +19,10 @@ node alone, which holds for the plugins in ``NODE_LOCAL_PLUGINS``; with a plugin
 ``scheduler.framework.incremental``) a class is further limited to one task of one job for
 jobs that describe a topology; any other configured plugin makes the placer evaluate every
 node for every pod, unless it names what else its verdicts read (``Speedups.node_class``,
-nodegroup's queue affinity): that value joins the pod's class.
+nodegroup's queue affinity): that value joins the pod's class. A plugin whose verdict is cheap
+enough to ask per class (``Speedups.node_overlay``: nodegroup) is applied on top of the rest of
+the verdict, which the classes that differ only in its class share
+(``scheduler.actions.verdict_split``).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from caldera.api.resources import Resources
+from scheduler.actions.verdict_split import Verdict, split
 from scheduler.api.dra.view import claims_class
 from scheduler.api.fit import shortfall
 from scheduler.api.task_topology import Topology
@@ -107,6 +111,14 @@ class Placer:
         others = sorted(configured - NODE_LOCAL_PLUGINS - JOB_LOCAL_PLUGINS)
         self.node_classes = ssn.incremental.node_classes(others) if others else []
         self.reuse = self.node_classes is not None
+        # Plugins whose verdicts are applied on top of the rest, kept per base class (the
+        # class without theirs: scheduler.actions.verdict_split).
+        overlay = {p for p in others if ssn.incremental.of(p).node_overlay} if self.reuse else set()
+        self.split = split(*ssn.node_fns(), overlay) if overlay else None
+        # Where the other plugins' node classes are in a class key (after its own part).
+        self.base_positions = [i + 1 for i, p in enumerate(others) if p not in overlay]
+        # base class key -> node -> (the generation it was judged at, its base verdict)
+        self.bases: dict[tuple[object, ...], dict[str, tuple[int, Verdict]]] = {}
         self.per_task = bool(configured & JOB_LOCAL_PLUGINS)
         self._job_local: dict[str, bool] = {}  # job key -> its pods score per job and task
         self.classes: dict[tuple[object, ...], Candidates] = {}
@@ -128,7 +140,13 @@ class Placer:
             self._job_local[key] = local
         return local
 
-    def _evaluate(self, cand: Candidates, task: TaskInfo, node: NodeInfo) -> None:
+    def _evaluate(
+        self,
+        cand: Candidates,
+        task: TaskInfo,
+        node: NodeInfo,
+        base: dict[str, tuple[int, Verdict]] | None,
+    ) -> None:
         name = node.name
         verdict: float | list[str] | None = None
         seen = cand.seen.get(name)
@@ -138,7 +156,10 @@ class Placer:
                 cand.previous[name] = (seen, cand.verdict(name))
         if verdict is None:
             cand.seen[name] = node.generation
-            verdict = evaluate(self.ssn, task, node)
+            if base is None:
+                verdict = evaluate(self.ssn, task, node)
+            else:
+                verdict = self._split_verdict(base, task, node)
         if isinstance(verdict, list):
             cand.set_reasons(node.name, verdict)
             cand.scores.pop(node.name, None)
@@ -146,6 +167,20 @@ class Placer:
             cand.drop_reasons(node.name)
             cand.scores[node.name] = verdict
             heapq.heappush(cand.heap, (-verdict, node.name, node.generation))
+
+    def _split_verdict(
+        self, base: dict[str, tuple[int, Verdict]], task: TaskInfo, node: NodeInfo
+    ) -> Verdict:
+        """The node's verdict from its base class's, judged again only when the node changed
+        since, with the overlay plugins' applied on top."""
+        assert self.split is not None
+        generation, kept = node.generation, base.get(node.name)
+        if kept is not None and kept[0] == generation:
+            part = kept[1]
+        else:
+            part = self.split.base(task, node)
+            base[node.name] = (generation, part)
+        return self.split.apply(part, task, node)
 
     def class_key(self, task: TaskInfo) -> tuple[object, ...]:
         """What makes pods equivalent here: requests and scheduling constraints, and, for a
@@ -169,24 +204,41 @@ class Placer:
             return (key, *[node_class(task) for node_class in self.node_classes])
         return key
 
-    def _class(self, task: TaskInfo) -> Candidates:
+    def _base(self, key: tuple[object, ...]) -> dict[str, tuple[int, Verdict]]:
+        """The base verdicts of the class ``key`` (its own part, then the plugins' node
+        classes), kept for its key without the overlay plugins' classes."""
+        base_key = (key[0], *[key[i] for i in self.base_positions])
+        found = self.bases.get(base_key)
+        if found is None:
+            found = self.bases[base_key] = {}
+        return found
+
+    def _class(self, task: TaskInfo) -> tuple[Candidates, dict[str, tuple[int, Verdict]] | None]:
         """The verdicts kept for ``task``'s class, as last brought up to date (in this session,
-        or in an earlier one for a class from the verdict memory)."""
+        or in an earlier one for a class from the verdict memory), and its base class's
+        verdicts when the overlay plugins' are split off (``_base``)."""
         local = self.per_task and self._is_job_local(task.job)
         key = self.class_key(task)
+        base = None if self.split is None else self._base(key)
         memory = self.memory
         if memory is None or local or (task.pod is not None and task.pod.spec.resource_claims):
             # a pod with claims: its verdicts live one session (DRA state is not the node's)
-            return self.classes.get(key) or self.classes.setdefault(key, Candidates())
+            return self.classes.get(key) or self.classes.setdefault(key, Candidates()), base
         cand = memory.classes.get(key)
         if cand is None:
             cand = memory.classes[key] = Candidates()
             cand.session, cand.between = memory.session, memory.end
         elif cand.session != memory.session:
-            self._catch_up(cand, memory, task)
-        return cand
+            self._catch_up(cand, memory, task, base)
+        return cand, base
 
-    def _catch_up(self, cand: Candidates, memory: VerdictMemory, task: TaskInfo) -> None:
+    def _catch_up(
+        self,
+        cand: Candidates,
+        memory: VerdictMemory,
+        task: TaskInfo,
+        base: dict[str, tuple[int, Verdict]] | None,
+    ) -> None:
         """A class from an earlier session: look again at the nodes changed since (``task``
         is of the class), forget those gone; the session's own log is then read from its
         start."""
@@ -196,7 +248,7 @@ class Placer:
             if node is None:
                 cand.forget(name)
             elif seen.get(name) != node.generation:
-                self._evaluate(cand, task, node)
+                self._evaluate(cand, task, node, base)
         cand.session, cand.between = memory.session, memory.end
         if cand.position > 0:  # -1 stays: the class has not looked at every node yet
             cand.position = 0
@@ -208,19 +260,19 @@ class Placer:
         if not self.reuse:
             fresh = Candidates()
             for node in self.nodes.values():
-                self._evaluate(fresh, task, node)
+                self._evaluate(fresh, task, node, None)
             return fresh
-        cand = self._class(task)
+        cand, base = self._class(task)
         seen, nodes = cand.seen, self.nodes
         if cand.position < 0:
             for node in nodes.values():
                 if seen.get(node.name) != node.generation:  # else seen by ``best_among``
-                    self._evaluate(cand, task, node)
+                    self._evaluate(cand, task, node, base)
         else:
             for name in self.log[cand.position :]:
                 changed = nodes.get(name)
                 if changed is not None and seen.get(name) != changed.generation:
-                    self._evaluate(cand, task, changed)
+                    self._evaluate(cand, task, changed, base)
         cand.position = len(self.log)
         return cand
 
@@ -235,10 +287,10 @@ class Placer:
             fresh = Candidates()
             for name in names:
                 if name in nodes:
-                    self._evaluate(fresh, task, nodes[name])
+                    self._evaluate(fresh, task, nodes[name], None)
             ranked = [(-score, name) for name, score in fresh.scores.items()]
             return min(ranked)[1] if ranked else None
-        cand = self._class(task)
+        cand, base = self._class(task)
         seen, scores, log = cand.seen, cand.scores, self.log
         view = cand.views.get(names)
         if view is None or len(log) - view.position > len(names):
@@ -253,7 +305,7 @@ class Placer:
             if node is None:
                 continue
             if seen.get(name) != node.generation:
-                self._evaluate(cand, task, node)
+                self._evaluate(cand, task, node, base)
             score = scores.get(name)
             if score is not None:
                 heapq.heappush(heap, (-score, name, node.generation))

@@ -79,6 +79,10 @@ class Speedups:
     - ``node_class``: for a plugin outside ``NODE_LOCAL_PLUGINS``, everything its predicates
       and node scores read beyond the pod and the node, as a hashable value (``NodeClassFn``);
       the placer adds it to a pod's class, so node verdicts stay reused with it configured.
+    - ``node_overlay``: with ``node_class``, the plugin's predicates and node scores are cheap
+      enough to be asked again for every class: the placer then keeps the rest of a node's
+      verdict once for the classes that differ only in this plugin's class, and applies the
+      plugin's own on top (``scheduler.actions.verdict_split``).
     """
 
     job_order_key: Callable[[JobInfo], Any] | None = None
@@ -87,6 +91,7 @@ class Speedups:
     victim_screen: JobScreenFn | None = None
     allocatable_state: Callable[[QueueInfo], object] | None = None
     node_class: NodeClassFn | None = None
+    node_overlay: bool = False
 
 
 # Volcano's default configuration's plugins, and binpack.

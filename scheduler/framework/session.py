@@ -595,6 +595,14 @@ class Session:
                 return reason
         return None
 
+    def node_fns(self) -> tuple[list[tuple[str, PredicateFn]], list[tuple[str, NodeOrderFn]]]:
+        """The predicates and node order functions, by plugin, in the order ``predicate`` and
+        ``node_score`` ask them."""
+        return (
+            [(reg.plugin, reg.fn) for reg in self._registered(_PREDICATE)],
+            [(reg.plugin, reg.fn) for reg in self._registered(_NODE_ORDER)],
+        )
+
     def node_score(self, task: TaskInfo, node: NodeInfo) -> float:
         """The plugins' scores summed in registration order (a loop, not sum() over a
         generator: asked per pod and node looked at)."""

@@ -29,7 +29,10 @@ ancestor that has one (``spec.parent``, ``root`` when empty).
 
 Speed: the plugin's verdicts depend on the pod, the node, and its queue's affinity and
 limits state only, which it offers as a node class (``Speedups.node_class``), so the placer
-keeps reusing node verdicts with it configured.
+keeps reusing node verdicts with it configured. Its verdict is an overlay
+(``Speedups.node_overlay``): queues of different affinities split pods into classes, and these
+share the rest of each node's verdict, their own applied on top
+(``scheduler.actions.verdict_split``).
 """
 
 from __future__ import annotations
@@ -234,7 +237,9 @@ class NodeGroupPlugin:
                 lambda task: self._track(ssn, task, +1),
                 lambda task: self._track(ssn, task, -1),
             )
-        ssn.add_speedups(self.name, Speedups(node_class=self.node_class_of(ssn)))
+        # Its predicate and score are a few lookups: asked again per class on top of the
+        # rest of a verdict, which the classes of the queues' affinities then share.
+        ssn.add_speedups(self.name, Speedups(node_class=self.node_class_of(ssn), node_overlay=True))
 
     def on_session_close(self, ssn: Session) -> None:
         self.affinity, self.limits, self.invalid = {}, {}, {}

@@ -34,8 +34,10 @@ Speed: for a Guaranteed pod the verdicts read its containers and annotation beyo
 requests, and the session's free CPUs, which move between sessions without the node's
 generation: with any Numatopology, such a pod's node class is the session's own
 (``Speedups.node_class``); other pods' verdicts read nothing of the plugin and stay shared
-across sessions. Within a session each placement is worked out once per pod, node shape (its
-policy, CPUs and reserved CPUs) and free CPUs.
+across sessions. Within a session each placement is worked out once per pod facts, node shape
+(its policy, CPUs and reserved CPUs) and free CPUs; across sessions the nodes' layouts are kept
+while their Numatopology objects stay the same, and a pod's facts are worked out once per task
+template (``scheduler.plugins.numa_memo``).
 """
 
 from __future__ import annotations
@@ -47,19 +49,11 @@ from scheduler.api.types import NodeInfo, TaskInfo
 from scheduler.framework.incremental import Speedups
 from scheduler.framework.plugin import Arguments
 from scheduler.framework.session import Session
-from scheduler.plugins.numa_policy import (
-    NONE,
-    NodeNuma,
-    PodNuma,
-    node_numa,
-    node_refusal,
-    numa_nodes_used,
-    place,
-    pod_numa,
-    spread_score,
-)
+from scheduler.plugins.numa_memo import NumaMemo, PodFacts
+from scheduler.plugins.numa_policy import NONE, node_refusal, numa_nodes_used, place, spread_score
 
 NAME: Final = "numa-aware"
+MEMO: Final = "numa-aware"  # the name its NumaMemo is kept under with the snapshot
 
 
 Placement = tuple[frozenset[int] | None, str | None]
@@ -80,43 +74,38 @@ class NumaAwarePlugin:
         self.weight = arguments.integer("weight", 1)
 
     def on_session_open(self, ssn: Session) -> None:
-        layouts: dict[str, NodeNuma] = {}
-        for name, topology in ssn.cluster.numa_topologies.items():
-            layout = node_numa(topology)
-            if layout is not None:
-                layouts[name] = layout
-        free = {name: layout.free for name, layout in layouts.items()}
-        # Nodes of one shape (a homogeneous fleet) share their placements: each node's shape
-        # as a small number, so that a placement's key hashes cheaply.
-        shapes: dict[Hashable, int] = {}
-        shape_of = {
-            name: shapes.setdefault(layout.shape(), len(shapes)) for name, layout in layouts.items()
-        }
-        most = max((len(layout.numa_nodes) for layout in layouts.values()), default=0)
+        memo = ssn.incremental.memo_for_cluster(MEMO, None, NumaMemo)
+        # Nodes of one shape (a homogeneous fleet) share their placements, pods of equal facts
+        # too: each as a small number, so that a placement's key hashes cheaply.
+        layouts = memo.refresh_layouts(ssn.cluster.numa_topologies)
+        free = {name: kept.layout.free for name, kept in layouts.items()}
+        most = max((len(kept.layout.numa_nodes) for kept in layouts.values()), default=0)
         taken: dict[str, tuple[str, frozenset[int]]] = {}  # task uid -> (node, cpus)
-        pods: dict[str, PodNuma | None] = {}  # by task uid: a pod's spec is fixed
+        pods: dict[str, PodFacts] = {}  # by task uid: a pod's spec is fixed
         # (pod, node shape, the node's free CPUs) -> the placement: the predicate, the score
         # and the allocate event ask the same question, for nodes alike
-        placements: dict[tuple[PodNuma, int, frozenset[int]], Placement] = {}
+        placements: dict[tuple[int, int, frozenset[int]], Placement] = {}
 
-        def facts(task: TaskInfo) -> PodNuma | None:
-            if task.uid not in pods:
-                pods[task.uid] = None if task.pod is None else pod_numa(task.pod)
-            return pods[task.uid]
+        def facts(task: TaskInfo) -> PodFacts | None:
+            found = pods.get(task.uid)
+            if found is None and task.pod is not None:
+                found = pods[task.uid] = memo.pod_facts(task.pod)
+            return found
 
         def placement(task: TaskInfo, node_name: str) -> Placement:
             """The CPUs the pod takes on the node; (None, None) when the check does not apply."""
             pod = facts(task)
-            if pod is None or not pod.guaranteed:
+            if pod is None or not pod.facts.guaranteed:
                 return None, None
-            layout = layouts.get(node_name)
-            applies, refusal = node_refusal(pod.policy, layout)
-            if not applies or layout is None:
+            kept = layouts.get(node_name)
+            layout = kept.layout if kept is not None else None
+            applies, refusal = node_refusal(pod.facts.policy, layout)
+            if not applies or kept is None:
                 return None, refusal
-            key = (pod, shape_of[node_name], free[node_name])
+            key = (pod.number, kept.shape, free[node_name])
             found = placements.get(key)
             if found is None:
-                found = placements[key] = place(pod, layout, free[node_name])
+                found = placements[key] = place(pod.facts, kept.layout, free[node_name])
             return found
 
         def predicate(task: TaskInfo, node: NodeInfo) -> str | None:
@@ -124,13 +113,13 @@ class NumaAwarePlugin:
 
         def score(task: TaskInfo, node: NodeInfo) -> float:
             pod = facts(task)
-            if pod is None or pod.policy in ("", NONE):
+            if pod is None or pod.facts.policy in ("", NONE):
                 return 0.0
             cpus, _ = placement(task, node.name)
-            layout = layouts.get(node.name)
-            if cpus is None or layout is None:
+            kept = layouts.get(node.name)
+            if cpus is None or kept is None:
                 return 0.0
-            return spread_score(numa_nodes_used(layout, cpus), most, self.weight)
+            return spread_score(numa_nodes_used(kept.layout, cpus), most, self.weight)
 
         def allocated(task: TaskInfo) -> None:
             cpus, _ = placement(task, task.node_name)
@@ -155,7 +144,7 @@ class NumaAwarePlugin:
 
         def node_class(task: TaskInfo) -> Hashable:
             pod = facts(task)
-            return (token, pod) if pod is not None and pod.guaranteed else None
+            return (token, pod) if pod is not None and pod.facts.guaranteed else None
 
         ssn.add_speedups(self.name, Speedups(node_class=node_class))
 
