@@ -75,7 +75,7 @@ from scheduler.framework.session import Session  # noqa: E402
 from scheduler.registry import REGISTRY  # noqa: E402
 
 if TYPE_CHECKING:
-    from e2e.cluster.control_plane import NodeSpec
+    from e2e.cluster.control_plane import ControlPlane, NodeSpec
 
 CORE_GOAL = 3000.0
 BINPACK = "  - name: binpack\n"
@@ -179,7 +179,9 @@ def is_bound(pod: Pod) -> bool:
 
 class PodWatch:
     """Watches a namespace's pods and records when pods become ``wanted`` (bound, by default):
-    the first and the last time, until ``count`` of them are."""
+    the first and the last time, until ``count`` of them are; and per pod the time the watch
+    first saw it (``added``, pods listed at the start excepted) and saw it wanted
+    (``wanted_at``), for latencies on one clock."""
 
     def __init__(
         self,
@@ -190,6 +192,8 @@ class PodWatch:
     ) -> None:
         self.kube, self.namespace, self.count, self.wanted = kube, namespace, count, wanted
         self.bound: set[str] = set()
+        self.added: dict[str, float] = {}
+        self.wanted_at: dict[str, float] = {}
         self.first = 0.0
         self.last = 0.0
         self.done = asyncio.Event()
@@ -215,6 +219,7 @@ class PodWatch:
                             if not isinstance(pod, Pod):
                                 break  # an ERROR event: list again
                             version = pod.metadata.resource_version
+                            self.added.setdefault(pod.metadata.name, time.monotonic())
                             if self.wanted(pod) and self._seen(pod.metadata.name):
                                 return
                 except (ApiError, ApiConnectionError, TimeoutError):
@@ -237,6 +242,7 @@ class PodWatch:
             if not self.bound:
                 self.first = now
             self.bound.add(name)
+            self.wanted_at[name] = now
             self.last = now
         if len(self.bound) >= self.count:
             self.done.set()
@@ -486,6 +492,13 @@ async def create_ready_nodes(kube: KubeClient, names: list[str], spec: NodeSpec)
     raise RuntimeError(f"only {len(ready)}/{len(wanted)} nodes Ready")
 
 
+def start_with_crds(plane: ControlPlane) -> None:
+    """Start ``plane`` and wait until Caldera's CRDs are established on it."""
+    plane.up()
+    plane.kubectl("apply", "--server-side", "-f", str(CRD_DIR))
+    plane.kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(CRD_DIR))
+
+
 async def bench_burst(smoke: bool) -> bool:
     from e2e.caldera_process import CalderaProcess
     from e2e.cluster.control_plane import ControlPlane
@@ -500,11 +513,7 @@ async def bench_burst(smoke: bool) -> bool:
         code = 0
         try:
             started = time.monotonic()
-            plane.up()
-            plane.kubectl("apply", "--server-side", "-f", str(CRD_DIR))
-            plane.kubectl(
-                "wait", "--for=condition=Established", "--timeout=60s", "-f", str(CRD_DIR)
-            )
+            start_with_crds(plane)
             options = ClientOptions(qps=QPS, burst=QPS)
             async with KubeClient.from_kubeconfig(plane.kubeconfig, options=options) as kube:
                 nodes = await create_nodes(kube, node_count, str(GANG))
