@@ -111,7 +111,20 @@ def still_needed(job: JobInfo, pending: Sequence[TaskInfo]) -> tuple[int, Resour
     for task in pending[1:count]:
         if task.resreq is not first:
             return count, Resources.sum(t.resreq for t in pending[:count])
-    return count, first.multiply(count)  # a gang of like pods: one multiplication
+    # A gang of like pods: their request times the count, one object per pair, so that the
+    # HyperNodes' scores kept per request are found by identity (``HyperNodeState.in_tier``).
+    key = (first, count)
+    request = _GANG_REQUESTS.get(key)
+    if request is None:
+        if len(_GANG_REQUESTS) >= _MAX_GANG_REQUESTS:
+            _GANG_REQUESTS.clear()
+        request = _GANG_REQUESTS[key] = first.multiply(count)
+    return count, request
+
+
+# What ``still_needed`` asked before, by (pod request, count); forgotten whole past a bound.
+_GANG_REQUESTS: dict[tuple[Resources, int], Resources] = {}
+_MAX_GANG_REQUESTS = 1024
 
 
 def gradient(

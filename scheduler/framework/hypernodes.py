@@ -190,7 +190,7 @@ class HyperNodeState:
         self._counted: dict[str, Counted] = {}
         self._seen = len(changes)  # how much of the log is counted
         self._views: dict[str, IslandResources] = {}
-        self._groups: dict[int, dict[GroupKey, set[str]]] = {}  # by tier
+        self._groups: dict[int, dict[GroupKey, _Group]] = {}  # by tier
         self._group_of: dict[str, GroupKey] = {}
         # By sums: their view, and the score of each request asked (None: no room).
         self._group_views: dict[
@@ -260,7 +260,9 @@ class HyperNodeState:
             self.tree.by_node,
             self._sums,
         )
-        touched: set[str] = set()
+        # The changes of nodes under the same HyperNodes (a rack's) are added up first, then
+        # added once to each of those HyperNodes' sums: (used, releasing - pipelined).
+        changes: dict[tuple[str, ...], tuple[dict[str, int], dict[str, int]]] = {}
         for node_name in set(log[self._seen :]):
             counted = counted_of.get(node_name)
             if counted is None:
@@ -268,30 +270,43 @@ class HyperNodeState:
             node = nodes[node_name]
             used, releasing, pipelined = node.used, node.releasing, node.pipelined
             was_used, was_releasing, was_pipelined = counted
+            same_used = used is was_used
             same_moving = releasing is was_releasing and pipelined is was_pipelined
-            if used is was_used and same_moving:
+            if same_used and same_moving:
                 continue
             counted_of[node_name] = (used, releasing, pipelined)
-            # The node's change, computed once and added to every summed HyperNode above it
-            # (inline: this runs for every node a job was placed on).
-            used_change = None if used is was_used else (used - was_used).items()
-            moving_change = (
-                None
-                if same_moving
-                else ((releasing - was_releasing) - (pipelined - was_pipelined)).items()
-            )
-            for held_by in by_node.get(node_name, ()):
+            holders = by_node.get(node_name, ())
+            change = changes.get(holders)
+            if change is None:
+                change = changes[holders] = ({}, {})
+            if not same_used:
+                into = change[0]
+                for key, amount in used.items():
+                    into[key] = into.get(key, 0) + amount
+                for key, amount in was_used.items():
+                    into[key] = into.get(key, 0) - amount
+            if not same_moving:
+                into = change[1]
+                for vector, sign in (
+                    (releasing, 1),
+                    (was_releasing, -1),
+                    (pipelined, -1),
+                    (was_pipelined, 1),
+                ):
+                    for key, amount in vector.items():
+                        into[key] = into.get(key, 0) + sign * amount
+        touched: set[str] = set()
+        for holders, (used_change, moving_change) in changes.items():
+            for held_by in holders:
                 sums = all_sums.get(held_by)
                 if sums is None:
                     continue
                 touched.add(held_by)
-                if used_change is not None:
-                    into = sums.used
-                    for key, amount in used_change:
-                        into[key] = into.get(key, 0) + amount
-                if moving_change is not None:
-                    into = sums.moving
-                    for key, amount in moving_change:
+                for into, change_items in (
+                    (sums.used, used_change.items()),
+                    (sums.moving, moving_change.items()),
+                ):
+                    for key, amount in change_items:
                         into[key] = into.get(key, 0) + amount
         self._seen = len(log)
         views = self._views
@@ -302,7 +317,7 @@ class HyperNodeState:
     def _key(self, name: str) -> GroupKey:
         return (self._sums.get(name) or self._sum(name)).key()
 
-    def _tier_groups(self, tier: int) -> dict[GroupKey, set[str]]:
+    def _tier_groups(self, tier: int) -> dict[GroupKey, _Group]:
         """The tier's HyperNodes by their sums (brought up to date)."""
         self._catch_up()
         groups = self._groups.get(tier)
@@ -311,19 +326,23 @@ class HyperNodeState:
             for name, island in self.tree.islands.items():
                 if island.tier == tier:
                     key = self._group_of[name] = self._key(name)
-                    groups.setdefault(key, set()).add(name)
+                    group = groups.get(key)
+                    if group is None:
+                        group = groups[key] = _Group()
+                    group.add(name)
             self._dirty = {n for n in self._dirty if self.tree.islands[n].tier != tier}
             return groups
         moved = [n for n in self._dirty if self.tree.islands[n].tier == tier]
         for name in moved:
             self._dirty.discard(name)
             old = self._group_of[name]
-            members = groups[old]
-            members.discard(name)
-            if not members:
+            if groups[old].discard(name):
                 del groups[old]
             key = self._group_of[name] = self._key(name)
-            groups.setdefault(key, set()).add(name)
+            group = groups.get(key)
+            if group is None:
+                group = groups[key] = _Group()
+            group.add(name)
         return groups
 
     def in_tier(self, tier: int, request: Resources) -> Iterator[str]:
@@ -331,23 +350,51 @@ class HyperNodeState:
         highest score, then name. Produced lazily, a score at a time: a job placed in the
         best rack never sorts the others. A group's score for a request is kept (equal sums,
         equal score), so a job ranks only the groups whose sums it has not seen before."""
-        by_score: dict[float, list[set[str]]] = {}
-        groups = self._group_views
-        for key, names in self._tier_groups(tier).items():
-            group = groups.get(key)
-            if group is None:
-                group = groups[key] = (self._sums[next(iter(names))].view(), {})
-            res, scores = group
+        by_score: dict[float, list[_Group]] = {}
+        views = self._group_views
+        for key, group in self._tier_groups(tier).items():
+            kept = views.get(key)
+            if kept is None:
+                kept = views[key] = (self._sums[next(iter(group.names))].view(), {})
+            res, scores = kept
             score = scores.get(request, _UNKNOWN)
             if score == _UNKNOWN:
                 room = fits(request, res.idle) or fits(request, res.future_idle)
                 score = scores[request] = self.scorer.score(request, res) if room else None
             if score is not None:
-                by_score.setdefault(score, []).append(names)
+                by_score.setdefault(score, []).append(group)
         for score in sorted(by_score, reverse=True):
-            sets = by_score[score]
+            tied = by_score[score]
             # Most often the first is taken: found without sorting a tier of free racks.
-            first = min(sets[0]) if len(sets) == 1 else min(map(min, sets))
+            first = tied[0].first() if len(tied) == 1 else min(g.first() for g in tied)
             yield first
-            rest = sorted(chain.from_iterable(sets))
+            rest = sorted(chain.from_iterable(g.names for g in tied))
             yield from rest[1:]  # rest[0] is ``first``
+
+
+class _Group:
+    """A tier's HyperNodes with equal sums, and the first of them by name (kept, as a job
+    placed in an empty rack takes the first of hundreds)."""
+
+    __slots__ = ("_first", "names")
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+        self._first: str | None = None  # None: not known
+
+    def add(self, name: str) -> None:
+        self.names.add(name)
+        if self._first is not None and name < self._first:
+            self._first = name
+
+    def discard(self, name: str) -> bool:
+        """Take ``name`` out; True when the group is then empty."""
+        self.names.discard(name)
+        if name == self._first:
+            self._first = None
+        return not self.names
+
+    def first(self) -> str:
+        if self._first is None:
+            self._first = min(self.names)
+        return self._first
