@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 
 from caldera.api.meta import ObjectMeta
 from caldera.api.topology import JOB_ALLOCATED_HYPERNODE_KEY
-from caldera.api.topology_tree import build_tree
+from caldera.api.topology_tree import HyperNodeTree, build_tree
 from caldera.api.volcano import NetworkTopologySpec, PodGroup, PodGroupSpec
 from scheduler.actions.topology import gradient, search_space
-from scheduler.api.types import ClusterInfo, JobInfo
-from scheduler.framework.hypernodes import constraint, island_resources
+from scheduler.api.types import ClusterInfo, JobInfo, NodeInfo
+from scheduler.framework.hypernodes import HyperNodeState, constraint, island_resources
 from scheduler.framework.plugin import Arguments
 from scheduler.plugins.network_topology_aware import scorer_from
 from unit.sched_fixtures import add_job, binds, cpu, cpu_cluster, open_session, run
@@ -316,7 +316,8 @@ def test_hypernode_sums_kept_by_difference_match_a_fresh_sum(
 ) -> None:
     """After any allocations and pipelines (some discarded), a HyperNode's kept resources are
     the sum over its nodes, a spine's included (summed from its racks), and a tier's HyperNodes
-    with room come highest score first, then name."""
+    with room come highest score first, then name, whether the groups' scores were kept from
+    before the moves or not."""
     from scheduler.plugins.network_topology_aware import NetworkTopologyAwarePlugin
 
     cluster, _ = topology_cluster()
@@ -333,8 +334,17 @@ def test_hypernode_sums_kept_by_difference_match_a_fresh_sum(
         stmt.commit() if keep else stmt.discard()
         if step % 2 == 0:  # ask between moves too, so the sums are kept, not rebuilt
             state.resources("s0")
+            # and rank, so the groups and their scores are kept across moves
+            assert_ranked(state, tree, ssn.nodes, asks)
         for name, island in tree.islands.items():
             assert state.resources(name) == island_resources(ssn.nodes, island.nodes)
+    assert_ranked(state, tree, ssn.nodes, asks)
+
+
+def assert_ranked(
+    state: HyperNodeState, tree: HyperNodeTree, nodes: Mapping[str, NodeInfo], asks: Sequence[int]
+) -> None:
+    """``in_tier`` gives, for each asked request, what a fresh sum of every HyperNode ranks."""
     for cpus in asks:
         request = cpu(str(cpus + 1)) if cpus else cpu("9")
         for tier in tree.tiers:
@@ -343,7 +353,7 @@ def test_hypernode_sums_kept_by_difference_match_a_fresh_sum(
                 for name, island in tree.islands.items()
                 if island.tier == tier
                 and (
-                    (res := island_resources(ssn.nodes, island.nodes)).idle.get("cpu")
+                    (res := island_resources(nodes, island.nodes)).idle.get("cpu")
                     >= request.get("cpu")
                     or res.future_idle.get("cpu") >= request.get("cpu")
                 )

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from caldera.api.meta import LabelSelector, LabelSelectorRequirement
 from caldera.api.topology_tree import (
     build_tree,
@@ -29,6 +32,28 @@ def test_racks_and_spines_resolve_to_their_nodes() -> None:
     assert tree.lowest_common(["n0", "n7"]) is None
     assert tree.tier_of_name("spine") == 2
     assert tree.tier_of_name("zone") is None
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.sampled_from([f"n{i}" for i in range(9)]), max_size=6))
+def test_lowest_common_is_the_lowest_island_holding_every_node(nodes: list[str]) -> None:
+    """Nodes of one rack, of several, repeated, or one outside every island (n8): the first
+    of the first node's islands (lowest first) that holds all of them, or None."""
+    names, hns, _ = racks_and_spines(2, 2, 2)
+    tree = build_tree(hns, {n: {} for n in [*names, "n8"]})
+    expected = (
+        next(
+            (
+                i
+                for i in tree.by_node.get(nodes[0], ())
+                if all(n in tree.islands[i].nodes for n in nodes)
+            ),
+            None,
+        )
+        if nodes
+        else None
+    )
+    assert tree.lowest_common(nodes) == expected
 
 
 def test_regex_and_label_members() -> None:

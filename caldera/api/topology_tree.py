@@ -123,18 +123,19 @@ class HyperNodeTree:
     def lowest_common(self, nodes: Iterable[str]) -> str | None:
         """The lowest island holding every one of ``nodes``, or None (no nodes, or none
         holds them all)."""
-        common: list[str] | None = None
+        common: Sequence[str] | None = None
+        by_node = self.by_node
         for node in nodes:
-            holding = self.by_node.get(node)
+            holding = by_node.get(node)
             if not holding:
                 return None
             if common is None:
-                common = list(holding)
-            else:
+                common = holding
+            elif holding != common:  # nodes of one rack: the same islands, compared in C
                 keep = set(holding)
-                common = [name for name in common if name in keep]
-            if not common:
-                return None
+                common = tuple([name for name in common if name in keep])
+                if not common:
+                    return None
         return common[0] if common else None
 
     def tier_of_name(self, tier_name: str) -> int | None:

@@ -58,7 +58,14 @@ def job_constraint(ssn: Session, job: JobInfo) -> Constraint | None:
 
 def placed_nodes(job: JobInfo) -> set[str]:
     """The nodes holding the job's pods (placed, or promised to pipelined ones)."""
-    return {t.node_name for t in job.tasks_in(*HOLDING) if t.node_name}
+    by_status = job.by_status
+    return {
+        task.node_name
+        for status in HOLDING
+        if (bucket := by_status.get(status))
+        for task in bucket.values()
+        if task.node_name
+    }
 
 
 def pinned(tree: HyperNodeTree, job: JobInfo) -> str | None:
@@ -100,7 +107,24 @@ def still_needed(job: JobInfo, pending: Sequence[TaskInfo]) -> tuple[int, Resour
     """How many pods the gang still needs placed and what they request (the first ones in
     task order)."""
     count = min(max(job.min_available - job.ready_task_num(), 1), len(pending))
-    return count, Resources.sum(t.resreq for t in pending[:count])
+    first = pending[0].resreq
+    for task in pending[1:count]:
+        if task.resreq is not first:
+            return count, Resources.sum(t.resreq for t in pending[:count])
+    # A gang of like pods: their request times the count, one object per pair, so that the
+    # HyperNodes' scores kept per request are found by identity (``HyperNodeState.in_tier``).
+    key = (first, count)
+    request = _GANG_REQUESTS.get(key)
+    if request is None:
+        if len(_GANG_REQUESTS) >= _MAX_GANG_REQUESTS:
+            _GANG_REQUESTS.clear()
+        request = _GANG_REQUESTS[key] = first.multiply(count)
+    return count, request
+
+
+# What ``still_needed`` asked before, by (pod request, count); forgotten whole past a bound.
+_GANG_REQUESTS: dict[tuple[Resources, int], Resources] = {}
+_MAX_GANG_REQUESTS = 1024
 
 
 def gradient(

@@ -15,8 +15,11 @@ free islands stay whole. The final score is scaled by 100 x ``weight``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
+from typing import Final
 
 from caldera.api.resources import Resources
 from caldera.api.topology_tree import HyperNodeTree, Island
@@ -24,6 +27,7 @@ from caldera.api.volcano import NetworkTopologyMode, NetworkTopologySpec
 from scheduler.api.types import NodeInfo
 
 MAX_NODE_SCORE = 100.0
+_UNKNOWN: Final = -math.inf  # no score kept yet (a score is finite)
 
 
 @dataclass(frozen=True)
@@ -87,12 +91,6 @@ class _Sums:
         _add(self.moving, releasing)
         _add(self.moving, pipelined, -1)
 
-    def add_change(self, used: Mapping[str, int], moving: Mapping[str, int]) -> None:
-        """Count a node's change (see ``_change``)."""
-        for into, amounts in ((self.used, used), (self.moving, moving)):
-            for key, amount in amounts.items():
-                into[key] = into.get(key, 0) + amount
-
     def key(self) -> GroupKey:
         """Equal for equal sums (the amounts, sorted by resource name)."""
         return (
@@ -118,21 +116,6 @@ def _add(into: dict[str, int], amounts: Resources, sign: int = 1) -> None:
 
 
 Counted = tuple[Resources, Resources, Resources]  # a node's used, releasing, pipelined
-
-
-def _change(was: Counted, now: Counted) -> tuple[dict[str, int], dict[str, int]]:
-    """What a node's change adds to the used and to the releasing - pipelined of the sums
-    holding it; computed once, added to each of its HyperNodes."""
-    used: dict[str, int] = {}
-    moving: dict[str, int] = {}
-    if now[0] is not was[0]:
-        _add(used, now[0])
-        _add(used, was[0], -1)
-    for later, earlier, sign in ((now[1], was[1], 1), (now[2], was[2], -1)):
-        if later is not earlier:
-            _add(moving, later, sign)
-            _add(moving, earlier, -sign)
-    return used, moving
 
 
 def island_resources(nodes: Mapping[str, NodeInfo], names: frozenset[str]) -> IslandResources:
@@ -188,9 +171,9 @@ class HyperNodeState:
     for a HyperNode sums nothing.
 
     For the search over a whole tier, the HyperNodes of the tier are also grouped by their
-    resources: HyperNodes with equal resources have equal room and equal scores, so a job
-    computes room and score once per group (a tier of 600 racks is mostly a few groups: empty,
-    full, and a few partly used), not once per HyperNode."""
+    resources: HyperNodes with equal resources have equal room and equal scores, so room and
+    score are computed once per group and request (a tier of 600 racks is mostly a few groups:
+    empty, full, and a few partly used), not once per HyperNode and job."""
 
     def __init__(
         self,
@@ -207,9 +190,12 @@ class HyperNodeState:
         self._counted: dict[str, Counted] = {}
         self._seen = len(changes)  # how much of the log is counted
         self._views: dict[str, IslandResources] = {}
-        self._groups: dict[int, dict[GroupKey, set[str]]] = {}  # by tier
+        self._groups: dict[int, dict[GroupKey, _Group]] = {}  # by tier
         self._group_of: dict[str, GroupKey] = {}
-        self._group_views: dict[GroupKey, IslandResources] = {}
+        # By sums: their view, and the score of each request asked (None: no room).
+        self._group_views: dict[
+            GroupKey, tuple[IslandResources, dict[Resources, float | None]]
+        ] = {}
         self._dirty: set[str] = set()  # summed HyperNodes changed since they were grouped
 
     def resources(self, name: str) -> IslandResources:
@@ -237,12 +223,23 @@ class HyperNodeState:
                         into[key] = into.get(key, 0) + amount
             return sums
         sums = self._sums[name] = _Sums()
+        alloc, used, moving = sums.alloc, sums.used, sums.moving
+        nodes, counted = self.nodes, self._counted
         for node_name in island.nodes:
-            node = self.nodes.get(node_name)
+            node = nodes.get(node_name)
             if node is None or not node.ready:
                 continue
-            sums.add_node(node)
-            self._counted[node_name] = (node.used, node.releasing, node.pipelined)
+            # ``_Sums.add_node`` inline: a session's first hard-mode job sums every node.
+            for key, amount in node.allocatable.items():
+                alloc[key] = alloc.get(key, 0) + amount
+            node_used, releasing, pipelined = node.used, node.releasing, node.pipelined
+            for key, amount in node_used.items():
+                used[key] = used.get(key, 0) + amount
+            for key, amount in releasing.items():
+                moving[key] = moving.get(key, 0) + amount
+            for key, amount in pipelined.items():
+                moving[key] = moving.get(key, 0) - amount
+            counted[node_name] = (node_used, releasing, pipelined)
         return sums
 
     @staticmethod
@@ -257,29 +254,70 @@ class HyperNodeState:
         log = self.changes
         if self._seen == len(log):
             return
+        counted_of, nodes, by_node, all_sums = (
+            self._counted,
+            self.nodes,
+            self.tree.by_node,
+            self._sums,
+        )
+        # The changes of nodes under the same HyperNodes (a rack's) are added up first, then
+        # added once to each of those HyperNodes' sums: (used, releasing - pipelined).
+        changes: dict[tuple[str, ...], tuple[dict[str, int], dict[str, int]]] = {}
         for node_name in set(log[self._seen :]):
-            counted = self._counted.get(node_name)
+            counted = counted_of.get(node_name)
             if counted is None:
                 continue  # in no summed HyperNode (or not ready: never counted)
-            node = self.nodes[node_name]
-            now = (node.used, node.releasing, node.pipelined)
-            if now[0] is counted[0] and now[1] is counted[1] and now[2] is counted[2]:
+            node = nodes[node_name]
+            used, releasing, pipelined = node.used, node.releasing, node.pipelined
+            was_used, was_releasing, was_pipelined = counted
+            same_used = used is was_used
+            same_moving = releasing is was_releasing and pipelined is was_pipelined
+            if same_used and same_moving:
                 continue
-            self._counted[node_name] = now
-            used, moving = _change(counted, now)
-            for held_by in self.tree.by_node.get(node_name, ()):
-                sums = self._sums.get(held_by)
+            counted_of[node_name] = (used, releasing, pipelined)
+            holders = by_node.get(node_name, ())
+            change = changes.get(holders)
+            if change is None:
+                change = changes[holders] = ({}, {})
+            if not same_used:
+                into = change[0]
+                for key, amount in used.items():
+                    into[key] = into.get(key, 0) + amount
+                for key, amount in was_used.items():
+                    into[key] = into.get(key, 0) - amount
+            if not same_moving:
+                into = change[1]
+                for vector, sign in (
+                    (releasing, 1),
+                    (was_releasing, -1),
+                    (pipelined, -1),
+                    (was_pipelined, 1),
+                ):
+                    for key, amount in vector.items():
+                        into[key] = into.get(key, 0) + sign * amount
+        touched: set[str] = set()
+        for holders, (used_change, moving_change) in changes.items():
+            for held_by in holders:
+                sums = all_sums.get(held_by)
                 if sums is None:
                     continue
-                sums.add_change(used, moving)
-                self._views.pop(held_by, None)
-                self._dirty.add(held_by)
+                touched.add(held_by)
+                for into, change_items in (
+                    (sums.used, used_change.items()),
+                    (sums.moving, moving_change.items()),
+                ):
+                    for key, amount in change_items:
+                        into[key] = into.get(key, 0) + amount
         self._seen = len(log)
+        views = self._views
+        for held_by in touched:
+            views.pop(held_by, None)
+        self._dirty |= touched
 
     def _key(self, name: str) -> GroupKey:
         return (self._sums.get(name) or self._sum(name)).key()
 
-    def _tier_groups(self, tier: int) -> dict[GroupKey, set[str]]:
+    def _tier_groups(self, tier: int) -> dict[GroupKey, _Group]:
         """The tier's HyperNodes by their sums (brought up to date)."""
         self._catch_up()
         groups = self._groups.get(tier)
@@ -288,32 +326,75 @@ class HyperNodeState:
             for name, island in self.tree.islands.items():
                 if island.tier == tier:
                     key = self._group_of[name] = self._key(name)
-                    groups.setdefault(key, set()).add(name)
+                    group = groups.get(key)
+                    if group is None:
+                        group = groups[key] = _Group()
+                    group.add(name)
             self._dirty = {n for n in self._dirty if self.tree.islands[n].tier != tier}
             return groups
         moved = [n for n in self._dirty if self.tree.islands[n].tier == tier]
         for name in moved:
             self._dirty.discard(name)
             old = self._group_of[name]
-            members = groups[old]
-            members.discard(name)
-            if not members:
+            if groups[old].discard(name):
                 del groups[old]
             key = self._group_of[name] = self._key(name)
-            groups.setdefault(key, set()).add(name)
+            group = groups.get(key)
+            if group is None:
+                group = groups[key] = _Group()
+            group.add(name)
         return groups
 
     def in_tier(self, tier: int, request: Resources) -> Iterator[str]:
         """The tier's HyperNodes with room for ``request`` (idle or future idle), best first:
         highest score, then name. Produced lazily, a score at a time: a job placed in the
-        best rack never sorts the others."""
-        by_score: dict[float, list[str]] = {}
+        best rack never sorts the others. A group's score for a request is kept (equal sums,
+        equal score), so a job ranks only the groups whose sums it has not seen before."""
+        by_score: dict[float, list[_Group]] = {}
         views = self._group_views
-        for key, names in self._tier_groups(tier).items():
-            res = views.get(key)
-            if res is None:
-                res = views[key] = self._sums[next(iter(names))].view()
-            if fits(request, res.idle) or fits(request, res.future_idle):
-                by_score.setdefault(self.scorer.score(request, res), []).extend(names)
+        for key, group in self._tier_groups(tier).items():
+            kept = views.get(key)
+            if kept is None:
+                kept = views[key] = (self._sums[next(iter(group.names))].view(), {})
+            res, scores = kept
+            score = scores.get(request, _UNKNOWN)
+            if score == _UNKNOWN:
+                room = fits(request, res.idle) or fits(request, res.future_idle)
+                score = scores[request] = self.scorer.score(request, res) if room else None
+            if score is not None:
+                by_score.setdefault(score, []).append(group)
         for score in sorted(by_score, reverse=True):
-            yield from sorted(by_score[score])
+            tied = by_score[score]
+            # Most often the first is taken: found without sorting a tier of free racks.
+            first = tied[0].first() if len(tied) == 1 else min(g.first() for g in tied)
+            yield first
+            rest = sorted(chain.from_iterable(g.names for g in tied))
+            yield from rest[1:]  # rest[0] is ``first``
+
+
+class _Group:
+    """A tier's HyperNodes with equal sums, and the first of them by name (kept, as a job
+    placed in an empty rack takes the first of hundreds)."""
+
+    __slots__ = ("_first", "names")
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+        self._first: str | None = None  # None: not known
+
+    def add(self, name: str) -> None:
+        self.names.add(name)
+        if self._first is not None and name < self._first:
+            self._first = name
+
+    def discard(self, name: str) -> bool:
+        """Take ``name`` out; True when the group is then empty."""
+        self.names.discard(name)
+        if name == self._first:
+            self._first = None
+        return not self.names
+
+    def first(self) -> str:
+        if self._first is None:
+            self._first = min(self.names)
+        return self._first
