@@ -52,6 +52,7 @@ from caldera.api.vgpu import (
     NodeCards,
     PodDevices,
 )
+from scheduler.api.types import TaskInfo, TaskStatus
 
 BINPACK: Final = "binpack"
 SPREAD: Final = "spread"
@@ -69,6 +70,16 @@ NO_WHOLE_CARD: Final = "no whole GPU card free"
 _ANY_CARD: Final = CardFilter()
 Grant = tuple[int, int, int]  # (card position in the ledger, memory MiB, cores)
 Grants = tuple[tuple[Grant, ...], ...]  # per asking container
+
+
+def holder_state(task: TaskInfo) -> str:
+    """The view a task's cards count in: a leaving victim's as releasing, a pipelined
+    preemptor's as pipelined, any other's as held (both deviceshare modes' ledgers)."""
+    if task.status == TaskStatus.RELEASING:
+        return "releasing"
+    if task.status == TaskStatus.PIPELINED:
+        return "pipelined"
+    return "held"
 
 
 @dataclass(frozen=True, slots=True)

@@ -93,6 +93,7 @@ from scheduler.api.cards import (
     Ledger,
     PodAsk,
     Refusal,
+    holder_state,
 )
 from scheduler.api.gpushare_cards import NUMBER, SHARING
 from scheduler.api.mig_cards import NO_MIG_INSTANCE, MigLedger
@@ -198,14 +199,6 @@ def held_fit(ledger: Ledger, text: str) -> Fit | None:
         return ledger.held_fit(text)
     grants = held_grants(ledger, text)
     return None if grants is None else Fit(grants, 0.0)
-
-
-def _state(task: TaskInfo) -> str:
-    if task.status == TaskStatus.RELEASING:
-        return "releasing"
-    if task.status == TaskStatus.PIPELINED:
-        return "pipelined"
-    return "held"
 
 
 class DeviceSharePlugin:
@@ -345,7 +338,7 @@ class DeviceSharePlugin:
             # The node holds the task already: fit it against the ledger as it was.
             found = fit_on(task, ledger, pipelined)
             if isinstance(found, Fit):
-                ledger.take_fit(task.uid, found, ask(task).group, _state(task))
+                ledger.take_fit(task.uid, found, ask(task).group, holder_state(task))
                 where[task.uid] = task.node_name
 
         def deallocated(task: TaskInfo) -> None:
@@ -400,12 +393,12 @@ class DeviceSharePlugin:
             if held is None:
                 unnamed.append((task.key, task, pod_ask))
                 continue
-            ledger.take_fit(task.uid, held, pod_ask.group, _state(task))
+            ledger.take_fit(task.uid, held, pod_ask.group, holder_state(task))
             where[task.uid] = node.name
         for _, task, pod_ask in sorted(unnamed, key=lambda u: u[0]):
             found = ledger.fit(pod_ask, self.policy)
             if isinstance(found, Fit):
-                ledger.take_fit(task.uid, found, pod_ask.group, _state(task))
+                ledger.take_fit(task.uid, found, pod_ask.group, holder_state(task))
                 where[task.uid] = node.name
 
     def on_session_close(self, ssn: Session) -> None:

@@ -40,7 +40,7 @@ from caldera.api.gpushare import (
     pod_memory,
     pod_number,
 )
-from scheduler.api.cards import Refusal
+from scheduler.api.cards import Refusal, holder_state
 from scheduler.api.gpushare_cards import NUMBER, ShareFit, ShareLedger
 from scheduler.api.types import NodeInfo, TaskInfo, TaskStatus
 from scheduler.framework.incremental import Speedups
@@ -74,14 +74,6 @@ def share_ledger(node: NodeInfo, mode: str) -> ShareLedger | None:
         return None
     cards = node_cards(node.node.status.capacity, node.node.metadata.annotations)
     return None if cards is None else ShareLedger(node.name, cards, mode)
-
-
-def _state(task: TaskInfo) -> str:
-    if task.status == TaskStatus.RELEASING:
-        return "releasing"
-    if task.status == TaskStatus.PIPELINED:
-        return "pipelined"
-    return "held"
 
 
 class GpuShare:
@@ -174,7 +166,7 @@ class GpuShare:
             # The node holds the task already: fit it against the ledger as it was.
             found = fit_on(ask, ledger, task.status == TaskStatus.PIPELINED)
             if isinstance(found, ShareFit):
-                ledger.take(task.uid, found.positions, ask.memory, _state(task))
+                ledger.take(task.uid, found.positions, ask.memory, holder_state(task))
                 where[task.uid] = task.node_name
 
         def deallocated(task: TaskInfo) -> None:
@@ -211,14 +203,14 @@ class GpuShare:
             ids = parse_gpu_index(text) if text else None
             positions = ledger.positions_of(ids) if ids and (ask.memory or ask.number) else ()
             if positions:
-                ledger.take(task.uid, positions, ask.memory, _state(task))
+                ledger.take(task.uid, positions, ask.memory, holder_state(task))
                 self.where[task.uid] = node.name
             elif _asks(ask, self.mode):
                 unnamed.append((task.key, task, ask))
         for _, task, ask in sorted(unnamed, key=lambda u: u[0]):
             found = ledger.fit(ask)
             if isinstance(found, ShareFit):
-                ledger.take(task.uid, found.positions, ask.memory, _state(task))
+                ledger.take(task.uid, found.positions, ask.memory, holder_state(task))
                 self.where[task.uid] = node.name
 
     def close(self, ssn: Session) -> None:
