@@ -52,7 +52,7 @@ from caldera.api.vgpu import (
     NodeCards,
     PodDevices,
 )
-from scheduler.api.types import TaskInfo, TaskStatus
+from scheduler.api.types import NodeInfo, TaskInfo, TaskStatus
 
 BINPACK: Final = "binpack"
 SPREAD: Final = "spread"
@@ -80,6 +80,13 @@ def holder_state(task: TaskInfo) -> str:
     if task.status == TaskStatus.PIPELINED:
         return "pipelined"
     return "held"
+
+
+def beyond_idle(task: TaskInfo, node: NodeInfo) -> bool:
+    """Whether the pod's requests pass the node's idle resources, so it would be pipelined
+    there and its cards are counted in the future view (both deviceshare modes)."""
+    alloc, used = node.allocatable, node.used
+    return any(n > alloc.get(r) - used.get(r) for r, n in task.init_resreq.items())
 
 
 @dataclass(frozen=True, slots=True)

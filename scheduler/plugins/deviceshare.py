@@ -93,6 +93,7 @@ from scheduler.api.cards import (
     Ledger,
     PodAsk,
     Refusal,
+    beyond_idle,
     holder_state,
 )
 from scheduler.api.gpushare_cards import NUMBER, SHARING
@@ -296,10 +297,7 @@ class DeviceSharePlugin:
             key = (number(task), node.generation)
             found = views.get(key)
             if found is None:
-                alloc, used = node.allocatable, node.used
-                found = views[key] = any(
-                    n > alloc.get(r) - used.get(r) for r, n in task.init_resreq.items()
-                )
+                found = views[key] = beyond_idle(task, node)
             return found
 
         def predicate(task: TaskInfo, node: NodeInfo) -> str | None:

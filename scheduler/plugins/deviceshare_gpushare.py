@@ -40,7 +40,7 @@ from caldera.api.gpushare import (
     pod_memory,
     pod_number,
 )
-from scheduler.api.cards import Refusal, holder_state
+from scheduler.api.cards import Refusal, beyond_idle, holder_state
 from scheduler.api.gpushare_cards import NUMBER, ShareFit, ShareLedger
 from scheduler.api.types import NodeInfo, TaskInfo, TaskStatus
 from scheduler.framework.incremental import Speedups
@@ -128,10 +128,7 @@ class GpuShare:
             key = (task.uid, node.generation)
             found = views.get(key)
             if found is None:
-                alloc, used = node.allocatable, node.used
-                found = views[key] = any(
-                    n > alloc.get(r) - used.get(r) for r, n in task.init_resreq.items()
-                )
+                found = views[key] = beyond_idle(task, node)
             return found
 
         def predicate(task: TaskInfo, node: NodeInfo) -> str | None:
