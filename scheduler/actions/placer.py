@@ -14,7 +14,10 @@ Classes of job-local pods (below) and the placers over one HyperNode's nodes kee
 one session.
 
 This is exact as long as the configured plugins filter and score a node by the pod and that
-node alone, which holds for the plugins in ``NODE_LOCAL_PLUGINS``; with a plugin of
+node alone, which holds for the plugins in ``NODE_LOCAL_PLUGINS`` but for the pods one of
+them names cross-node (``Session.cross_node``: inter-pod affinity and topology spread read
+the pods of the node's whole topology domain): those are judged afresh on every node, with
+the batch node scores added (``Session.batch_node_scores``). With a plugin of
 ``JOB_LOCAL_PLUGINS`` (task-topology; both named by the incremental layer,
 ``scheduler.framework.incremental``) a class is further limited to one task of one job for
 jobs that describe a topology; any other configured plugin makes the placer evaluate every
@@ -255,13 +258,31 @@ class Placer:
         cand.views.clear()
         cand.compact()
 
+    def _fresh(self, task: TaskInfo, nodes: Iterable[NodeInfo]) -> Candidates:
+        """Every one of ``nodes`` judged afresh for ``task``; for a cross-node task
+        (``Session.cross_node``) the batch scores are added over the nodes that fit."""
+        fresh = Candidates()
+        for node in nodes:
+            self._evaluate(fresh, task, node, None)
+        if fresh.scores and self.ssn.cross_node(task):
+            nodes_by_name = self.nodes
+            fitting = [nodes_by_name[name] for name in fresh.scores]
+            extra = self.ssn.batch_node_scores(task, fitting)
+            if extra:
+                for name, score in extra.items():
+                    if name in fresh.scores:
+                        fresh.scores[name] += score
+                fresh.heap = [
+                    (-score, name, nodes_by_name[name].generation)
+                    for name, score in fresh.scores.items()
+                ]
+                heapq.heapify(fresh.heap)
+        return fresh
+
     def candidates(self, task: TaskInfo) -> Candidates:
         """The verdicts of every node for ``task``, brought up to date."""
-        if not self.reuse:
-            fresh = Candidates()
-            for node in self.nodes.values():
-                self._evaluate(fresh, task, node, None)
-            return fresh
+        if not self.reuse or self.ssn.cross_node(task):
+            return self._fresh(task, self.nodes.values())
         cand, base = self._class(task)
         seen, nodes = cand.seen, self.nodes
         if cand.position < 0:
@@ -283,11 +304,8 @@ class Placer:
         is evaluated again only when it changed since the class last looked at it, whichever
         node set it was looked at for."""
         nodes = self.nodes
-        if not self.reuse:
-            fresh = Candidates()
-            for name in names:
-                if name in nodes:
-                    self._evaluate(fresh, task, nodes[name], None)
+        if not self.reuse or self.ssn.cross_node(task):
+            fresh = self._fresh(task, (nodes[name] for name in names if name in nodes))
             ranked = [(-score, name) for name, score in fresh.scores.items()]
             return min(ranked)[1] if ranked else None
         cand, base = self._class(task)

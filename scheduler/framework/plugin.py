@@ -24,6 +24,13 @@ class CallbackKind(enum.Enum):
     VICTIM_QUEUE_ORDER = ("victim_queue_order", "")
     PREDICATE = ("predicate", "enablePredicate")
     NODE_ORDER = ("node_order", "enableNodeOrder")
+    # Scores of a task over the nodes that passed the predicates, all at once (Volcano's
+    # BatchNodeOrderFn: scores normalised across nodes, as kube-scheduler's InterPodAffinity).
+    BATCH_NODE_ORDER = ("batch_node_order", "enableNodeOrder")
+    # Whether a task's predicate or scores on a node read other nodes too (pods elsewhere in
+    # the node's topology domain): the placer then judges every node afresh for that task.
+    # A declaration of correctness, not a speed-up: no switch.
+    CROSS_NODE = ("cross_node", "")
     JOB_READY = ("job_ready", "enableJobReady")
     JOB_PIPELINED = ("job_pipelined", "enableJobPipelined")
     JOB_VALID = ("job_valid", "enableJobValid")

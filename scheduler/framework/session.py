@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -73,6 +73,8 @@ _VICTIM_ORDER = CallbackKind.VICTIM_ORDER
 _VICTIM_QUEUE_ORDER = CallbackKind.VICTIM_QUEUE_ORDER
 _PREDICATE = CallbackKind.PREDICATE
 _NODE_ORDER = CallbackKind.NODE_ORDER
+_BATCH_NODE_ORDER = CallbackKind.BATCH_NODE_ORDER
+_CROSS_NODE = CallbackKind.CROSS_NODE
 _JOB_READY = CallbackKind.JOB_READY
 _JOB_VALID = CallbackKind.JOB_VALID
 _JOB_PIPELINED = CallbackKind.JOB_PIPELINED
@@ -94,6 +96,9 @@ OrderFn = Callable[[T, T], int]  # <0: left first, >0: right first, 0: no opinio
 VictimQueueOrderFn = Callable[["QueueInfo", "QueueInfo", "QueueInfo"], int]
 PredicateFn = Callable[[TaskInfo, NodeInfo], str | None]  # None: fits; else the reason
 NodeOrderFn = Callable[[TaskInfo, NodeInfo], float]
+# Scores (node name -> score) of a task on the nodes given, those that passed the predicates.
+BatchNodeOrderFn = Callable[[TaskInfo, Sequence[NodeInfo]], Mapping[str, float]]
+CrossNodeFn = Callable[[TaskInfo], bool]
 JobPredicate = Callable[[JobInfo], bool]
 VoteFn = Callable[[JobInfo], int]  # +1 permit, 0 abstain, -1 reject
 VictimsFn = Callable[[TaskInfo, Sequence[TaskInfo]], list[TaskInfo]]
@@ -404,6 +409,16 @@ class Session:
     def add_node_order_fn(self, plugin: str, fn: NodeOrderFn) -> None:
         self._add(_NODE_ORDER, plugin, fn)
 
+    def add_batch_node_order_fn(self, plugin: str, fn: BatchNodeOrderFn) -> None:
+        """Scores over all the nodes that passed the predicates at once; asked only for the
+        tasks a cross-node function claims (``add_cross_node_fn``)."""
+        self._add(_BATCH_NODE_ORDER, plugin, fn)
+
+    def add_cross_node_fn(self, plugin: str, fn: CrossNodeFn) -> None:
+        """True for a task whose predicate or scores from ``plugin`` read more than the task
+        and the node: the placer judges every node afresh for it and adds the batch scores."""
+        self._add(_CROSS_NODE, plugin, fn)
+
     def add_job_ready_fn(self, plugin: str, fn: JobPredicate) -> None:
         self._add(_JOB_READY, plugin, fn)
 
@@ -610,6 +625,22 @@ class Session:
         for reg in self._registered(_NODE_ORDER):
             score += float(reg.fn(task, node))
         return score
+
+    def cross_node(self, task: TaskInfo) -> bool:
+        """Whether some plugin's verdict for ``task`` on a node reads other nodes too."""
+        for reg in self._registered(_CROSS_NODE):  # noqa: SIM110 - a loop: asked per pod
+            if reg.fn(task):
+                return True
+        return False
+
+    def batch_node_scores(self, task: TaskInfo, nodes: Sequence[NodeInfo]) -> dict[str, float]:
+        """The batch node order functions' scores of ``task`` on ``nodes``, summed per node
+        (nodes no function scores are absent)."""
+        total: dict[str, float] = {}
+        for reg in self._registered(_BATCH_NODE_ORDER):
+            for name, score in reg.fn(task, nodes).items():
+                total[name] = total.get(name, 0.0) + float(score)
+        return total
 
     def job_ready(self, job: JobInfo) -> bool:
         # Loops, not all()/any(), here and below: asked per pod placed, and a loop without a
