@@ -82,7 +82,7 @@ from bench.scheduler import (  # noqa: E402
 from caldera.api.core import Pod  # noqa: E402
 from caldera.api.kinds import NODE, POD, PODGROUP, PRIORITY_CLASS  # noqa: E402
 from caldera.kube.client import ClientOptions, KubeClient  # noqa: E402
-from caldera.kube.errors import ServerError  # noqa: E402
+from caldera.kube.errors import ApiConnectionError, ServerError  # noqa: E402
 from caldera.obs.logging import configure_logging  # noqa: E402
 
 if TYPE_CHECKING:
@@ -283,8 +283,9 @@ class Bench:
         body = json.dumps({"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0})
         deadline = time.monotonic() + 900
         while time.monotonic() < deadline:
-            # A busy API server may answer 504 to a long collection delete: ask again.
-            with contextlib.suppress(ServerError):
+            # A busy API server may answer 504 to a long collection delete, or drop the
+            # connection at its request timeout: ask again.
+            with contextlib.suppress(ServerError, ApiConnectionError):
                 await self.kube.request("DELETE", path, body=body.encode(), timeout=300)
             for _ in range(20):
                 left = json.loads(await self.kube.request("GET", path, params={"limit": "1"}))
