@@ -29,6 +29,7 @@ import asyncio
 import collections
 import dataclasses
 import datetime as dt
+import math
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Final
@@ -48,6 +49,7 @@ __all__ = ["EventRecorder", "event_name", "events_about"]
 EVENT_TYPES: Final = frozenset({"Normal", "Warning"})
 MAX_MESSAGE: Final = 1024  # what events.k8s.io/v1 accepts for a note; longer says nothing more
 _MAX_NAME: Final = 253
+DROP_LOG_INTERVAL: Final = 10.0  # seconds between warnings that events are being dropped
 
 _Key = tuple[str, str, str, str, str, str, str]
 
@@ -135,6 +137,8 @@ class EventRecorder:
         self._workers: list[asyncio.Task[None]] = []
         self._last_nanos = 0
         self._closed = False
+        self._dropped = 0  # events dropped since the last warning about it
+        self._last_drop_log = -math.inf
         self._results = Counter(
             "caldera_events_recorded_total",
             "Kubernetes Events by outcome: created, updated (count raised), failed, dropped.",
@@ -211,7 +215,17 @@ class EventRecorder:
         queue = self._ensure_workers()
         if queue.qsize() >= self._max_pending:
             self._results.labels("dropped").inc()
-            self._log.warning("too many events pending; dropping one", reason=entry.reason)
+            self._dropped += 1
+            now = self._clock()
+            # One line per interval, not one per event: a flood would log millions of lines.
+            if now - self._last_drop_log >= DROP_LOG_INTERVAL:
+                self._log.warning(
+                    "too many events pending; dropping",
+                    dropped=self._dropped,
+                    reason=entry.reason,
+                    interval_seconds=DROP_LOG_INTERVAL,
+                )
+                self._dropped, self._last_drop_log = 0, now
             return
         entry.queued = True
         queue.put_nowait(entry)
