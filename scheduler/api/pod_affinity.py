@@ -68,6 +68,7 @@ __all__ = [
     "MAX_REQUIRED_TERMS",
     "MAX_SELECTOR_ITEMS",
     "AffinityIndex",
+    "Judge",
     "Member",
     "PodTerms",
     "Term",
@@ -292,16 +293,6 @@ def _in_domain(counts: Counts, labels: Mapping[str, str]) -> bool:
     return False
 
 
-def domain_score(counts: Counts, labels: Mapping[str, str]) -> int:
-    """The sum of the node's domains' scores."""
-    total = 0
-    for key, by_value in counts.items():
-        value = labels.get(key)
-        if value is not None:
-            total += by_value.get(value, 0)
-    return total
-
-
 def normalise(raw: Mapping[str, int]) -> dict[str, int]:
     """kube-scheduler's InterPodAffinity NormalizeScore: 0-100 by (score - min) / (max - min),
     truncated; every score 0 when they are all equal."""
@@ -406,6 +397,7 @@ class AffinityIndex:
         # read): one per class of pods those terms tell apart.
         self._targeted: dict[tuple[str, frozenset[tuple[str, str]]], _Targeted] = {}
         self.label_keys: set[str] = set()
+        self.epoch = 0  # counts the times ``_targeted`` was dropped (``Judge`` asks)
         for key, member in members:
             self.add(key, member)
 
@@ -419,6 +411,7 @@ class AffinityIndex:
             if not keys <= self.label_keys:
                 self.label_keys |= keys
                 self._targeted.clear()  # the classes were too coarse: derived again
+                self.epoch += 1
             for targeted in self._targeted.values():
                 targeted.apply(member, 1)
         for incoming in self._incoming.values():
@@ -452,6 +445,11 @@ class AffinityIndex:
                 kept.apply(member, 1)
         return kept
 
+    def judge(self, namespace: str, labels: Mapping[str, str], terms: PodTerms | None) -> Judge:
+        """What judges a pod (``namespace``, ``labels``, its ``terms``) on node after node,
+        kept current by the index as pods come and go."""
+        return Judge(self, namespace, labels, terms)
+
     def reason(
         self,
         namespace: str,
@@ -459,27 +457,8 @@ class AffinityIndex:
         terms: PodTerms | None,
         node_labels: Mapping[str, str],
     ) -> str | None:
-        """Why a pod (``namespace``, ``labels``, its ``terms``) may not go to a node with
-        ``node_labels``, or None (see the module docstring)."""
-        if terms is not None:
-            if terms.problem:
-                return terms.problem
-            if terms.required:
-                incoming = self.incoming(terms)
-                if terms.affinity and not _affinity_holds(
-                    terms, incoming.affinity, namespace, labels, node_labels
-                ):
-                    return AFFINITY_MISMATCH
-                for t in terms.anti_affinity:
-                    by_value = incoming.anti.get(t.topology_key)
-                    value = node_labels.get(t.topology_key)
-                    if by_value and value is not None and by_value.get(value, 0) > 0:
-                        return ANTI_AFFINITY_MISMATCH
-        if self.with_terms:
-            targeted = self.targeted(namespace, labels)
-            if targeted.anti and _in_domain(targeted.anti, node_labels):
-                return EXISTING_ANTI_AFFINITY_MISMATCH
-        return None
+        """Why a pod may not go to a node with ``node_labels``, or None (``Judge.reason``)."""
+        return self.judge(namespace, labels, terms).reason(node_labels)
 
     def raw_scores(
         self,
@@ -488,20 +467,88 @@ class AffinityIndex:
         terms: PodTerms | None,
         nodes: Iterable[tuple[str, Mapping[str, str]]],
     ) -> dict[str, int] | None:
+        """Each node's score before normalisation, or None (``Judge.raw_scores``)."""
+        return self.judge(namespace, labels, terms).raw_scores(nodes)
+
+
+class Judge:
+    """One pod's view of an ``AffinityIndex``: its counts looked up once, not per node."""
+
+    __slots__ = ("_epoch", "_incoming", "_index", "_targeted", "labels", "namespace", "terms")
+
+    def __init__(
+        self,
+        index: AffinityIndex,
+        namespace: str,
+        labels: Mapping[str, str],
+        terms: PodTerms | None,
+    ) -> None:
+        self._index = index
+        self.namespace = namespace
+        self.labels = labels
+        self.terms = terms
+        needs_counts = (
+            terms is not None and not terms.problem and (terms.required or terms.preferred)
+        )
+        self._incoming = index.incoming(terms) if needs_counts and terms is not None else None
+        self._targeted: _Targeted | None = None
+        self._epoch = -1
+
+    def _placed_terms(self) -> _Targeted | None:
+        """The placed pods' terms naming this pod, None while no placed pod has terms."""
+        index = self._index
+        if not index.with_terms:
+            return None
+        if self._targeted is None or self._epoch != index.epoch:
+            self._targeted = index.targeted(self.namespace, self.labels)
+            self._epoch = index.epoch
+        return self._targeted
+
+    def reason(self, node_labels: Mapping[str, str]) -> str | None:
+        """Why the pod may not go to a node with ``node_labels``, or None (see the module
+        docstring)."""
+        terms, incoming = self.terms, self._incoming
+        if terms is not None:
+            if terms.problem:
+                return terms.problem
+            if incoming is not None:
+                if terms.affinity and not _affinity_holds(
+                    terms, incoming.affinity, self.namespace, self.labels, node_labels
+                ):
+                    return AFFINITY_MISMATCH
+                anti = incoming.anti
+                if anti:
+                    for t in terms.anti_affinity:
+                        by_value = anti.get(t.topology_key)
+                        value = node_labels.get(t.topology_key)
+                        if by_value and value is not None and by_value.get(value, 0) > 0:
+                            return ANTI_AFFINITY_MISMATCH
+        placed = self._placed_terms()
+        if placed is not None and placed.anti and _in_domain(placed.anti, node_labels):
+            return EXISTING_ANTI_AFFINITY_MISMATCH
+        return None
+
+    def raw_scores(self, nodes: Iterable[tuple[str, Mapping[str, str]]]) -> dict[str, int] | None:
         """Each node's score before normalisation, None when every node scores 0 for want
         of any term counting (kube-scheduler's PreScore skip)."""
-        maps = []
-        if terms is not None and terms.preferred:
-            score = self.incoming(terms).score
-            if score:
-                maps.append(score)
-        if self.with_terms:
-            score = self.targeted(namespace, labels).score
-            if score:
-                maps.append(score)
-        if not maps:
+        pairs: list[tuple[str, dict[str, int]]] = []
+        terms, incoming = self.terms, self._incoming
+        if terms is not None and terms.preferred and incoming is not None:
+            pairs.extend(incoming.score.items())
+        placed = self._placed_terms()
+        if placed is not None:
+            pairs.extend(placed.score.items())
+        if not pairs:
             return None
-        return {name: sum(domain_score(m, node) for m in maps) for name, node in nodes}
+        raw: dict[str, int] = {}
+        for name, node_labels in nodes:
+            total = 0
+            for key, by_value in pairs:
+                value = node_labels.get(key)
+                if value is not None:
+                    total += by_value.get(value, 0)
+            raw[name] = total
+        return raw
 
 
 def _affinity_holds(

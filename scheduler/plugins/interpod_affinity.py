@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from caldera.api.core import Affinity
 from scheduler.api.pod_affinity import (
     AffinityIndex,
+    Judge,
     Member,
     PodTerms,
     has_pod_affinity,
@@ -123,6 +124,7 @@ class InterPodAffinity:
         # Affinity is kept alongside, so that its identity is not reused within the session.
         self._terms: dict[tuple[str, int, bool], tuple[Affinity, PodTerms | None]] = {}
         self._claimed: dict[str, bool] = {}  # by task key
+        self._judges: dict[str, Judge] = {}  # by task key, for the pods judged cross-node
         self._claimed_class: dict[tuple[str, frozenset[tuple[str, str]]], bool] = {}
         self._term_sets = [
             terms
@@ -196,12 +198,21 @@ class InterPodAffinity:
             )
         return claimed
 
+    def _judge(self, task: TaskInfo) -> Judge:
+        judge = self._judges.get(task.key)
+        if judge is None:
+            judge = self._judges[task.key] = self.index.judge(
+                task.namespace, _pod_labels(task), self.terms(task)
+            )
+        return judge
+
     def predicate(self, task: TaskInfo, node: NodeInfo) -> str | None:
         """kube-scheduler's InterPodAffinity filter (``scheduler.api.pod_affinity``)."""
         if not self.cross_node(task):
             return None
-        return self.index.reason(
-            task.namespace, _pod_labels(task), self.terms(task), node_labels(node)
+        node_object = node.node
+        return self._judge(task).reason(
+            node_object.metadata.labels if node_object is not None else _EMPTY
         )
 
     def scores(self, task: TaskInfo, nodes: Sequence[NodeInfo], weight: float) -> dict[str, float]:
@@ -209,12 +220,7 @@ class InterPodAffinity:
         times ``weight``; empty when every node scores 0."""
         if not nodes or not self.cross_node(task):
             return {}
-        raw = self.index.raw_scores(
-            task.namespace,
-            _pod_labels(task),
-            self.terms(task),
-            ((node.name, node_labels(node)) for node in nodes),
-        )
+        raw = self._judge(task).raw_scores((node.name, node_labels(node)) for node in nodes)
         if raw is None:
             return {}
         return {name: score * weight for name, score in normalise(raw).items() if score}
