@@ -23,6 +23,7 @@ from caldera.api.duration import (
 )
 from caldera.api.meta import (
     Condition,
+    LabelSelector,
     ListMeta,
     ObjectList,
     ObjectMeta,
@@ -708,7 +709,28 @@ POD_JSON = {
                     ]
                 }
             },
-            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": []},
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "labelSelector": {"matchLabels": {"app": "web"}},
+                        "namespaceSelector": {},
+                        "topologyKey": "kubernetes.io/hostname",
+                        "matchLabelKeys": ["pod-template-hash"],
+                    }
+                ]
+            },
+            "podAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 30,
+                        "podAffinityTerm": {
+                            "namespaces": ["other"],
+                            "topologyKey": "zone",
+                            "mismatchLabelKeys": ["tenant"],
+                        },
+                    }
+                ]
+            },
         },
         "tolerations": [
             {"key": "k", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
@@ -754,7 +776,21 @@ def test_pod_slice_decodes_what_caldera_reads() -> None:
     required = spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution
     assert required is not None
     assert required.node_selector_terms[0].match_expressions[0].values == ("a",)
-    assert spec.affinity.pod_anti_affinity == {"requiredDuringSchedulingIgnoredDuringExecution": []}
+    anti = spec.affinity.pod_anti_affinity
+    assert anti is not None
+    (term,) = anti.required_during_scheduling_ignored_during_execution
+    assert term.label_selector == LabelSelector(match_labels={"app": "web"})
+    assert term.namespace_selector == LabelSelector()
+    assert (term.topology_key, term.match_label_keys) == (
+        "kubernetes.io/hostname",
+        ("pod-template-hash",),
+    )
+    assert spec.affinity.pod_affinity is not None
+    (weighted,) = spec.affinity.pod_affinity.preferred_during_scheduling_ignored_during_execution
+    assert weighted.weight == 30
+    assert weighted.pod_affinity_term.label_selector is None
+    assert weighted.pod_affinity_term.namespaces == ("other",)
+    assert weighted.pod_affinity_term.mismatch_label_keys == ("tenant",)
     assert spec.tolerations[0].toleration_seconds == 300
     assert (spec.overhead, spec.restart_policy) == ({"cpu": "100m"}, "OnFailure")
     assert spec.scheduling_gates[0].name == volcano.QUEUE_ALLOCATION_GATE

@@ -116,12 +116,47 @@ class NodeAffinity(Model, frozen=True):
     preferred_during_scheduling_ignored_during_execution: tuple[PreferredSchedulingTerm, ...] = ()
 
 
+class PodAffinityTerm(Model, frozen=True):
+    """Pods (by labels, in some namespaces) a pod wants or refuses in its topology domain: the
+    nodes sharing the value of the node label ``topologyKey``. ``matchLabelKeys`` and
+    ``mismatchLabelKeys`` are merged into ``labelSelector`` by the API server when the pod is
+    created (Kubernetes 1.31 and later), so the scheduler reads the selector alone."""
+
+    label_selector: LabelSelector | None = None
+    namespaces: tuple[str, ...] = ()
+    namespace_selector: LabelSelector | None = None
+    topology_key: str = ""
+    match_label_keys: tuple[str, ...] = ()
+    mismatch_label_keys: tuple[str, ...] = ()
+
+
+class WeightedPodAffinityTerm(Model, frozen=True):
+    """A preferred term and its weight (1-100)."""
+
+    weight: Int32 = 0
+    pod_affinity_term: PodAffinityTerm = PodAffinityTerm()
+
+
+class PodAffinity(Model, frozen=True):
+    """Pods a pod wants to share a topology domain with."""
+
+    required_during_scheduling_ignored_during_execution: tuple[PodAffinityTerm, ...] = ()
+    preferred_during_scheduling_ignored_during_execution: tuple[WeightedPodAffinityTerm, ...] = ()
+
+
+class PodAntiAffinity(Model, frozen=True):
+    """Pods a pod refuses to share a topology domain with."""
+
+    required_during_scheduling_ignored_during_execution: tuple[PodAffinityTerm, ...] = ()
+    preferred_during_scheduling_ignored_during_execution: tuple[WeightedPodAffinityTerm, ...] = ()
+
+
 class Affinity(Model, frozen=True):
-    """Pod affinity: node affinity typed; pod (anti-)affinity raw, for the plugins reading it."""
+    """Pod affinity: to nodes (by their labels) and to other pods (by theirs)."""
 
     node_affinity: NodeAffinity | None = None
-    pod_affinity: dict[str, Any] | None = None
-    pod_anti_affinity: dict[str, Any] | None = None
+    pod_affinity: PodAffinity | None = None
+    pod_anti_affinity: PodAntiAffinity | None = None
 
 
 class Toleration(Model, frozen=True):

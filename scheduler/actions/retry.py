@@ -34,6 +34,10 @@ placed would make it neither ready nor pipelined (gang's counts; its roles only 
 back further). A backlog of gangs of one class then runs one turn per session, not one each,
 when the nodes that fit change.
 
+A turn of pods the session judges cross-node (``Session.cross_node``: inter-pod affinity reads
+the pods of a node's whole topology domain, which no class's node states show) is neither
+remembered nor replayed.
+
 Only configurations of ``REPLAY_PLUGINS`` (``scheduler.framework.incremental``) are
 replayed: their readiness, allocatable and handler functions read nothing but the job, the
 queue and what the handlers kept; any other plugin makes every turn run.
@@ -45,7 +49,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from scheduler.actions.placer import Placer, fit_error_histogram
@@ -178,6 +182,8 @@ class Retries:
         pending = [t for t in tasks if t.status == TaskStatus.PENDING]
         if not pending or any(t.pod is not None and t.pod.spec.resource_claims for t in pending):
             return None  # a turn with DRA claims read devices, which no node generation names
+        if self._cross_node(pending):
+            return None
         cls = self.placer.class_key(pending[0])
         if any(self.placer.class_key(t) != cls for t in pending[1:]):
             return None
@@ -201,7 +207,17 @@ class Retries:
         """Give the job's turn the outcome of its remembered failed one, or of another gang's
         failed in this session, when valid (see the module docstring); False, with nothing
         changed, when the turn must run."""
+        if self._cross_node(tasks):
+            return False
         return self._replay_own(queue, job, tasks) or self._replay_borrowed(queue, job, tasks)
+
+    def _cross_node(self, tasks: Iterable[TaskInfo]) -> bool:
+        """Whether a waiting pod's verdicts read other nodes than the one judged."""
+        cross_node = self.ssn.cross_node
+        for task in tasks:  # noqa: SIM110 - a loop: asked per turn
+            if task.status == TaskStatus.PENDING and cross_node(task):
+                return True
+        return False
 
     def _replay_own(self, queue: QueueInfo, job: JobInfo, tasks: deque[TaskInfo]) -> bool:
         turn = self.memory.failed_turns.get(job.key)

@@ -17,7 +17,10 @@ A pod with DRA claims may need victims for their devices rather than their resou
 its predicate reads the devices free in the session, not the node's tasks: for it every node
 with candidates is tried, and victims are evicted until it fits *and* its predicates pass
 (each eviction frees the victim's devices once no other pod uses its claims;
-``scheduler.plugins.dynamic_resources``). The reference walk has no such pods.
+``scheduler.plugins.dynamic_resources``). A pod the session judges cross-node (inter-pod
+affinity: its predicates read the pods of the node's whole topology domain, which a copy of
+the node without its victims does not show) is walked the same way. The reference walk has no
+such pods.
 
 ``RoomFinder`` gives exactly the answer of that walk (``unit/sched_reference.py`` keeps the
 walk as it is written above, and a differential test holds the two to the same decisions)
@@ -327,7 +330,7 @@ class RoomFinder:
         # A pod with DRA claims may need victims for their devices, not their resources, and
         # what its predicate reads (devices free in the session) is not the node's tasks:
         # every node with candidates is tried, each eviction told to the predicate in turn.
-        claims = has_claims(preemptor.pod)
+        claims = has_claims(preemptor.pod) or ssn.cross_node(preemptor)
         for node, candidates in self._victim_nodes(preemptor, owners, candidate):
             fits_now = preemptor.init_resreq.less_equal(node.future_idle())
             if takes and fits_now and not claims:
@@ -417,7 +420,7 @@ class RoomFinder:
         if not preemptor.init_resreq.less_equal(node.future_idle() + freed):
             return None  # even every victim would not make room here
         stmt = ssn.statement()
-        claims = has_claims(preemptor.pod)
+        claims = has_claims(preemptor.pod) or ssn.cross_node(preemptor)
 
         def room() -> bool:
             if not fits(ssn, queue, preemptor, node):

@@ -7,10 +7,14 @@
 - ``balancedresource.weight`` (default 1): NodeResourcesBalancedAllocation, (1 - standard
   deviation of the requested fractions) * 100;
 - ``nodeaffinity.weight`` (default 1): the sum of the weights of the pod's preferred node
-  affinity terms the node matches (as Volcano, not normalised across nodes).
+  affinity terms the node matches (as Volcano, not normalised across nodes);
+- ``podaffinity.weight`` (default 2, Volcano's): InterPodAffinity, scored over all the nodes
+  that passed the predicates at once and normalised across them to 0-100 (a batch node order
+  function; ``scheduler.api.pod_affinity``), registered only when some pod of the session has
+  an inter-pod term.
 
 "requested" is what the node's tasks use plus the pod's request; integer arithmetic as in
-kube-scheduler. The other weights Volcano accepts (podaffinity, tainttoleration, imagelocality,
+kube-scheduler. The other weights Volcano accepts (tainttoleration, imagelocality,
 podtopologyspread) are read and checked but score nothing yet.
 """
 
@@ -22,6 +26,7 @@ from typing import TYPE_CHECKING
 from caldera.api.resources import Resources
 from scheduler.api.types import NodeInfo, TaskInfo
 from scheduler.framework.plugin import Arguments
+from scheduler.plugins.interpod_affinity import open_state
 from scheduler.plugins.predicates import node_labels, term_matches
 
 if TYPE_CHECKING:
@@ -29,7 +34,7 @@ if TYPE_CHECKING:
 
 MAX_NODE_SCORE = 100
 SCORED_RESOURCES = ("cpu", "memory")
-_IGNORED = ("podaffinity", "tainttoleration", "imagelocality", "podtopologyspread")
+_IGNORED = ("tainttoleration", "imagelocality", "podtopologyspread")
 
 
 def _pairs(request: Resources, node: NodeInfo) -> list[tuple[int, int]]:
@@ -107,11 +112,20 @@ class NodeOrderPlugin:
         self.most = args.number("mostrequested.weight", 0)
         self.balanced = args.number("balancedresource.weight", 1)
         self.affinity = args.number("nodeaffinity.weight", 1)
+        self.pod_affinity = args.number("podaffinity.weight", 2)
         for name in _IGNORED:
             args.number(f"{name}.weight", 1)
 
     def on_session_open(self, ssn: Session) -> None:
         ssn.add_node_order_fn(self.name, self.score)
+        if self.pod_affinity:
+            inter_pod = open_state(ssn, self.name)
+            if inter_pod is not None:
+                weight = self.pod_affinity
+                ssn.add_batch_node_order_fn(
+                    self.name, lambda task, nodes: inter_pod.scores(task, nodes, weight)
+                )
+                ssn.add_cross_node_fn(self.name, inter_pod.cross_node)
 
     def on_session_close(self, ssn: Session) -> None:
         return None

@@ -13,6 +13,12 @@ ask this plugin about a node that is full. Those resource checks, with Kubernete
 Arguments (Volcano's): ``predicate.NodeAffinityEnable``, ``predicate.NodePortsEnable`` and
 ``predicate.TaintTolerationEnable`` (true) switch those filters off when false.
 
+Inter-pod affinity and anti-affinity (``predicate.PodAffinityEnable``, true): kube-scheduler's
+InterPodAffinity filter, with its reasons ("node(s) didn't match pod affinity rules", ...;
+``scheduler.api.pod_affinity``, tied to the session by ``scheduler.plugins.interpod_affinity``).
+It is registered only when some pod of the session has an inter-pod term, and it reads other
+nodes' pods for the pods it claims cross-node (``Session.cross_node``).
+
 Dynamic Resource Allocation (``predicate.DynamicResourceAllocationEnable``, true as in Volcano
 on Kubernetes 1.34 and later): a pod with ``resourceClaims`` goes only where its claims' devices
 can be allocated, and gets them (``scheduler.plugins.dynamic_resources``). Switched off, such a
@@ -37,6 +43,7 @@ from caldera.api.core import (
 )
 from scheduler.api.types import NodeInfo, TaskInfo
 from scheduler.framework.plugin import Arguments
+from scheduler.plugins.interpod_affinity import open_state
 
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
@@ -176,6 +183,7 @@ class PredicatesPlugin:
         self.ports = args.boolean("predicate.NodePortsEnable", True)
         self.taints = args.boolean("predicate.TaintTolerationEnable", True)
         self.dra_enabled = args.boolean("predicate.DynamicResourceAllocationEnable", True)
+        self.pod_affinity = args.boolean("predicate.PodAffinityEnable", True)
         self.dra: DynamicResources | None = None
         self._static: dict[tuple[bytes, str], str | None] = {}
         self._ports: dict[bytes, list[_Port]] = {}  # signature -> host ports
@@ -190,6 +198,11 @@ class PredicatesPlugin:
 
             self.dra = DynamicResources(ssn, ssn.cluster.dra)
             ssn.add_allocate_handler(self.name, self.dra.allocated, self.dra.deallocated)
+        if self.pod_affinity:
+            inter_pod = open_state(ssn, self.name)
+            if inter_pod is not None:
+                ssn.add_predicate_fn(self.name, inter_pod.predicate)
+                ssn.add_cross_node_fn(self.name, inter_pod.cross_node)
 
     def on_session_close(self, ssn: Session) -> None:
         self._static.clear()
