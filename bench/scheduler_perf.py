@@ -43,8 +43,11 @@ from the first bind to the last ((N - 1) / (last - first)), the scheduling laten
 (pod first seen on the watch to seen bound: one clock, the watch's delay on both ends), and over
 the window the CPU seconds of the API server, etcd, kwok with kube-controller-manager,
 the scheduler, and the bench (creator and watch) from /proc, as shares of the machine's
-2 x window core-seconds; the rest is idle or other work on the machine. The load average is
-printed before and after. Exits 0 when a goal is missed (it says MISS), 1 when something broke.
+2 x window core-seconds; the rest is idle or other work on the machine; and the API server's
+writes per pod bound by verb and resource (``apiserver_request_total``, every client's: the
+creator's ``POST pods`` and kwok's ``PATCH pods/status`` are on every side, so the difference
+between two sides is their schedulers'). The load average is printed before and after. Exits 0
+when a goal is missed (it says MISS), 1 when something broke.
 """
 
 from __future__ import annotations
@@ -59,7 +62,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -84,6 +87,7 @@ from caldera.api.kinds import NODE, POD, PODGROUP, PRIORITY_CLASS  # noqa: E402
 from caldera.kube.client import ClientOptions, KubeClient  # noqa: E402
 from caldera.kube.errors import ApiConnectionError, ServerError  # noqa: E402
 from caldera.obs.logging import configure_logging  # noqa: E402
+from e2e.apiserver_metrics import request_counts  # noqa: E402
 
 if TYPE_CHECKING:
     from e2e.cluster.control_plane import ControlPlane
@@ -95,6 +99,7 @@ INFLIGHT: Final = 64
 LOW_PER_NODE: Final = 4
 FILLED_KEY: Final = "perf.caldera.io/filled"  # the nodes the preemption case fills
 SCHEDULER_OF: Final = {"ceiling": "nobody", "kube": "default-scheduler", "caldera": "volcano"}
+WRITE_VERBS: Final = frozenset({"POST", "PUT", "PATCH", "DELETE", "APPLY"})
 
 
 @dataclass(frozen=True)
@@ -227,6 +232,9 @@ class SideResult:
     cpu: dict[str, float]
     invalid: int  # measured pods placed against their required (anti-)affinity
     requests: dict[str, float]  # the scheduler's API requests in the window, by verb (Caldera)
+    # The API server's requests in the window by "VERB resource[/subresource]", every client's
+    # (apiserver_request_total): the same for both schedulers' sides, so they compare.
+    server: dict[str, float] = field(default_factory=dict)
 
     @property
     def throughput(self) -> float:
@@ -244,6 +252,18 @@ def quantile(values: list[float], q: float) -> float:
         return math.nan
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+def writes_per_pod(server: dict[str, float], bound: int) -> dict[str, float]:
+    """The API server's writes in a window, by "VERB resource", per pod bound, most first."""
+    writes = {k: n / max(bound, 1) for k, n in server.items() if k.split()[0] in WRITE_VERBS}
+    return dict(sorted(writes.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def counts_between(before: dict[str, int], after: dict[str, int]) -> dict[str, float]:
+    """The counters' increase from ``before`` to ``after`` (those that moved)."""
+    moved = {k: float(n - before.get(k, 0)) for k, n in after.items()}
+    return {k: n for k, n in moved.items() if n > 0}
 
 
 def anti_affinity_violations(pods: list[Pod]) -> int:
@@ -404,6 +424,7 @@ class Bench:
                 payload = json.dumps(bodies).encode()
                 before = {part: cpu_seconds(pid) for part, pid in pids.items()}
                 requests = requests_by_verb(self.metrics()) if side == "caldera" else {}
+                server_before = dict(await request_counts(self.kube))
                 own = time.process_time()
                 started = time.monotonic()
                 out, _ = await creator.communicate(payload)
@@ -418,6 +439,7 @@ class Bench:
                 cpu = {part: cpu_seconds(pid) - before[part] for part, pid in pids.items()}
                 creator_cpu = json.loads(out.decode().strip().splitlines()[-1])["cpu"]
                 cpu["bench"] = creator_cpu + time.process_time() - own
+                server = counts_between(server_before, dict(await request_counts(self.kube)))
                 if side == "caldera":
                     for verb, n in requests_by_verb(self.metrics()).items():
                         requests[verb] = n - requests.get(verb, 0.0)
@@ -443,6 +465,7 @@ class Bench:
             cpu=cpu,
             invalid=invalid,
             requests=requests,
+            server=server,
         )
         print(f"    created {case.measure:,} in {created:.1f}s ({case.measure / created:,.0f}/s)")
         print(describe(result))
@@ -468,6 +491,12 @@ def describe(r: SideResult) -> str:
     if r.requests:
         line += "\n    its API requests in the window: " + ", ".join(
             f"{verb} {n:,.0f}" for verb, n in sorted(r.requests.items()) if n
+        )
+    if r.server:
+        writes = writes_per_pod(r.server, r.bound)
+        line += (
+            f"\n    API server writes a pod bound, every client's ({sum(writes.values()):.2f}): "
+            + ", ".join(f"{k} {n:.2f}" for k, n in writes.items() if n >= 0.005)
         )
     if r.invalid:
         line += f"\n    INVALID: {r.invalid:,} pods placed against their required anti-affinity"
@@ -512,6 +541,12 @@ async def run_case(bench: Bench, case: Case, limit: float) -> bool:
             f"{'met' if ratio >= 0.8 else 'MISS'}); kube-scheduler / ceiling = "
             f"{kube.throughput / ceiling:.2f}"
         )
+    writes = {s: sum(writes_per_pod(r.server, r.bound).values()) for s, r in results.items()}
+    print(
+        "  API server writes a pod bound: "
+        + ", ".join(f"{s} {n:.2f}" for s, n in writes.items())
+        + f"; caldera - kube-scheduler = {writes['caldera'] - writes['kube']:+.2f}"
+    )
     print(
         f"  on paper, the API server and etcd on a second 2-core machine: kube-scheduler "
         f"{on_paper(kube, 2)}, caldera {on_paper(caldera, 1)}"

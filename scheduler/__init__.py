@@ -11,6 +11,11 @@ The process:
 - `scheduler.process`: `SchedulerLoop`, the session loop and its I/O (binds with assumed pods,
   evictions, PodGroup and Queue status, pod conditions, Events); `ConfSource` re-reads the
   configuration file;
+- `scheduler.status_writer`: `StatusWriter`, the status writes sent apart from the sessions
+  (coalesced by object, bounded in flight, retried); `scheduler.status_queue`:
+  `PendingWrites`, its pure bookkeeping;
+- `scheduler.status_patch`: a PodGroup's status as a merge patch of what changed, and
+  `AssumedPodGroups`, the PodGroups as decided until the cache shows the writes;
 - `scheduler.metrics`: `SchedulerMetrics`, the Prometheus metrics under Volcano's names;
 - `scheduler.registry`: the actions and plugins of this build, by configuration name;
 - `scheduler.conf`: the configuration file in Volcano's format, parsed strictly.

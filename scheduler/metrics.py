@@ -87,6 +87,19 @@ class SchedulerMetrics:
             "Sessions skipped: nothing changed since one that changed nothing",
             registry=registry,
         )
+        self.status_writes = Counter(
+            "caldera_status_writes",
+            "Status writes sent apart from the sessions, by kind (PodGroup, Queue, Pod: the "
+            "PodScheduled condition) and result (written; refused: gone, replaced or invalid; "
+            "failed: transient, tried again up to 5 times)",
+            ["kind", "result"],
+            registry=registry,
+        )
+        self.status_queue = Gauge(
+            "caldera_status_write_queue_length",
+            "Status writes decided and not yet sent (one per object at most)",
+            registry=registry,
+        )
         self.plugin_latency = Histogram(
             "caldera_plugin_scheduling_latency_milliseconds",
             "Time of a plugin's session open or close",

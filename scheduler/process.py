@@ -11,14 +11,22 @@ the event loop keeps serving watches and probes), then carry out its decisions:
   twice; a failed bind drops the assumption and the pod is tried again; on shutdown the binds in
   flight get a few seconds to finish;
 - evictions through the pods/eviction subresource;
-- PodGroup status (phase, conditions, counts) with a plain update, only when it changed (the
-  PodGroup CRD has no status subresource, as in Volcano), with the same write carrying the
-  record of why the job waits (``scheduler.why``); Queue ``status.allocated`` likewise;
+- PodGroup status (phase, conditions, counts), only when it changed, with a merge patch of
+  the fields that changed (the PodGroup CRD has no status subresource, as in Volcano, so the
+  same write carries the record of why the job waits, ``scheduler.why``, and the other
+  annotations a session sets; ``scheduler.status_patch``); Queue ``status.allocated`` likewise;
 - a ``PodScheduled=False`` condition on pods that could not be placed, with the reason, and
   with it a Warning ``FailedScheduling`` event on the pod (only when the message changes, as
   Volcano's cache does); a Normal ``Scheduled`` "Successfully assigned ns/pod to node" event
   on each bound pod; none on a pod held by a scheduling gate, whose ``SchedulingGated``
   condition is the API server's;
+- these three kinds of status writes go through the status writer (``scheduler.status_writer``)
+  apart from the session loop: the next session starts without waiting for them; a newer
+  decision for an object replaces one still waiting, ``STATUS_WRITES_IN_FLIGHT`` at a time,
+  PodGroups and Queues before pods' conditions, binds and evictions never behind them; the
+  sessions read each PodGroup as decided (``status_patch.AssumedPodGroups``) until the cache
+  shows the write; a write fenced off (the Lease may have passed) stops the writer and the loop;
+  on shutdown what waits gets the binds' grace to go;
 - with ``--feature-gates=SchedulingGatesQueueAdmission=true``, the queue admission gate removed
   from each pod whose queue took it (a strategic merge patch, ``--gate-removal-worker-num`` at a
   time, in the background like binds; ``caldera.api.gates``);
@@ -113,12 +121,22 @@ from scheduler.node_load_poller import NodeLoadPoller
 from scheduler.quiet import QuietSessions
 from scheduler.sharding import HardShard
 from scheduler.snapshot import CachedRequests
+from scheduler.status_patch import AssumedPodGroups, Patch, podgroup_patch
+from scheduler.status_queue import Outcome
+from scheduler.status_writer import StatusWriter
 from scheduler.visibility.order import Positions, publish
 from scheduler.why import unschedulable_reasons
 
 log = structlog.get_logger("scheduler")
 K = TypeVar("K", bound=KubeObject)
-STATUS_WRITES_IN_FLIGHT = 32  # PodGroup status writes at once
+STATUS_WRITES_IN_FLIGHT = 32  # status writes (PodGroups, Queues, pod conditions) at once
+# What the status writer writes, by (kind, key): a PodGroup's or a Queue's merge patch, or a
+# pod's PodScheduled=False condition as (pod uid, message).
+StatusKey = tuple[str, str]
+PodCondition = tuple[str, str]
+StatusValue = Patch | PodCondition
+PODGROUP_STATUS, QUEUE_STATUS, POD_CONDITION = "PodGroup", "Queue", "Pod"
+CONDITION_LANE = 1  # pods' conditions after PodGroups and Queues (lane 0)
 DRA_SYNC_WAIT = 10.0  # seconds a session waits for the DRA kinds' first list
 CLAIM_WRITES_PER_BIND = 2  # a pod's claim writes before its bind: the finalizer, the status
 
@@ -237,6 +255,10 @@ class SchedulerLoop:
         _note(self.pods, live.pod_changed, gone=pod_gone)
         _note(self.nodes, live.node_changed)
         _note(self.podgroups, live.podgroup_changed)
+        self._init_status_writes()
+        _note(self.podgroups, self._podgroup_cached, gone=self._podgroup_uncached)
+        _note(self.queues, lambda q: self.status_writer.forget((QUEUE_STATUS, q.metadata.name)))
+        _note(self.pods, lambda pod: self.status_writer.forget((POD_CONDITION, object_key(pod))))
         self.podgroups.add_handler(
             HandlerFuncs(
                 add=self._podgroup_seen,
@@ -261,7 +283,7 @@ class SchedulerLoop:
         self.cached = CachedObjects(
             pods=self.pods.store,
             nodes=nodes,
-            podgroups=self.podgroups.store,
+            podgroups=self.assumed_podgroups,
             queues=self.queues.store,
             priority_classes=self.priority_classes.store,
             resource_quotas=self.resource_quotas.store,
@@ -274,7 +296,6 @@ class SchedulerLoop:
         self._claim_slots = asyncio.Semaphore(settings.bind_workers * CLAIM_WRITES_PER_BIND)
         self._binding: set[asyncio.Task[None]] = set()  # binds in flight
         self._run = run_in_thread or asyncio.to_thread
-        self._unschedulable_seen: dict[str, str] = {}  # pod uid -> last message written
         self.quiet = QuietSessions()
         self.queue_admission_gates = settings.queue_admission_gates
         # Queue admission gates being removed, by pod uid, at most gate_removal_worker_num
@@ -315,6 +336,19 @@ class SchedulerLoop:
                 delete=self._pod_gone_claims,
             )
         )
+
+    def _init_status_writes(self) -> None:
+        """The status writer, and the PodGroups as decided, which the sessions read until the
+        cache shows each write (see the module docstring)."""
+        self._unschedulable_seen: dict[str, str] = {}  # pod uid -> last message written
+        self.assumed_podgroups = AssumedPodGroups(self.podgroups.store)
+        self.status_writer: StatusWriter[StatusKey, StatusValue] = StatusWriter(
+            self._send_status,
+            slots=STATUS_WRITES_IN_FLIGHT,
+            on_outcome=self._status_written,
+            on_fenced=self._wake.set,  # the loop raises the FencedError at once
+        )
+        self.metrics.status_queue.set_function(lambda: self.status_writer.pending.waiting)
 
     def _watch_numa(self, conf: SchedulerConf) -> bool:
         """Whether ``conf`` names numa-aware; the Numatopology kind is watched from the first
@@ -445,12 +479,15 @@ class SchedulerLoop:
         queues_made = await self.ensure_default_queues()
         await self.factory.wait_for_sync()
         log.info("caches synced; scheduling", period=self.settings.schedule_period)
+        self.status_writer.start()
+        stopped = False
         try:
             while not stopping.is_set():
                 self._wake.clear()
                 if not queues_made:
                     queues_made = await self.ensure_default_queues()
                 try:
+                    self.status_writer.raise_if_fenced()
                     await self.cycle()
                     if self.shard is not None:
                         await self._publish_shard(self.shard)
@@ -469,9 +506,12 @@ class SchedulerLoop:
                     task.cancel()
                 if self._wake.is_set():
                     await asyncio.sleep(0.05)  # let a burst of events land in one session
+            stopped = True
         finally:
             await self.node_load.close()  # the load poller stops with the loop, failed or not
-        await self.drain_binds(grace=10)
+            if not stopped:  # failed, fenced or cancelled (leadership lost): write nothing more
+                self.status_writer.stop()
+        await asyncio.gather(self.drain_binds(grace=10), self.status_writer.drain(grace=10))
 
     def _forget_seen_assumptions(self) -> None:
         """Drop assumed binds the cache now shows (bound, or the pod gone or replaced)."""
@@ -560,11 +600,12 @@ class SchedulerLoop:
     # ---- decisions -> API calls ---------------------------------------------------------------
 
     async def apply(self, result: SessionResult) -> int:
-        """Carry out a session's decisions; the number of status writes made (PodGroups,
+        """Carry out a session's decisions; the number of status writes queued (PodGroups,
         Queues, pod conditions) is returned. Binds are started, not awaited (Volcano's binder
         works apart from its sessions too): the pods stay assumed on their nodes until the
         cache sees them bound, so the next session may run while thousands of binds are in
-        flight, instead of waiting for them and stretching the period."""
+        flight, instead of waiting for them and stretching the period. Status writes are
+        queued to the status writer, not awaited either (see the module docstring)."""
         claims = (
             self.claim_writer.claims(self.dra[0].store.list())
             if result.claim_plans and self.dra is not None
@@ -609,9 +650,9 @@ class SchedulerLoop:
         self.metrics.unschedulable_reasons.clear()
         for reason, count in unschedulable_reasons(result.unschedulable.values()).items():
             self.metrics.unschedulable_reasons.labels(reason=reason).set(count)
-        writes = await self._write_podgroups(result)
-        writes += await self._write_queues(result)
-        writes += await self._mark_unschedulable(result.unschedulable)
+        writes = self._write_podgroups(result)
+        writes += self._write_queues(result)
+        writes += self._mark_unschedulable(result.unschedulable)
         for event in result.events:
             api_version = SCHEDULING_API_VERSION if event.kind == "PodGroup" else "v1"
             ref = ObjectReference(
@@ -761,93 +802,63 @@ class SchedulerLoop:
         except (ApiError, ApiConnectionError) as exc:
             log.warning("eviction failed", pod=f"{namespace}/{name}", error=str(exc))
 
-    async def _write_podgroups(self, result: SessionResult) -> int:
-        """Write the changed PodGroup statuses, ``STATUS_WRITES_IN_FLIGHT`` at a time: one at a
-        time, a session that enqueues hundreds of jobs would hold the next session (and the
-        job controller, which waits for Inqueue) back for seconds."""
-        gate = asyncio.Semaphore(STATUS_WRITES_IN_FLIGHT)
+    # ---- status writes (scheduler.status_writer) ----------------------------------------------
 
-        async def write(key: str, updated: PodGroup) -> None:
-            async with gate:
-                try:
-                    await self.client.replace(PODGROUP, updated)
-                except (Conflict, NotFound):
-                    pass  # changed meanwhile: the next session recomputes it
-                except (ApiError, ApiConnectionError) as exc:
-                    log.warning("podgroup status write failed", podgroup=key, error=str(exc))
-
-        writes = []
+    def _write_podgroups(self, result: SessionResult) -> int:
+        """Queue the changed PodGroup statuses (and wait records, annotations) as merge patches
+        against the cache, each naming what the last patch not yet in the cache named (so it
+        may replace it); the number queued."""
+        writes = 0
         keys = result.podgroup_status.keys() | result.podgroup_why.keys()
         keys |= result.podgroup_annotations.keys()
+        assumed = self.assumed_podgroups
         for key in keys | result.podgroup_hypernode.keys():
-            current: PodGroup | None = self.podgroups.store.get(key)
-            if current is not None:
-                updated = with_findings(
-                    current,
-                    result.podgroup_status.get(key),
-                    result.podgroup_why.get(key),
-                    hypernode=result.podgroup_hypernode.get(key),
-                    annotations=result.podgroup_annotations.get(key),
-                )
-                writes.append(write(key, updated))
-        await asyncio.gather(*writes)
-        return len(writes)
+            cached: PodGroup | None = self.podgroups.store.get(key)
+            current = assumed.get(key)
+            if cached is None or current is None:
+                continue
+            desired = with_findings(
+                current,
+                result.podgroup_status.get(key),
+                result.podgroup_why.get(key),
+                hypernode=result.podgroup_hypernode.get(key),
+                annotations=result.podgroup_annotations.get(key),
+            )
+            patch = podgroup_patch(cached, desired, assumed.patches.get(key))
+            if patch is None:
+                continue
+            assumed.assume(key, patch)
+            # The next session reads it as decided (not as the cache still has it).
+            self.live.podgroup_changed(desired, news=False)
+            writes += self.status_writer.submit((PODGROUP_STATUS, key), patch)
+        return writes
 
-    async def _write_queues(self, result: SessionResult) -> int:
+    def _write_queues(self, result: SessionResult) -> int:
+        """Queue the Queues' ``status.allocated`` that changed; the number queued."""
         writes = 0
         for name, allocated in result.queue_allocated.items():
             queue: Queue | None = self.queues.store.get(name)
             if queue is None:
                 continue
-            if Resources.from_list(queue.status.allocated) == allocated:
+            key = (QUEUE_STATUS, name)
+            earlier = self.status_writer.pending.latest(key)  # queued or not yet in the cache
+            if earlier is None and Resources.from_list(queue.status.allocated) == allocated:
                 continue
             current = allocated.to_list()
             # A merge patch keeps the keys it does not name: one no longer held (a
-            # deviceclass/ count whose claims were released) is removed by name.
-            gone = {n: None for n in queue.status.allocated if n not in current}
+            # deviceclass/ count whose claims were released) is removed by name, also one
+            # only an earlier write not yet in the cache named.
+            named = set(queue.status.allocated) | set(_allocated_keys(earlier))
+            gone = {n: None for n in sorted(named) if n not in current}
             patch = {"status": {"allocated": {**current, **gone} if current else None}}
-            writes += 1
-            with contextlib.suppress(NotFound):
-                try:
-                    await self.client.patch_status(QUEUE, name, patch)
-                except (ApiError, ApiConnectionError) as exc:
-                    log.warning("queue status write failed", queue=name, error=str(exc))
+            writes += self.status_writer.submit(key, patch)
         return writes
 
-    async def _mark_unschedulable(self, messages: dict[str, str]) -> int:
-        """PodScheduled=False with the reason, written once per distinct message (also while
-        the cache has not seen the last write yet), ``STATUS_WRITES_IN_FLIGHT`` at a time: a
-        backlog of thousands of pods must not hold the next session back."""
-        gate = asyncio.Semaphore(STATUS_WRITES_IN_FLIGHT)
-
-        async def write(key: str, uid: str, message: str) -> None:
-            namespace, _, name = key.partition("/")
-            patch = {
-                "status": {
-                    "conditions": [
-                        {
-                            "type": "PodScheduled",
-                            "status": "False",
-                            "reason": "Unschedulable",
-                            "message": message,
-                        }
-                    ]
-                }
-            }
-            async with gate:
-                with contextlib.suppress(NotFound, Conflict):
-                    try:
-                        await self.client.patch_status(
-                            POD, name, patch, namespace=namespace, patch_type=PatchType.STRATEGIC
-                        )
-                        self._unschedulable_seen[uid] = message
-                        # Volcano's taskUnschedulable: the event goes with the condition.
-                        ref = pod_ref(namespace, name, uid)
-                        self.recorder.record(ref, "Warning", "FailedScheduling", message)
-                    except (ApiError, ApiConnectionError) as exc:
-                        log.debug("pod condition write failed", pod=key, error=str(exc))
-
-        writes = []
+    def _mark_unschedulable(self, messages: dict[str, str]) -> int:
+        """Queue PodScheduled=False with the reason, once per distinct message (also while
+        the cache has not seen the last write yet), after the PodGroups' writes; the number
+        queued."""
+        writes = 0
         for key, message in messages.items():
             pod: Pod | None = self.pods.store.get(key)
             if pod is None or pod.spec.node_name or pod.spec.scheduling_gates:
@@ -861,9 +872,77 @@ class SchedulerLoop:
                 continue
             if self._unschedulable_seen.get(uid) == message:
                 continue  # written; the cache will show it
-            writes.append(write(key, uid, message))
-        await asyncio.gather(*writes)
-        return len(writes)
+            condition: PodCondition = (uid, message)
+            writes += self.status_writer.submit(
+                (POD_CONDITION, key), condition, lane=CONDITION_LANE
+            )
+        return writes
+
+    async def _send_status(self, key: StatusKey, value: StatusValue) -> None:
+        """One status write (the status writer's ``send``); raises what the client raises."""
+        kind, name = key
+        if kind == QUEUE_STATUS:
+            await self.client.patch_status(QUEUE, name, value)
+            return
+        namespace, _, name = name.partition("/")
+        if kind == PODGROUP_STATUS:
+            await self.client.patch(PODGROUP, name, value, namespace=namespace)
+            return
+        assert isinstance(value, tuple)
+        uid, message = value
+        patch = {
+            "status": {
+                "conditions": [
+                    {
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "reason": "Unschedulable",
+                        "message": message,
+                    }
+                ]
+            }
+        }
+        await self.client.patch_status(
+            POD, name, patch, namespace=namespace, patch_type=PatchType.STRATEGIC
+        )
+        self._unschedulable_seen[uid] = message
+        # Volcano's taskUnschedulable: the event goes with the condition.
+        self.recorder.record(pod_ref(namespace, name, uid), "Warning", "FailedScheduling", message)
+
+    def _status_written(self, key: StatusKey, value: StatusValue, outcome: Outcome) -> None:
+        """Count a status write; a PodGroup's that will not land is no longer assumed (the
+        sessions read the cache's again), unless a newer decision for it waits."""
+        kind, name = key
+        self.metrics.status_writes.labels(kind=kind, result=outcome.value).inc()
+        if kind != PODGROUP_STATUS or outcome is Outcome.WRITTEN:
+            return
+        if self.status_writer.pending.holds(key):
+            return  # tried again, or a newer decision goes next
+        self.assumed_podgroups.drop(name)
+        cached: PodGroup | None = self.podgroups.store.get(name)
+        if cached is not None:
+            # Decided again from the cache by the next session, which the period brings (not
+            # at once: a write refused for good would be tried in a loop).
+            self.live.podgroup_changed(cached, news=False)
+
+    def _podgroup_cached(self, pg: PodGroup) -> None:
+        """A PodGroup event: its decided patch ends once the cache shows it; its last written
+        patch is no longer the measure of a new decision."""
+        self.assumed_podgroups.seen(pg)
+        self.status_writer.forget((PODGROUP_STATUS, object_key(pg)))
+
+    def _podgroup_uncached(self, pg: PodGroup) -> None:
+        key = object_key(pg)
+        self.assumed_podgroups.drop(key)
+        self.status_writer.forget((PODGROUP_STATUS, key))
+
+
+def _allocated_keys(patch: StatusValue | None) -> Iterable[str]:
+    """The resource names a Queue status patch names under ``status.allocated``."""
+    if not isinstance(patch, dict):
+        return ()
+    allocated = patch.get("status", {}).get("allocated")
+    return allocated.keys() if isinstance(allocated, dict) else ()
 
 
 def _unlock_patch(lock: str) -> dict[str, object]:

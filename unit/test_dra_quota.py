@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry
 
 from caldera.api.dra import CapacityRequirements, ResourceClaim
 from caldera.api.meta import ObjectMeta
@@ -25,6 +26,7 @@ from scheduler.api.dra.view import DraView
 from scheduler.api.types import ClusterInfo, JobInfo, QueueInfo, TaskInfo, TaskStatus
 from scheduler.conf import DEFAULT_CONF
 from scheduler.framework.session import Session, SessionResult
+from scheduler.metrics import SchedulerMetrics
 from scheduler.plugins.dra_quota import over_limit
 from scheduler.process import SchedulerLoop
 from unit.sched_fixtures import make_cluster, make_job, make_node, make_task
@@ -324,14 +326,26 @@ def test_a_device_class_count_no_longer_held_is_removed_from_the_queue_status() 
     client = _QueueClient()
     loop.client = client  # type: ignore[assignment]
     loop.queues = SimpleNamespace(store={"q": queue})  # type: ignore[assignment]
+    loop.podgroups = SimpleNamespace(store={})  # type: ignore[assignment]
+    loop.metrics = SchedulerMetrics(CollectorRegistry())
+
+    async def written(result: SessionResult) -> int:
+        """Queue the session's Queue writes to a fresh status writer and send them."""
+        loop._wake = asyncio.Event()
+        loop._init_status_writes()
+        queued = loop._write_queues(result)
+        loop.status_writer.start()
+        await loop.status_writer.drain(grace=5)
+        return queued
+
     result = SessionResult()
     result.queue_allocated = {"q": Resources.from_list({"cpu": "1"})}
-    assert asyncio.run(loop._write_queues(result)) == 1
+    assert asyncio.run(written(result)) == 1
     assert client.patches == [
         ("q", {"status": {"allocated": {"cpu": "1", "deviceclass/gpu": None}}})
     ]
     result.queue_allocated = {"q": Resources()}
-    asyncio.run(loop._write_queues(result))
+    asyncio.run(written(result))
     assert client.patches[-1] == ("q", {"status": {"allocated": None}})
 
 

@@ -1,7 +1,8 @@
 """The scheduler process writes a session's PodGroup statuses and pod conditions concurrently
-(bounded), and binds apart from the cycle, so that a session enqueueing hundreds of jobs or
-leaving thousands of pods unschedulable does not hold the next session back; a write that
-conflicts or finds its object gone is skipped, and the others still land."""
+(bounded) and apart from the session loop (scheduler.status_writer), and binds apart from the
+cycle, so that a session enqueueing hundreds of jobs or leaving thousands of pods
+unschedulable does not hold the next session back; a write that finds its object gone is
+dropped, and the others still land."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from caldera.api.gates import REMOVE_GATE_PATCH
 from caldera.api.meta import ObjectMeta, ObjectReference
 from caldera.api.resources import Resources
 from caldera.api.volcano import QUEUE_ALLOCATION_GATE, PodGroup, PodGroupStatus
-from caldera.kube.errors import AlreadyExists, Conflict, ServerError
+from caldera.kube.errors import AlreadyExists, NotFound, ServerError
 from caldera.kube.requests import PatchType
 from caldera.settings import SchedulerSettings
 from scheduler.api.dra.view import ClaimPlan
@@ -39,59 +40,142 @@ class _Informer:
 
 
 class _Client:
-    """Records the PodGroups replaced and how many replaces were in flight at most."""
+    """Records the PodGroup merge patches and how many were in flight at most; PodGroups named
+    in ``gone`` answer 404 (deleted meanwhile)."""
 
-    def __init__(self, conflict: set[str]) -> None:
-        self.conflict = conflict
-        self.written: list[PodGroup] = []
+    def __init__(self, gone: set[str]) -> None:
+        self.gone = gone
+        self.written: list[tuple[str, dict[str, Any]]] = []
         self.in_flight = 0
         self.most = 0
+        self.release = asyncio.Event()
+        self.release.set()
 
-    async def replace(self, kind: Any, body: PodGroup) -> PodGroup:
+    async def patch(self, kind: Any, name: str, patch: Any, **_: Any) -> None:
         self.in_flight += 1
         self.most = max(self.most, self.in_flight)
         try:
+            await self.release.wait()
             await asyncio.sleep(0.01)
-            if body.metadata.name in self.conflict:
-                raise Conflict(409, "Conflict", "the object has been modified")
-            self.written.append(body)
-            return body
+            if name in self.gone:
+                raise NotFound(404, "NotFound", f"podgroups {name} not found")
+            self.written.append((name, patch))
         finally:
             self.in_flight -= 1
 
 
+class _Live:
+    """The snapshot's side: the PodGroups it was told to derive again."""
+
+    def __init__(self) -> None:
+        self.changed: list[tuple[str, bool]] = []
+
+    def podgroup_changed(self, pg: PodGroup, *, news: bool = True) -> None:
+        self.changed.append((pg.metadata.name, news))
+
+
 def _loop(groups: dict[str, PodGroup], client: _Client) -> SchedulerLoop:
-    """A SchedulerLoop with only what ``_write_podgroups`` touches (no informers, no server)."""
+    """A SchedulerLoop with only what the PodGroup writes touch (no informers, no server)."""
     loop = SchedulerLoop.__new__(SchedulerLoop)
     loop.podgroups = _Informer(_Store(groups))  # type: ignore[assignment]
     loop.client = client  # type: ignore[assignment]
     loop.metrics = SchedulerMetrics(CollectorRegistry())
+    loop.live = _Live()  # type: ignore[assignment]
+    loop._wake = asyncio.Event()
+    loop._init_status_writes()
     return loop
 
 
+def _group(name: str) -> PodGroup:
+    return PodGroup(
+        metadata=ObjectMeta(name=name, namespace="ns", uid=f"uid-{name}"),
+        status=PodGroupStatus(phase="Pending"),
+    )
+
+
 async def test_podgroup_status_writes_run_concurrently_and_bounded() -> None:
-    """100 changed statuses: every one written, several at once but never more than the
-    bound; a conflicting write is skipped without stopping the others."""
-    groups = {
-        f"ns/pg-{i}": PodGroup(metadata=ObjectMeta(name=f"pg-{i}", namespace="ns"))
-        for i in range(100)
-    }
-    client = _Client(conflict={"pg-7"})
+    """100 changed statuses: each queued, then written as a merge patch of the phase (with the
+    uid as a guard), several at once but never more than the bound; one deleted meanwhile is
+    refused without stopping the others."""
+    groups = {f"ns/pg-{i}": _group(f"pg-{i}") for i in range(100)}
+    client = _Client(gone={"pg-7"})
     result = SessionResult()
     for key in groups:
         result.podgroup_status[key] = PodGroupStatus(phase="Inqueue")
     result.podgroup_status["ns/gone"] = PodGroupStatus(phase="Running")  # not in the cache
 
+    loop = _loop(groups, client)
+    assert loop._write_podgroups(result) == 100
     started = asyncio.get_running_loop().time()
-    await _loop(groups, client)._write_podgroups(result)
+    loop.status_writer.start()
+    await loop.status_writer.drain(grace=5)
     elapsed = asyncio.get_running_loop().time() - started
 
-    assert sorted(pg.metadata.name for pg in client.written) == sorted(
+    assert sorted(name for name, _ in client.written) == sorted(
         f"pg-{i}" for i in range(100) if i != 7
     )
-    assert all(pg.status.phase == "Inqueue" for pg in client.written)
+    assert client.written[0][1] == {
+        "metadata": {"uid": f"uid-{client.written[0][0]}"},
+        "status": {"phase": "Inqueue"},
+    }
     assert 1 < client.most <= STATUS_WRITES_IN_FLIGHT
     assert elapsed < 100 * 0.01 / 2, "not one write at a time"
+    # The refused one is read from the cache again, and counted.
+    assert loop.assumed_podgroups.get("ns/pg-7") == groups["ns/pg-7"]
+    changed = loop.live.changed  # type: ignore[attr-defined]
+    assert changed.count(("pg-7", False)) == 2  # decided, then read from the cache again
+    assert changed.count(("pg-8", False)) == 1
+    refused = loop.metrics.status_writes.labels(kind="PodGroup", result="refused")
+    assert refused._value.get() == 1
+
+
+async def test_a_podgroup_decided_twice_before_its_write_is_written_once() -> None:
+    """Inqueue in one session, Running in the next while the first write waits: one write, of
+    Running; the sessions read Running meanwhile, and the same decision again queues nothing."""
+    groups = {"ns/pg": _group("pg")}
+    client = _Client(gone=set())
+    loop = _loop(groups, client)
+    first, second = SessionResult(), SessionResult()
+    first.podgroup_status["ns/pg"] = PodGroupStatus(phase="Inqueue")
+    second.podgroup_status["ns/pg"] = PodGroupStatus(phase="Running", running=1)
+    assert loop._write_podgroups(first) == 1
+    assert loop.assumed_podgroups.get("ns/pg").status.phase == "Inqueue"  # type: ignore[union-attr]
+    assert loop._write_podgroups(second) == 1
+    assert loop._write_podgroups(second) == 0
+    gauge = next(iter(loop.metrics.status_queue.collect())).samples[0]
+    assert gauge.value == 1  # the queue length: one write waits
+    loop.status_writer.start()
+    await loop.status_writer.drain(grace=5)
+    assert client.written == [
+        ("pg", {"metadata": {"uid": "uid-pg"}, "status": {"phase": "Running", "running": 1}})
+    ]
+    # Until the cache shows it, the sessions read it as written.
+    assert loop.assumed_podgroups.get("ns/pg").status.phase == "Running"  # type: ignore[union-attr]
+
+
+async def test_status_writes_do_not_hold_the_session_loop() -> None:
+    """apply returns while the API server has not answered any status write."""
+    groups = {f"ns/pg-{i}": _group(f"pg-{i}") for i in range(50)}
+    client = _Client(gone=set())
+    client.release.clear()
+    loop = _loop(groups, client)
+    loop.queues = _Informer(_Store({}))  # type: ignore[assignment]
+    loop.pods = _Informer(_Store({}))  # type: ignore[assignment]
+    loop.assumed = {}
+    loop._binding = set()
+    loop._ungating = {}
+    loop.recorder = _Recorder()  # type: ignore[assignment]
+    loop.status_writer.start()
+    result = SessionResult()
+    for key in groups:
+        result.podgroup_status[key] = PodGroupStatus(phase="Inqueue")
+    assert await asyncio.wait_for(loop.apply(result), 1) == 50
+    await asyncio.sleep(0.01)
+    assert client.written == []
+    assert client.in_flight == STATUS_WRITES_IN_FLIGHT
+    client.release.set()
+    await loop.status_writer.drain(grace=5)
+    assert len(client.written) == 50
 
 
 class _PodClient:
@@ -138,10 +222,12 @@ def _pod_loop(pods: dict[str, Pod], client: _PodClient) -> SchedulerLoop:
     """A SchedulerLoop with only what the pod writes touch (no informers, no server)."""
     loop = SchedulerLoop.__new__(SchedulerLoop)
     loop.pods = _Informer(_Store(pods))  # type: ignore[assignment]
+    loop.podgroups = _Informer(_Store({}))  # type: ignore[assignment]
     loop.client = client  # type: ignore[assignment]
     loop.metrics = SchedulerMetrics(CollectorRegistry())
     loop.recorder = _Recorder()  # type: ignore[assignment]
-    loop._unschedulable_seen = {}
+    loop._wake = asyncio.Event()
+    loop._init_status_writes()
     loop.assumed = {}
     loop._bind_gate = asyncio.Semaphore(32)
     loop._binding = set()
@@ -154,6 +240,15 @@ def _pending(name: str) -> Pod:
     return Pod(metadata=ObjectMeta(name=name, namespace="ns", uid=f"uid-{name}"))
 
 
+async def _written(loop: SchedulerLoop, client: _PodClient, count: int) -> None:
+    """Wait until ``count`` pod conditions are written (at most 5 s)."""
+    for _ in range(500):
+        if len(client.patched) >= count:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{len(client.patched)} of {count} conditions written")
+
+
 async def test_pod_conditions_written_concurrently_once_per_message() -> None:
     """200 unschedulable pods: each condition written, several at once within the bound; the
     next session, before the cache shows those writes, writes none again, and a new message
@@ -162,12 +257,15 @@ async def test_pod_conditions_written_concurrently_once_per_message() -> None:
     client = _PodClient()
     loop = _pod_loop(pods, client)
     messages = dict.fromkeys(pods, "0/3 nodes are available: 3 Insufficient cpu.")
-    await loop._mark_unschedulable(messages)
-    assert len(client.patched) == 200
+    loop.status_writer.start()
+    assert loop._mark_unschedulable(messages) == 200
+    assert loop._mark_unschedulable(messages) == 0  # queued already
+    await _written(loop, client, 200)
     assert 1 < client.most <= STATUS_WRITES_IN_FLIGHT
-    await loop._mark_unschedulable(messages)  # the cache still shows no condition
-    assert len(client.patched) == 200
-    await loop._mark_unschedulable({"ns/p-0": "0/4 nodes are available: 4 Insufficient cpu."})
+    assert loop._mark_unschedulable(messages) == 0  # the cache still shows no condition
+    assert loop._mark_unschedulable({"ns/p-0": "0/4 nodes are available: 4 Insufficient cpu."}) == 1
+    await loop.status_writer.drain(grace=5)
+    assert len(client.patched) == 201
     assert client.patched[-1] == ("p-0", "0/4 nodes are available: 4 Insufficient cpu.")
     events = loop.recorder.events  # type: ignore[attr-defined]
     assert len(events) == 201  # one FailedScheduling per condition written, as Volcano's
@@ -289,7 +387,9 @@ async def test_a_gated_pod_gets_no_unschedulable_condition() -> None:
     client = _PodClient()
     loop = _pod_loop({"ns/g": gated, "ns/p": _pending("p")}, client)
     message = "0/3 nodes are available: 3 Insufficient cpu."
-    await loop._mark_unschedulable({"ns/g": message, "ns/p": message})
+    assert loop._mark_unschedulable({"ns/g": message, "ns/p": message}) == 1
+    loop.status_writer.start()
+    await loop.status_writer.drain(grace=5)
     assert client.patched == [("p", message)]
 
 
