@@ -95,12 +95,11 @@ class _Sums:
         _add(self.moving, pipelined, -1)
 
     def key(self) -> GroupKey:
-        """Equal for equal sums (the amounts, sorted by resource name)."""
-        return (
-            tuple(sorted(self.alloc.items())),
-            tuple(sorted(self.used.items())),
-            tuple(sorted(self.moving.items())),
-        )
+        """Equal only for equal sums. The amounts in the order their names were first added
+        (not sorted: a tier's HyperNodes add the same resources in the same order), so equal
+        sums in another order make another group, of the same score (``in_tier`` ranks the
+        groups of a score together)."""
+        return (tuple(self.alloc.items()), tuple(self.used.items()), tuple(self.moving.items()))
 
     def view(self) -> IslandResources:
         alloc, used, moving = self.alloc, self.used, self.moving
