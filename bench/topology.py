@@ -22,7 +22,8 @@
 2. The cost: one session placing a backlog of gangs on 5,000 nodes (625 racks, 79 spines), as
    blind (no HyperNodes, no plugin), with the feature on and unused (HyperNodes and the plugin,
    jobs without networkTopology), and with every job in hard mode; the modes in turn, seven
-   times, the medians of wall and CPU time. Goal: the hard-mode session under 20% more CPU
+   times, the medians of wall and CPU time, and a digest of each mode's binds (pod and node:
+   a speed-up must print the same digests). Goal: the hard-mode session under 20% more CPU
    time than blind (on a shared machine the wall time counts the other processes too).
 
 Nothing here is a test: a missed goal prints MISS and what was measured.
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import hashlib
 import heapq
 import os
 import platform
@@ -62,7 +64,7 @@ from caldera.api.topology_tree import HyperNodeTree, build_tree  # noqa: E402
 from caldera.api.volcano import NetworkTopologySpec, PodGroup, PodGroupSpec  # noqa: E402
 from scheduler.api.types import ClusterInfo, JobInfo, TaskStatus  # noqa: E402
 from scheduler.framework.runner import run_session  # noqa: E402
-from scheduler.framework.session import Session  # noqa: E402
+from scheduler.framework.session import Bind, Session  # noqa: E402
 from scheduler.registry import REGISTRY  # noqa: E402
 
 GPU: Final = "nvidia.com/gpu"
@@ -340,8 +342,8 @@ def backlog(mode: str, jobs: int, seed: int = 5) -> list[JobInfo]:
     return out
 
 
-def one_session(nodes: int, jobs: int, mode: str) -> tuple[float, float, int]:
-    """(wall seconds, CPU seconds, binds) of one session over a fresh backlog."""
+def one_session(nodes: int, jobs: int, mode: str) -> tuple[float, float, int, str]:
+    """(wall seconds, CPU seconds, binds, their digest) of one session over a fresh backlog."""
     cluster = new_cluster(nodes, with_hypernodes=mode != "blind")
     for job in backlog(mode, jobs):
         cluster.jobs[job.key] = job
@@ -349,7 +351,17 @@ def one_session(nodes: int, jobs: int, mode: str) -> tuple[float, float, int]:
     ssn = Session(cluster, conf.tiers)
     wall, cpu = time.perf_counter(), time.process_time()
     result = run_session(ssn, conf, REGISTRY)
-    return time.perf_counter() - wall, time.process_time() - cpu, len(result.binds)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    return wall, cpu, len(result.binds), binds_digest(result.binds)
+
+
+def binds_digest(binds: Sequence[Bind]) -> str:
+    """The session's placements (pod and node, in bind order) as a short hash: a change that
+    must not change decisions prints the same digest before and after."""
+    digest = hashlib.sha256()
+    for bind in binds:
+        digest.update(f"{bind.task.namespace}/{bind.task.name}@{bind.node};".encode())
+    return digest.hexdigest()[:16]
 
 
 def report_cost(nodes: int, jobs: int, runs: int) -> bool:
@@ -357,7 +369,7 @@ def report_cost(nodes: int, jobs: int, runs: int) -> bool:
     every mode alike); the medians. The goal is judged on CPU time, the session's own work:
     on a shared machine the wall time also counts the other processes' turns."""
     modes = ("blind", "on-unused", "hard")
-    taken: dict[str, list[tuple[float, float, int]]] = {mode: [] for mode in modes}
+    taken: dict[str, list[tuple[float, float, int, str]]] = {mode: [] for mode in modes}
     for _ in range(runs):
         for mode in modes:
             taken[mode].append(one_session(nodes, jobs, mode))
@@ -365,13 +377,15 @@ def report_cost(nodes: int, jobs: int, runs: int) -> bool:
     cpu = {mode: statistics.median(r[1] for r in taken[mode]) for mode in modes}
     print(
         f"{'session at':<12}{'nodes':>7}{'gangs':>7}{'binds':>8}{'wall s':>9}{'vs blind':>10}"
-        f"{'cpu s':>8}{'vs blind':>10}   (median of {runs})"
+        f"{'cpu s':>8}{'vs blind':>10}{'binds digest':>18}   (median of {runs})"
     )
     for mode in modes:
+        digests = {r[3] for r in taken[mode]}
         print(
             f"{mode:<12}{nodes:>7,}{jobs:>7,}{taken[mode][0][2]:>8,}"
             f"{wall[mode]:>9.3f}{wall[mode] / wall['blind'] - 1:>+10.1%}"
             f"{cpu[mode]:>8.3f}{cpu[mode] / cpu['blind'] - 1:>+10.1%}"
+            f"{' / '.join(sorted(digests)):>18}"
         )
     extra = cpu["hard"] / cpu["blind"] - 1
     verdict = "met" if extra < 0.20 else "MISS"

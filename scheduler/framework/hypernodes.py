@@ -15,8 +15,9 @@ free islands stay whole. The final score is scaled by 100 x ``weight``.
 
 from __future__ import annotations
 
+import heapq
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import Final
@@ -69,6 +70,8 @@ class IslandResources:
 
 
 GroupKey = tuple[tuple[tuple[str, int], ...], ...]  # see ``_Sums.key``
+# A group's view, and the score of each request asked (None: no room).
+Kept = tuple[IslandResources, dict[Resources, float | None]]
 
 
 class _Sums:
@@ -92,12 +95,11 @@ class _Sums:
         _add(self.moving, pipelined, -1)
 
     def key(self) -> GroupKey:
-        """Equal for equal sums (the amounts, sorted by resource name)."""
-        return (
-            tuple(sorted(self.alloc.items())),
-            tuple(sorted(self.used.items())),
-            tuple(sorted(self.moving.items())),
-        )
+        """Equal only for equal sums. The amounts in the order their names were first added
+        (not sorted: a tier's HyperNodes add the same resources in the same order), so equal
+        sums in another order make another group, of the same score (``in_tier`` ranks the
+        groups of a score together)."""
+        return (tuple(self.alloc.items()), tuple(self.used.items()), tuple(self.moving.items()))
 
     def view(self) -> IslandResources:
         alloc, used, moving = self.alloc, self.used, self.moving
@@ -191,12 +193,11 @@ class HyperNodeState:
         self._seen = len(changes)  # how much of the log is counted
         self._views: dict[str, IslandResources] = {}
         self._groups: dict[int, dict[GroupKey, _Group]] = {}  # by tier
-        self._group_of: dict[str, GroupKey] = {}
-        # By sums: their view, and the score of each request asked (None: no room).
-        self._group_views: dict[
-            GroupKey, tuple[IslandResources, dict[Resources, float | None]]
-        ] = {}
-        self._dirty: set[str] = set()  # summed HyperNodes changed since they were grouped
+        self._group_of: dict[str, _Group] = {}
+        # What a group of these sums was asked (``Kept``), for a group emptied and made again.
+        self._group_views: dict[GroupKey, Kept] = {}
+        # By tier, the summed HyperNodes changed since they were grouped.
+        self._dirty: dict[int, set[str]] = {}
 
     def resources(self, name: str) -> IslandResources:
         self._catch_up()
@@ -309,40 +310,34 @@ class HyperNodeState:
                     for key, amount in change_items:
                         into[key] = into.get(key, 0) + amount
         self._seen = len(log)
-        views = self._views
+        views, dirty, islands = self._views, self._dirty, self.tree.islands
         for held_by in touched:
             views.pop(held_by, None)
-        self._dirty |= touched
-
-    def _key(self, name: str) -> GroupKey:
-        return (self._sums.get(name) or self._sum(name)).key()
+            tier = islands[held_by].tier
+            changed = dirty.get(tier)
+            if changed is None:
+                changed = dirty[tier] = set()
+            changed.add(held_by)
 
     def _tier_groups(self, tier: int) -> dict[GroupKey, _Group]:
         """The tier's HyperNodes by their sums (brought up to date)."""
         self._catch_up()
         groups = self._groups.get(tier)
+        moved: Iterable[str] = self._dirty.pop(tier, ())
         if groups is None:
             groups = self._groups[tier] = {}
-            for name, island in self.tree.islands.items():
-                if island.tier == tier:
-                    key = self._group_of[name] = self._key(name)
-                    group = groups.get(key)
-                    if group is None:
-                        group = groups[key] = _Group()
-                    group.add(name)
-            self._dirty = {n for n in self._dirty if self.tree.islands[n].tier != tier}
-            return groups
-        moved = [n for n in self._dirty if self.tree.islands[n].tier == tier]
+            moved = [name for name, island in self.tree.islands.items() if island.tier == tier]
+        group_of = self._group_of
         for name in moved:
-            self._dirty.discard(name)
-            old = self._group_of[name]
-            if groups[old].discard(name):
-                del groups[old]
-            key = self._group_of[name] = self._key(name)
+            old = group_of.get(name)
+            if old is not None and old.discard(name):
+                del groups[old.key]
+            key = (self._sums.get(name) or self._sum(name)).key()
             group = groups.get(key)
             if group is None:
-                group = groups[key] = _Group()
+                group = groups[key] = _Group(key, self._group_views.get(key))
             group.add(name)
+            group_of[name] = group
         return groups
 
     def in_tier(self, tier: int, request: Resources) -> Iterator[str]:
@@ -351,18 +346,22 @@ class HyperNodeState:
         best rack never sorts the others. A group's score for a request is kept (equal sums,
         equal score), so a job ranks only the groups whose sums it has not seen before."""
         by_score: dict[float, list[_Group]] = {}
-        views = self._group_views
-        for key, group in self._tier_groups(tier).items():
-            kept = views.get(key)
+        for group in self._tier_groups(tier).values():
+            kept = group.kept
             if kept is None:
-                kept = views[key] = (self._sums[next(iter(group.names))].view(), {})
+                view = self._sums[next(iter(group.names))].view()
+                kept = group.kept = self._group_views[group.key] = (view, {})
             res, scores = kept
             score = scores.get(request, _UNKNOWN)
             if score == _UNKNOWN:
                 room = fits(request, res.idle) or fits(request, res.future_idle)
                 score = scores[request] = self.scorer.score(request, res) if room else None
             if score is not None:
-                by_score.setdefault(score, []).append(group)
+                tied = by_score.get(score)
+                if tied is None:
+                    by_score[score] = [group]
+                else:
+                    tied.append(group)
         for score in sorted(by_score, reverse=True):
             tied = by_score[score]
             # Most often the first is taken: found without sorting a tier of free racks.
@@ -373,28 +372,34 @@ class HyperNodeState:
 
 
 class _Group:
-    """A tier's HyperNodes with equal sums, and the first of them by name (kept, as a job
-    placed in an empty rack takes the first of hundreds)."""
+    """A tier's HyperNodes with equal sums (``key``), what a job asks of them (``kept``: their
+    view and the score of each request asked), and the first of them by name, kept in a heap
+    (a job placed in an empty rack takes the first of hundreds; the next asks again)."""
 
-    __slots__ = ("_first", "names")
+    __slots__ = ("_order", "kept", "key", "names")
 
-    def __init__(self) -> None:
+    def __init__(self, key: GroupKey, kept: Kept | None) -> None:
+        self.key = key
+        self.kept = kept  # None: not asked yet
         self.names: set[str] = set()
-        self._first: str | None = None  # None: not known
+        # ``names`` as a heap, made when first asked; a name taken out stays until it comes
+        # to the top (skipped there), so a name put back may be in it twice.
+        self._order: list[str] | None = None
 
     def add(self, name: str) -> None:
         self.names.add(name)
-        if self._first is not None and name < self._first:
-            self._first = name
+        if self._order is not None:
+            heapq.heappush(self._order, name)
 
     def discard(self, name: str) -> bool:
         """Take ``name`` out; True when the group is then empty."""
         self.names.discard(name)
-        if name == self._first:
-            self._first = None
         return not self.names
 
     def first(self) -> str:
-        if self._first is None:
-            self._first = min(self.names)
-        return self._first
+        order, names = self._order, self.names
+        if order is None:
+            order = self._order = sorted(names)  # a sorted list is a heap
+        while order[0] not in names:
+            heapq.heappop(order)
+        return order[0]
