@@ -36,7 +36,9 @@ when the nodes that fit change.
 
 Only configurations of ``REPLAY_PLUGINS`` (``scheduler.framework.incremental``) are
 replayed: their readiness, allocatable and handler functions read nothing but the job, the
-queue and what the handlers kept; any other plugin makes every turn run.
+queue and what the handlers kept; any other plugin makes every turn run. Nor is a turn of
+pods whose verdicts read other nodes (``Session.cross_node``: topology spread): placing its
+pods changes the verdicts of nodes they did not go to.
 ``unit/test_sched_live_snapshot.py`` and ``unit/test_sched_borrowed_replay.py`` compare
 sessions that replay with sessions that run every turn.
 """
@@ -181,6 +183,8 @@ class Retries:
         cls = self.placer.class_key(pending[0])
         if any(self.placer.class_key(t) != cls for t in pending[1:]):
             return None
+        if self._cross_node(pending):
+            return None
         return TurnRecord(job, cls, pending, self.ssn.allocatable_state(queue))
 
     def keep(self, job: JobInfo, turn: FailedTurn | None) -> None:
@@ -269,7 +273,7 @@ class Retries:
         turn = self.fresh.get((cls, job.queue))
         if turn is None or len(pending) < len(turn.steps) or not self._stays_unready(job, turn):
             return None
-        if any(placer.class_key(t) != cls for t in pending[1:]):
+        if any(placer.class_key(t) != cls for t in pending[1:]) or self._cross_node(pending):
             return None
         if not self._same_queue_state(queue, turn):
             return None
@@ -277,6 +281,13 @@ class Retries:
         if not self._same_start(cand, turn):
             return None
         return turn, pending, cand
+
+    def _cross_node(self, pending: list[TaskInfo]) -> bool:
+        """Whether a pod's verdicts read other nodes (``Session.cross_node``: topology spread,
+        pod affinity): placing the turn's pods changes them, so its turn is never replayed
+        (nor lent: such a pod may share its class with pods without)."""
+        cross_node = self.ssn.cross_node
+        return any(cross_node(t) for t in pending)
 
     @staticmethod
     def _stays_unready(job: JobInfo, turn: FailedTurn) -> bool:

@@ -8,15 +8,21 @@
   deviation of the requested fractions) * 100;
 - ``nodeaffinity.weight`` (default 1): the sum of the weights of the pod's preferred node
   affinity terms the node matches (as Volcano, not normalised across nodes).
+- ``podtopologyspread.weight`` (default 2, Volcano's): PodTopologySpread's score for the pod's
+  ScheduleAnyway topology spread constraints, normalised across the nodes that passed the
+  predicates (a batch node order function; ``scheduler.api.topology_spread``). Only pods with
+  such constraints get it, and they are cross-node: the placer judges every node afresh for
+  them. Pods without any score 0 from it, with no per-node cost.
 
 "requested" is what the node's tasks use plus the pod's request; integer arithmetic as in
-kube-scheduler. The other weights Volcano accepts (podaffinity, tainttoleration, imagelocality,
-podtopologyspread) are read and checked but score nothing yet.
+kube-scheduler. The other weights Volcano accepts (podaffinity, tainttoleration, imagelocality)
+are read and checked but score nothing yet.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from caldera.api.resources import Resources
@@ -26,6 +32,7 @@ from scheduler.plugins.predicates import node_labels, term_matches
 
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
+    from scheduler.plugins.topology_spread import SpreadState
 
 MAX_NODE_SCORE = 100
 SCORED_RESOURCES = ("cpu", "memory")
@@ -109,12 +116,28 @@ class NodeOrderPlugin:
         self.affinity = args.number("nodeaffinity.weight", 1)
         for name in _IGNORED:
             args.number(f"{name}.weight", 1)
+        self.spread_weight = args.number("podtopologyspread.weight", 2)
+        self.spread: SpreadState | None = None
 
     def on_session_open(self, ssn: Session) -> None:
         ssn.add_node_order_fn(self.name, self.score)
+        self.spread = None
+        if self.spread_weight:
+            from scheduler.plugins.topology_spread import SpreadState, has_constraints
+
+            self.spread = SpreadState(ssn, hard=False)
+            ssn.add_batch_node_order_fn(self.name, self.spread_scores)
+            ssn.add_cross_node_fn(self.name, has_constraints)
 
     def on_session_close(self, ssn: Session) -> None:
-        return None
+        self.spread = None
+
+    def spread_scores(self, task: TaskInfo, nodes: Sequence[NodeInfo]) -> dict[str, float]:
+        """PodTopologySpread's scores of ``task`` on ``nodes``, times the weight."""
+        if self.spread is None:
+            return {}
+        weight = self.spread_weight
+        return {name: s * weight for name, s in self.spread.scores(task, nodes).items()}
 
     def score(self, task: TaskInfo, node: NodeInfo) -> float:
         pairs = _pairs(task.resreq, node)

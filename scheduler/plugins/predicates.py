@@ -18,6 +18,12 @@ on Kubernetes 1.34 and later): a pod with ``resourceClaims`` goes only where its
 can be allocated, and gets them (``scheduler.plugins.dynamic_resources``). Switched off, such a
 pod waits with a reason saying so rather than be bound without its devices.
 
+Pod topology spread (``predicate.PodTopologySpreadEnable``, true as in Volcano): a pod's
+DoNotSchedule ``topologySpreadConstraints``, after the ports, with kube-scheduler's
+PodTopologySpread reasons (``scheduler.plugins.topology_spread``). Such a pod's verdict on a
+node reads the pods of the node's whole domain, so the plugin names it cross-node and the
+placer judges every node afresh for it; a pod without constraints is not looked at.
+
 What does not depend on the node's current tasks (readiness, taints, affinity) is cached per
 session by the pod's scheduling constraints, so pods of one task template are filtered once
 per node.
@@ -41,6 +47,7 @@ from scheduler.framework.plugin import Arguments
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
     from scheduler.plugins.dynamic_resources import DynamicResources
+    from scheduler.plugins.topology_spread import SpreadState
 
 NOT_READY = "node(s) were not ready"
 UNSCHEDULABLE = "node(s) were unschedulable"
@@ -177,6 +184,8 @@ class PredicatesPlugin:
         self.taints = args.boolean("predicate.TaintTolerationEnable", True)
         self.dra_enabled = args.boolean("predicate.DynamicResourceAllocationEnable", True)
         self.dra: DynamicResources | None = None
+        self.spread_enabled = args.boolean("predicate.PodTopologySpreadEnable", True)
+        self.spread: SpreadState | None = None
         self._static: dict[tuple[bytes, str], str | None] = {}
         self._ports: dict[bytes, list[_Port]] = {}  # signature -> host ports
 
@@ -190,10 +199,17 @@ class PredicatesPlugin:
 
             self.dra = DynamicResources(ssn, ssn.cluster.dra)
             ssn.add_allocate_handler(self.name, self.dra.allocated, self.dra.deallocated)
+        self.spread = None
+        if self.spread_enabled:
+            from scheduler.plugins.topology_spread import SpreadState, has_constraints
+
+            self.spread = SpreadState(ssn, hard=True)
+            ssn.add_cross_node_fn(self.name, has_constraints)
 
     def on_session_close(self, ssn: Session) -> None:
         self._static.clear()
         self._ports.clear()
+        self.spread = None
         if self.dra is not None:
             ssn.result.claim_plans.update(self.dra.plans())
             self.dra = None
@@ -219,6 +235,11 @@ class PredicatesPlugin:
             used = (p for t in node.tasks.values() if t.uid != task.uid for p in host_ports(t.pod))
             if ports_conflict(wanted, used):
                 return PORTS_CONFLICT
+        pod = task.pod
+        if pod is not None and pod.spec.topology_spread_constraints and self.spread is not None:
+            reason = self.spread.filter(task, node)
+            if reason:
+                return reason
         if task.pod is not None and task.pod.spec.resource_claims:
             return self._dra_reason(task, node)
         return None
