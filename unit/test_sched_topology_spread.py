@@ -292,9 +292,13 @@ def build(data: Data) -> ClusterInfo:
     return make_cluster(nodes, jobs, [QueueInfo("default")])
 
 
-def session(data: Data, *, speedups: bool) -> Session:
+def session(data: Data, *, speedups: bool, layered: bool = True) -> Session:
+    """One session; ``layered=False`` judges every node afresh for the pods with constraints
+    (the placer's plain cross-node path) instead of layering over their classes' verdicts."""
     conf = parse_conf(CONF, actions=ACTIONS.keys(), plugins=PLUGINS.keys())
     ssn = Session(build(data), conf.tiers, speedups=speedups)
+    if not layered:
+        ssn.cross_node_layered = lambda task: False  # type: ignore[method-assign]
     run_session(ssn, conf, REGISTRY)
     return ssn
 
@@ -339,13 +343,14 @@ def test_no_placement_breaks_a_hard_constraint_and_speedups_change_nothing(
     data: Data,
 ) -> None:
     """Every bind, replayed in order against the pods bound before it, keeps every
-    DoNotSchedule constraint; the same binds and fit errors without the speed layer."""
+    DoNotSchedule constraint; the same binds and fit errors without the speed layer, and with
+    every node judged afresh for the pods with constraints."""
     fast = session(data, speedups=True)
-    plain = session(data, speedups=False)
-    assert binds(fast) == binds(plain)
     fits = {t.uid: t.fit_error for job in fast.jobs.values() for t in job.tasks.values()}
-    plain_fits = {t.uid: t.fit_error for job in plain.jobs.values() for t in job.tasks.values()}
-    assert fits == plain_fits
+    for other in (session(data, speedups=False), session(data, speedups=True, layered=False)):
+        assert binds(fast) == binds(other)
+        other_fits = {t.uid: t.fit_error for j in other.jobs.values() for t in j.tasks.values()}
+        assert fits == other_fits
     placed: list[tuple[Pod, str]] = []
     for bind in fast.result.binds:
         pod = bind.task.pod
@@ -400,3 +405,27 @@ def test_a_job_templates_constraints_reach_its_pods_unchanged() -> None:
     assert (read.max_skew, read.min_domains, read.node_taints_policy) == (2, 3, "Honor")
     assert read.match_label_keys == ("pod-template-hash",)
     assert msgspec.json.decode(msgspec.json.encode(pod.spec.topology_spread_constraints)) == written
+
+
+def test_a_task_is_layered_only_when_every_claim_is() -> None:
+    """Pods with constraints are layered (their class's node-local verdicts reused) while
+    only the spread functions claim them; another plugin's plain cross-node claim on the same
+    pod sends it to the placer's afresh path; and the filter passes in node-local mode."""
+    spread_pod = shaped(make_task("h", 0), {"app": "web"}, [constraint()])
+    plain = make_task("p", 0)
+    cluster = make_cluster(zone_nodes({"a": 1, "b": 1}), [])
+    predicates = PredicatesPlugin(Arguments("predicates", {}))
+    ssn = open_session(cluster, [predicates], [NodeOrderPlugin(Arguments("nodeorder", {}))])
+    assert ssn.cross_node_layered(spread_pod)
+    assert not ssn.cross_node_layered(plain)
+    ssn.nodes["a-0"].add_task(
+        shaped(make_task("x", 0, status=TaskStatus.RUNNING, node="a-0"), {"app": "web"}, [])
+    )
+    ssn.node_changes.append("a-0")
+    assert ssn.predicate(spread_pod, ssn.nodes["a-0"]) == CONSTRAINTS_NOT_MATCH
+    ssn.node_local = True
+    assert ssn.predicate(spread_pod, ssn.nodes["a-0"]) is None
+    ssn.node_local = False
+    ssn.add_cross_node_fn("other", lambda task: task is spread_pod)
+    assert ssn.cross_node(spread_pod)
+    assert not ssn.cross_node_layered(spread_pod)

@@ -127,7 +127,7 @@ class NodeOrderPlugin:
 
             self.spread = SpreadState(ssn, hard=False)
             ssn.add_batch_node_order_fn(self.name, self.spread_scores)
-            ssn.add_cross_node_fn(self.name, has_constraints)
+            ssn.add_layered_cross_node_fn(self.name, has_constraints)
 
     def on_session_close(self, ssn: Session) -> None:
         self.spread = None

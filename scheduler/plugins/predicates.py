@@ -204,7 +204,7 @@ class PredicatesPlugin:
             from scheduler.plugins.topology_spread import SpreadState, has_constraints
 
             self.spread = SpreadState(ssn, hard=True)
-            ssn.add_cross_node_fn(self.name, has_constraints)
+            ssn.add_layered_cross_node_fn(self.name, has_constraints)
 
     def on_session_close(self, ssn: Session) -> None:
         self._static.clear()

@@ -3,9 +3,12 @@ constraints, the batch score nodeorder adds for ScheduleAnyway ones (Volcano emb
 kube-scheduler's PodTopologySpread in both; the decisions are in
 ``scheduler.api.topology_spread``).
 
-A pod with constraints is cross-node (``Session.add_cross_node_fn``): its verdict on a node
-reads the pods of the node's whole domain, so the placer judges every node afresh for it. A pod
-without any gets no verdict from here at all: its verdicts stay per node and are reused.
+A pod with constraints is cross-node: its verdict on a node reads the pods of the node's whole
+domain. Both plugins claim it with a layered function (``Session.add_layered_cross_node_fn``):
+the filter passes while the session asks for node-local verdicts (``Session.node_local``), so
+the placer takes the pod's node-local verdicts from its class, reused as any pod's, and judges
+only the nodes that fit with the filter and the batch score. A pod without constraints gets no
+verdict from here at all: its verdicts stay per node and are reused.
 
 Per session, each pod's constraints are parsed once (by uid), and the domain counts are kept per
 namespace, set of constraints and node affinity (pods of one task share them), built at the
@@ -68,6 +71,7 @@ class SpreadState:
     (DoNotSchedule constraints), else for the score (ScheduleAnyway)."""
 
     def __init__(self, ssn: Session, *, hard: bool) -> None:
+        self.ssn = ssn
         self.nodes: Mapping[str, NodeInfo] = ssn.nodes
         self.log = ssn.node_changes
         self.hard = hard
@@ -111,7 +115,10 @@ class SpreadState:
 
     def filter(self, task: TaskInfo, node: NodeInfo) -> str | None:
         """None when the DoNotSchedule constraints let ``task`` go to ``node``, else why not.
-        ``node`` may be a copy of a session's node without some pods (preempt's question)."""
+        ``node`` may be a copy of a session's node without some pods (preempt's question).
+        Passes while the session asks for node-local verdicts (``Session.node_local``)."""
+        if self.ssn.node_local:
+            return None
         found = self.prepared(task)
         if found is None or isinstance(found, str):
             return found
