@@ -428,7 +428,10 @@ class Session:
         """A cross-node function (``add_cross_node_fn``) whose plugin's predicates pass and
         whose node scores are 0 for the tasks it claims while ``node_local`` is set: the
         placer may then take such a task's node-local verdicts from its class, as for any
-        pod, and judge only the nodes that fit afresh (``cross_node_layered``)."""
+        pod, and judge only the nodes that fit afresh (``cross_node_layered``). A function
+        registered again (by another plugin) is asked once: it answers the same."""
+        if fn in self._layered:
+            return
         self.add_cross_node_fn(plugin, fn)
         self._layered.add(fn)
 

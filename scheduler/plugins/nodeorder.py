@@ -29,10 +29,10 @@ from caldera.api.resources import Resources
 from scheduler.api.types import NodeInfo, TaskInfo
 from scheduler.framework.plugin import Arguments
 from scheduler.plugins.predicates import node_labels, term_matches
+from scheduler.plugins.topology_spread import SpreadState, has_constraints
 
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
-    from scheduler.plugins.topology_spread import SpreadState
 
 MAX_NODE_SCORE = 100
 SCORED_RESOURCES = ("cpu", "memory")
@@ -123,8 +123,6 @@ class NodeOrderPlugin:
         ssn.add_node_order_fn(self.name, self.score)
         self.spread = None
         if self.spread_weight:
-            from scheduler.plugins.topology_spread import SpreadState, has_constraints
-
             self.spread = SpreadState(ssn, hard=False)
             ssn.add_batch_node_order_fn(self.name, self.spread_scores)
             ssn.add_layered_cross_node_fn(self.name, has_constraints)

@@ -43,11 +43,11 @@ from caldera.api.core import (
 )
 from scheduler.api.types import NodeInfo, TaskInfo
 from scheduler.framework.plugin import Arguments
+from scheduler.plugins.topology_spread import SpreadState, has_constraints
 
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
     from scheduler.plugins.dynamic_resources import DynamicResources
-    from scheduler.plugins.topology_spread import SpreadState
 
 NOT_READY = "node(s) were not ready"
 UNSCHEDULABLE = "node(s) were unschedulable"
@@ -201,8 +201,6 @@ class PredicatesPlugin:
             ssn.add_allocate_handler(self.name, self.dra.allocated, self.dra.deallocated)
         self.spread = None
         if self.spread_enabled:
-            from scheduler.plugins.topology_spread import SpreadState, has_constraints
-
             self.spread = SpreadState(ssn, hard=True)
             ssn.add_layered_cross_node_fn(self.name, has_constraints)
 

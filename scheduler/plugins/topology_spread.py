@@ -32,11 +32,6 @@ from scheduler.api.topology_spread import (
     score,
 )
 from scheduler.api.types import NodeInfo, TaskInfo
-from scheduler.plugins.predicates import (
-    matches_node_selector_and_affinity,
-    node_taints,
-    untolerated_taint,
-)
 
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
@@ -54,6 +49,12 @@ def has_constraints(task: TaskInfo) -> bool:
 
 def _included(pod: Pod) -> Included:
     """Whether a node counts for a constraint of ``pod`` beyond holding its keys."""
+    # Here, not at the top: the predicates plugin imports this module.
+    from scheduler.plugins.predicates import (
+        matches_node_selector_and_affinity,
+        node_taints,
+        untolerated_taint,
+    )
 
     def included(constraint: Constraint, node: NodeInfo) -> bool:
         if constraint.honor_affinity and not matches_node_selector_and_affinity(pod, node):
