@@ -19,7 +19,12 @@ of ``test/integration/scheduler_perf`` in kubernetes/kubernetes; sizes at 5,000 
 - ``preemption`` (PreemptionBasic 1000Nodes): 1,000 of the nodes (labelled) filled with 4
   low-priority pods of 900m each (3.6 of their 4 cpu), then 1,000 high-priority pods of 3 cpu
   selecting those nodes, each of which must preempt 3 of them (scheduler_perf's 5,000-node
-  workload, 20,000 and 5,000 pods, is commented out upstream as always failing).
+  workload, 20,000 and 5,000 pods, is commented out upstream as always failing);
+- ``spread`` (TopologySpreading 5000Nodes_5000Pods): the nodes labelled round-robin with three
+  zones (``moon-1`` to ``moon-3``, under ``perf.caldera.io/moon``: the zone label stays
+  ``zone1`` for the affinity case), 5,000 plain pods placed first, then 5,000 measured, all
+  ``color: blue`` with a DoNotSchedule spread over the zones (maxSkew 5); a side's skew
+  beyond 5 at the end counts as invalid placements.
 
 ``--max-pods N`` caps every count (for a loaded machine: say so beside the figures).
 
@@ -98,6 +103,9 @@ GROUP_KEY: Final = "scheduling.k8s.io/group-name"
 INFLIGHT: Final = 64
 LOW_PER_NODE: Final = 4
 FILLED_KEY: Final = "perf.caldera.io/filled"  # the nodes the preemption case fills
+MOON_KEY: Final = "perf.caldera.io/moon"  # the spread case's zones
+MOONS: Final = ("moon-1", "moon-2", "moon-3")
+SPREAD_SKEW: Final = 5
 SCHEDULER_OF: Final = {"ceiling": "nobody", "kube": "default-scheduler", "caldera": "volcano"}
 WRITE_VERBS: Final = frozenset({"POST", "PUT", "PATCH", "DELETE", "APPLY"})
 
@@ -107,7 +115,7 @@ class Case:
     """One scheduler_perf workload: ``init`` pods placed beforehand, ``measure`` timed."""
 
     name: str
-    kind: str  # the pods' shape: plain, affinity, anti-affinity, preemption
+    kind: str  # the pods' shape: plain, affinity, anti-affinity, preemption, spread
     init: int
     measure: int
     ceiling: bool  # measured against the bare create-and-bind loop too
@@ -128,6 +136,7 @@ def cases(nodes: int, cap: int | None = None) -> dict[str, Case]:
             Case("affinity", "affinity", at(5000), at(5000), False),
             Case("anti-affinity", "anti-affinity", at(1000), at(2000), False),
             Case("preemption", "preemption", at(1000) * LOW_PER_NODE, at(1000), False),
+            Case("spread", "spread", at(5000), at(5000), False),
         )
     }
 
@@ -153,6 +162,16 @@ def pod_body(
         }
         field = "podAffinity" if kind == "affinity" else "podAntiAffinity"
         spec["affinity"] = {field: {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    elif kind == "spread" and not init:  # the pods placed first are plain ones
+        labels["color"] = "blue"
+        spec["topologySpreadConstraints"] = [
+            {
+                "maxSkew": SPREAD_SKEW,
+                "topologyKey": MOON_KEY,
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"color": "blue"}},
+            }
+        ]
     elif kind == "preemption":
         cpu = "900m" if init else "3"
         spec["priorityClassName"] = "perf-low" if init else "perf-high"
@@ -275,6 +294,25 @@ def anti_affinity_violations(pods: list[Pod]) -> int:
     return sum(n - 1 for n in per_node.values() if n > 1)
 
 
+def spread_violations(pods: list[Pod], moon_of: dict[str, str]) -> int:
+    """How far the ``color: blue`` pods' count per zone (``moon_of``: node -> zone) spreads
+    beyond the spread case's maxSkew (max - min - 5, or 0): placed one by one within the
+    skew, the zones never drift further apart."""
+    per_zone = dict.fromkeys(moon_of.values(), 0)
+    for pod in pods:
+        node = pod.spec.node_name
+        if node in moon_of and (pod.metadata.labels or {}).get("color") == "blue":
+            per_zone[moon_of[node]] += 1
+    if not per_zone:
+        return 0
+    return max(0, max(per_zone.values()) - min(per_zone.values()) - SPREAD_SKEW)
+
+
+def moons(nodes: list[str]) -> dict[str, str]:
+    """The spread case's zone of each node, round-robin."""
+    return {node: MOONS[i % len(MOONS)] for i, node in enumerate(nodes)}
+
+
 class Bench:
     """The control plane, its nodes and a client: what every side of every case shares."""
 
@@ -296,6 +334,15 @@ class Bench:
         """Label the first ``count`` nodes as the ones the preemption case fills."""
         patch = {"metadata": {"labels": {FILLED_KEY: "true"}}}
         await asyncio.gather(*(self.kube.patch(NODE, n, patch) for n in self.nodes[:count]))
+
+    async def label_moons(self) -> None:
+        """Label every node with its spread-case zone (``moons``)."""
+        await asyncio.gather(
+            *(
+                self.kube.patch(NODE, n, {"metadata": {"labels": {MOON_KEY: zone}}})
+                for n, zone in moons(self.nodes).items()
+            )
+        )
 
     async def delete_pods(self, namespace: str) -> None:
         """Delete every pod of ``namespace`` at once (grace 0) and wait until they are gone."""
@@ -454,6 +501,9 @@ class Bench:
             listed = [*(await self.kube.list(POD, namespace=ns0)).items]
             listed += (await self.kube.list(POD, namespace=ns1)).items
             invalid = anti_affinity_violations(listed)
+        elif case.kind == "spread":
+            measured = list((await self.kube.list(POD, namespace=ns1)).items)
+            invalid = spread_violations(measured, moons(self.nodes))
         result = SideResult(
             side=side,
             count=case.measure,
@@ -499,7 +549,7 @@ def describe(r: SideResult) -> str:
             + ", ".join(f"{k} {n:.2f}" for k, n in writes.items() if n >= 0.005)
         )
     if r.invalid:
-        line += f"\n    INVALID: {r.invalid:,} pods placed against their required anti-affinity"
+        line += f"\n    INVALID: {r.invalid:,} pods placed against their required constraints"
     return line
 
 
@@ -527,6 +577,8 @@ async def run_case(bench: Bench, case: Case, limit: float) -> bool:
     sides = (["ceiling"] if case.ceiling else []) + ["kube", "caldera"]
     if case.kind == "preemption":
         await bench.label_filled(case.measure)
+    if case.kind == "spread":
+        await bench.label_moons()
     results = {side: await bench.side(case, side, limit) for side in sides}
     kube, caldera = results["kube"], results["caldera"]
     vs = caldera.throughput / kube.throughput if kube.throughput > 0 else math.nan

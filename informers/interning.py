@@ -37,8 +37,8 @@ Soundness:
 Keys: strings, and the parts without dicts (owner references, tolerations, scheduling gates,
 container statuses), key their table by value; Python's ``1 == 1.0 == True`` does not matter
 there because each of their fields decodes to one type. The parts holding dicts (containers,
-node selector, overhead, affinity) are keyed by their JSON encoding, which is exact: a quantity
-of 1 and one of "1" or 1.0 stay apart.
+node selector, overhead, affinity, topology spread constraints) are keyed by their JSON
+encoding, which is exact: a quantity of 1 and one of "1" or 1.0 stay apart.
 
 A purely computational object with no I/O; one per informer (its tables are its state), used
 from the event loop's thread only.
@@ -158,6 +158,7 @@ class PodInterner:
         containers, init_containers = spec.containers, spec.init_containers
         selector, overhead, affinity = spec.node_selector, spec.overhead, spec.affinity
         tolerations, gates = spec.tolerations, spec.scheduling_gates
+        spread = spec.topology_spread_constraints
         return _replace(
             spec,
             node_name=node and s(node, node),
@@ -172,6 +173,7 @@ class PodInterner:
             affinity=affinity and e(encode(affinity), affinity),
             tolerations=tolerations and v(tolerations, tolerations),
             scheduling_gates=gates and v(gates, gates),
+            topology_spread_constraints=spread and e(encode(spread), spread),
         )
 
     def _status(self, status: PodStatus) -> PodStatus:

@@ -167,22 +167,34 @@ def test_preferred_affinity_outweighs_resources() -> None:
     assert binds(off) == {"web-0": "a0"}
 
 
-def plugins_session(cluster: ClusterInfo) -> Session:
+def plugins_session(cluster: ClusterInfo, *, inter_pod: bool = True) -> Session:
+    predicates = {} if inter_pod else {"predicate.PodAffinityEnable": False}
+    nodeorder = {} if inter_pod else {"podaffinity.weight": 0}
     return open_session(
         cluster,
         [
-            PredicatesPlugin(Arguments("predicates", {})),
-            NodeOrderPlugin(Arguments("nodeorder", {})),
+            PredicatesPlugin(Arguments("predicates", predicates)),
+            NodeOrderPlugin(Arguments("nodeorder", nodeorder)),
         ],
     )
 
 
 def test_a_cluster_without_terms_registers_nothing() -> None:
-    cluster = make_cluster([node("n0", "a")], [make_job("j", [make_task("j", 0)])])
-    ssn = plugins_session(cluster)
-    kinds = (CallbackKind.CROSS_NODE, CallbackKind.BATCH_NODE_ORDER, CallbackKind.ALLOCATE_HANDLER)
-    assert [ssn._registered(kind) for kind in kinds] == [[], [], []]
-    assert len(ssn._registered(CallbackKind.PREDICATE)) == 1
+    """Nothing more than with inter-pod affinity switched off (topology spread registers
+    its own functions either way)."""
+    kinds = (
+        CallbackKind.PREDICATE,
+        CallbackKind.CROSS_NODE,
+        CallbackKind.BATCH_NODE_ORDER,
+        CallbackKind.ALLOCATE_HANDLER,
+    )
+
+    def registered(inter_pod: bool) -> list[int]:
+        cluster = make_cluster([node("n0", "a")], [make_job("j", [make_task("j", 0)])])
+        ssn = plugins_session(cluster, inter_pod=inter_pod)
+        return [len(ssn._registered(kind)) for kind in kinds]
+
+    assert registered(True) == registered(False)
 
 
 def test_pods_no_term_names_pass_everywhere_and_score_nothing() -> None:

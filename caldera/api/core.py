@@ -191,6 +191,22 @@ class PodResourceClaimStatus(Model, frozen=True):
     resource_claim_name: str | None = None
 
 
+class TopologySpreadConstraint(Model, frozen=True):
+    """A pod topology spread constraint (``spec.topologySpreadConstraints[]``), read by the
+    scheduler's predicates (DoNotSchedule) and nodeorder (ScheduleAnyway) plugins; the API
+    server validates the fields, the scheduler checks them again (scheduler.api.topology_spread).
+    """
+
+    max_skew: Int32 = 0
+    topology_key: str = ""
+    when_unsatisfiable: str = ""  # "DoNotSchedule" or "ScheduleAnyway"
+    label_selector: LabelSelector | None = None  # None: matches no pod
+    min_domains: Int32 | None = None  # None: 1
+    node_affinity_policy: str | None = None  # "Honor" (None) or "Ignore"
+    node_taints_policy: str | None = None  # "Ignore" (None) or "Honor"
+    match_label_keys: tuple[str, ...] = ()
+
+
 class PodSpec(Model, frozen=True):
     """The slice of a pod spec Caldera reads.
 
@@ -216,6 +232,8 @@ class PodSpec(Model, frozen=True):
     resource_claims: tuple[PodResourceClaim, ...] = ()
     # Read by the scheduler's reservation plugin: a pod's runtime the kubelet enforces.
     active_deadline_seconds: Int64 | None = None
+    # Read by the scheduler's predicates and nodeorder plugins (pod topology spread).
+    topology_spread_constraints: tuple[TopologySpreadConstraint, ...] = ()
 
 
 class ContainerStateTerminated(Model, frozen=True):

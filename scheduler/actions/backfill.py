@@ -2,7 +2,9 @@
 
 Queues in queue order, their jobs in job order (jobs still Pending or invalid are skipped),
 each job's pending best-effort pods in task order: the pod goes to the best-scored node that
-passes the predicates (ties to the node name); a pod no node takes records its fit error.
+passes the predicates (ties to the node name), the batch node scores added for a pod whose
+verdicts read other nodes (``Session.cross_node``: topology spread); a pod no node takes
+records its fit error.
 A job's placements bind when the job is ready, else they are undone. Pods held by a
 scheduling gate are skipped; the queue admission gate of one that opted in is removed
 (``session.queue_admitted``): it needs no room in its queue.
@@ -56,14 +58,20 @@ class BackfillAction:
                         # since a pod that requests nothing needs no room in its queue.
                         ssn.queue_admitted(task)
                         continue
-                    best: tuple[float, str] | None = None
+                    scores: dict[str, float] = {}
                     reasons: list[list[str]] = []
                     for name, node in ssn.nodes.items():
                         verdict = evaluate(ssn, task, node)
                         if isinstance(verdict, list):
                             reasons.append(verdict)
-                        elif best is None or (-verdict, name) < best:
-                            best = (-verdict, name)
+                        else:
+                            scores[name] = verdict
+                    if scores and ssn.cross_node(task):
+                        fitting = [ssn.nodes[name] for name in scores]
+                        for name, extra in ssn.batch_node_scores(task, fitting).items():
+                            if name in scores:
+                                scores[name] += extra
+                    best = min(((-score, name) for name, score in scores.items()), default=None)
                     if best is None:
                         message = fit_error_message(len(ssn.nodes), reasons)
                         job.fit_errors[task.uid] = task.fit_error = message

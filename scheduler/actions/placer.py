@@ -17,7 +17,9 @@ This is exact as long as the configured plugins filter and score a node by the p
 node alone, which holds for the plugins in ``NODE_LOCAL_PLUGINS`` but for the pods one of
 them names cross-node (``Session.cross_node``: inter-pod affinity and topology spread read
 the pods of the node's whole topology domain): those are judged afresh on every node, with
-the batch node scores added (``Session.batch_node_scores``). With a plugin of
+the batch node scores added (``Session.batch_node_scores``); or, when only layered functions
+claim them (``Session.cross_node_layered``: topology spread), their node-local verdicts come
+from their class as any pod's and only the nodes that fit are judged again. With a plugin of
 ``JOB_LOCAL_PLUGINS`` (task-topology; both named by the incremental layer,
 ``scheduler.framework.incremental``) a class is further limited to one task of one job for
 jobs that describe a topology; any other configured plugin makes the placer evaluate every
@@ -279,10 +281,61 @@ class Placer:
                 heapq.heapify(fresh.heap)
         return fresh
 
+    def _layered(self, task: TaskInfo, names: frozenset[str] | None = None) -> Candidates:
+        """A task cross-node by layered functions only (``Session.cross_node_layered``): its
+        class's node-local verdicts, reused as any class's (taken with ``Session.node_local``
+        set), then the nodes that fit (of ``names``, when given) judged again by every
+        predicate and the batch scores added over those that still fit: what ``_fresh`` gives,
+        with the node-local part looked at only where a node changed."""
+        ssn = self.ssn
+        ssn.node_local = True
+        try:
+            cand = self._local(task)
+        finally:
+            ssn.node_local = False
+        nodes = self.nodes
+        layered = Candidates()
+        if names is None:
+            layered.reasons = dict(cand.reasons)
+            layered.reason_counts = dict(cand.reason_counts)
+        else:
+            for name in names:
+                reasons = cand.reasons.get(name)
+                if reasons is not None:
+                    layered.set_reasons(name, reasons)
+        fitting = []
+        for name, score in cand.scores.items():
+            node = nodes.get(name)
+            if node is None or (names is not None and name not in names):
+                continue
+            reason = ssn.predicate(task, node)
+            if reason:
+                layered.set_reasons(name, [reason])
+            else:
+                layered.scores[name] = score
+                fitting.append(node)
+        if fitting:
+            for name, extra in ssn.batch_node_scores(task, fitting).items():
+                if name in layered.scores:
+                    layered.scores[name] += extra
+        layered.heap = [
+            (-score, name, nodes[name].generation) for name, score in layered.scores.items()
+        ]
+        heapq.heapify(layered.heap)
+        return layered
+
     def candidates(self, task: TaskInfo) -> Candidates:
         """The verdicts of every node for ``task``, brought up to date."""
-        if not self.reuse or self.ssn.cross_node(task):
+        if not self.reuse:
             return self._fresh(task, self.nodes.values())
+        if self.ssn.cross_node(task):
+            if self.ssn.cross_node_layered(task):
+                return self._layered(task)
+            return self._fresh(task, self.nodes.values())
+        return self._local(task)
+
+    def _local(self, task: TaskInfo) -> Candidates:
+        """The verdicts of ``task``'s class, brought up to date."""
         cand, base = self._class(task)
         seen, nodes = cand.seen, self.nodes
         if cand.position < 0:
@@ -305,7 +358,10 @@ class Placer:
         node set it was looked at for."""
         nodes = self.nodes
         if not self.reuse or self.ssn.cross_node(task):
-            fresh = self._fresh(task, (nodes[name] for name in names if name in nodes))
+            if self.reuse and self.ssn.cross_node_layered(task):
+                fresh = self._layered(task, names)
+            else:
+                fresh = self._fresh(task, (nodes[name] for name in names if name in nodes))
             ranked = [(-score, name) for name, score in fresh.scores.items()]
             return min(ranked)[1] if ranked else None
         cand, base = self._class(task)

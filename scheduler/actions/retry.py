@@ -40,7 +40,9 @@ remembered nor replayed.
 
 Only configurations of ``REPLAY_PLUGINS`` (``scheduler.framework.incremental``) are
 replayed: their readiness, allocatable and handler functions read nothing but the job, the
-queue and what the handlers kept; any other plugin makes every turn run.
+queue and what the handlers kept; any other plugin makes every turn run. Nor is a turn of
+pods whose verdicts read other nodes (``Session.cross_node``: topology spread): placing its
+pods changes the verdicts of nodes they did not go to.
 ``unit/test_sched_live_snapshot.py`` and ``unit/test_sched_borrowed_replay.py`` compare
 sessions that replay with sessions that run every turn.
 """
@@ -212,7 +214,10 @@ class Retries:
         return self._replay_own(queue, job, tasks) or self._replay_borrowed(queue, job, tasks)
 
     def _cross_node(self, tasks: Iterable[TaskInfo]) -> bool:
-        """Whether a waiting pod's verdicts read other nodes than the one judged."""
+        """Whether a waiting pod's verdicts read other nodes than the one judged
+        (``Session.cross_node``: topology spread, inter-pod affinity): placing the turn's pods
+        changes them, so its turn is never replayed (nor lent: such a pod may share its class
+        with pods without)."""
         cross_node = self.ssn.cross_node
         for task in tasks:  # noqa: SIM110 - a loop: asked per turn
             if task.status == TaskStatus.PENDING and cross_node(task):
@@ -285,7 +290,7 @@ class Retries:
         turn = self.fresh.get((cls, job.queue))
         if turn is None or len(pending) < len(turn.steps) or not self._stays_unready(job, turn):
             return None
-        if any(placer.class_key(t) != cls for t in pending[1:]):
+        if any(placer.class_key(t) != cls for t in pending[1:]) or self._cross_node(pending):
             return None
         if not self._same_queue_state(queue, turn):
             return None

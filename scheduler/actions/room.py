@@ -173,6 +173,10 @@ def shape(task: TaskInfo) -> tuple[object, ...]:
         task.resreq,
         task.signature,
         (pod.spec.priority_class_name, pod.spec.preemption_policy) if pod is not None else None,
+        # Topology spread reads the pod's labels too (its selectors may match per-pod labels).
+        tuple(sorted(pod.metadata.labels.items()))
+        if pod is not None and pod.spec.topology_spread_constraints
+        else None,
     )
 
 

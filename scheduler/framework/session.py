@@ -322,6 +322,11 @@ class Session:
             cluster.verdicts.begin(tiers, len(cluster.nodes))
         # What makes plugins fast across sessions: their speed hooks, memos, settled jobs.
         self.incremental = Incremental(cluster, tiers, speedups=speedups)
+        # While set, the plugins of layered cross-node functions answer node-locally for the
+        # tasks those claim (``add_layered_cross_node_fn``): the placer sets it to take such a
+        # task's class verdicts.
+        self.node_local = False
+        self._layered: set[CrossNodeFn] = set()
         # Set by the network-topology-aware plugin when it opens: how HyperNodes are scored
         # (scheduler.framework.hypernodes); None leaves every job topology-blind.
         self.topology: HyperNodeState | None = None
@@ -418,6 +423,17 @@ class Session:
         """True for a task whose predicate or scores from ``plugin`` read more than the task
         and the node: the placer judges every node afresh for it and adds the batch scores."""
         self._add(_CROSS_NODE, plugin, fn)
+
+    def add_layered_cross_node_fn(self, plugin: str, fn: CrossNodeFn) -> None:
+        """A cross-node function (``add_cross_node_fn``) whose plugin's predicates pass and
+        whose node scores are 0 for the tasks it claims while ``node_local`` is set: the
+        placer may then take such a task's node-local verdicts from its class, as for any
+        pod, and judge only the nodes that fit afresh (``cross_node_layered``). A function
+        registered again (by another plugin) is asked once: it answers the same."""
+        if fn in self._layered:
+            return
+        self.add_cross_node_fn(plugin, fn)
+        self._layered.add(fn)
 
     def add_job_ready_fn(self, plugin: str, fn: JobPredicate) -> None:
         self._add(_JOB_READY, plugin, fn)
@@ -625,6 +641,16 @@ class Session:
         for reg in self._registered(_NODE_ORDER):
             score += float(reg.fn(task, node))
         return score
+
+    def cross_node_layered(self, task: TaskInfo) -> bool:
+        """Whether ``task`` is cross-node by layered functions alone (and by one at least)."""
+        claimed = False
+        for reg in self._registered(_CROSS_NODE):
+            if reg.fn(task):
+                if reg.fn not in self._layered:
+                    return False
+                claimed = True
+        return claimed
 
     def cross_node(self, task: TaskInfo) -> bool:
         """Whether some plugin's verdict for ``task`` on a node reads other nodes too."""

@@ -11,16 +11,23 @@
 - ``podaffinity.weight`` (default 2, Volcano's): InterPodAffinity, scored over all the nodes
   that passed the predicates at once and normalised across them to 0-100 (a batch node order
   function; ``scheduler.api.pod_affinity``), registered only when some pod of the session has
-  an inter-pod term.
+  an inter-pod term;
+- ``podtopologyspread.weight`` (default 2, Volcano's): PodTopologySpread's score for the pod's
+  ScheduleAnyway topology spread constraints, normalised across the nodes that passed the
+  predicates (a batch node order function; ``scheduler.api.topology_spread``). Only pods with
+  such constraints get it, and they are cross-node: the placer judges them afresh (layered:
+  their node-local verdicts come from their class). Pods without any score 0 from it, with no
+  per-node cost.
 
 "requested" is what the node's tasks use plus the pod's request; integer arithmetic as in
-kube-scheduler. The other weights Volcano accepts (tainttoleration, imagelocality,
-podtopologyspread) are read and checked but score nothing yet.
+kube-scheduler. The other weights Volcano accepts (tainttoleration, imagelocality) are read
+and checked but score nothing yet.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from caldera.api.resources import Resources
@@ -28,13 +35,14 @@ from scheduler.api.types import NodeInfo, TaskInfo
 from scheduler.framework.plugin import Arguments
 from scheduler.plugins.interpod_affinity import open_state
 from scheduler.plugins.predicates import node_labels, term_matches
+from scheduler.plugins.topology_spread import SpreadState, has_constraints
 
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
 
 MAX_NODE_SCORE = 100
 SCORED_RESOURCES = ("cpu", "memory")
-_IGNORED = ("tainttoleration", "imagelocality", "podtopologyspread")
+_IGNORED = ("tainttoleration", "imagelocality")
 
 
 def _pairs(request: Resources, node: NodeInfo) -> list[tuple[int, int]]:
@@ -115,6 +123,8 @@ class NodeOrderPlugin:
         self.pod_affinity = args.number("podaffinity.weight", 2)
         for name in _IGNORED:
             args.number(f"{name}.weight", 1)
+        self.spread_weight = args.number("podtopologyspread.weight", 2)
+        self.spread: SpreadState | None = None
 
     def on_session_open(self, ssn: Session) -> None:
         ssn.add_node_order_fn(self.name, self.score)
@@ -126,9 +136,21 @@ class NodeOrderPlugin:
                     self.name, lambda task, nodes: inter_pod.scores(task, nodes, weight)
                 )
                 ssn.add_cross_node_fn(self.name, inter_pod.cross_node)
+        self.spread = None
+        if self.spread_weight:
+            self.spread = SpreadState(ssn, hard=False)
+            ssn.add_batch_node_order_fn(self.name, self.spread_scores)
+            ssn.add_layered_cross_node_fn(self.name, has_constraints)
 
     def on_session_close(self, ssn: Session) -> None:
-        return None
+        self.spread = None
+
+    def spread_scores(self, task: TaskInfo, nodes: Sequence[NodeInfo]) -> dict[str, float]:
+        """PodTopologySpread's scores of ``task`` on ``nodes``, times the weight."""
+        if self.spread is None:
+            return {}
+        weight = self.spread_weight
+        return {name: s * weight for name, s in self.spread.scores(task, nodes).items()}
 
     def score(self, task: TaskInfo, node: NodeInfo) -> float:
         pairs = _pairs(task.resreq, node)

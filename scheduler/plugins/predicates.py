@@ -24,6 +24,12 @@ on Kubernetes 1.34 and later): a pod with ``resourceClaims`` goes only where its
 can be allocated, and gets them (``scheduler.plugins.dynamic_resources``). Switched off, such a
 pod waits with a reason saying so rather than be bound without its devices.
 
+Pod topology spread (``predicate.PodTopologySpreadEnable``, true as in Volcano): a pod's
+DoNotSchedule ``topologySpreadConstraints``, after the ports, with kube-scheduler's
+PodTopologySpread reasons (``scheduler.plugins.topology_spread``). Such a pod's verdict on a
+node reads the pods of the node's whole domain, so the plugin names it cross-node and the
+placer judges every node afresh for it; a pod without constraints is not looked at.
+
 What does not depend on the node's current tasks (readiness, taints, affinity) is cached per
 session by the pod's scheduling constraints, so pods of one task template are filtered once
 per node.
@@ -44,6 +50,7 @@ from caldera.api.core import (
 from scheduler.api.types import NodeInfo, TaskInfo
 from scheduler.framework.plugin import Arguments
 from scheduler.plugins.interpod_affinity import open_state
+from scheduler.plugins.topology_spread import SpreadState, has_constraints
 
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
@@ -185,6 +192,8 @@ class PredicatesPlugin:
         self.dra_enabled = args.boolean("predicate.DynamicResourceAllocationEnable", True)
         self.pod_affinity = args.boolean("predicate.PodAffinityEnable", True)
         self.dra: DynamicResources | None = None
+        self.spread_enabled = args.boolean("predicate.PodTopologySpreadEnable", True)
+        self.spread: SpreadState | None = None
         self._static: dict[tuple[bytes, str], str | None] = {}
         self._ports: dict[bytes, list[_Port]] = {}  # signature -> host ports
 
@@ -203,10 +212,15 @@ class PredicatesPlugin:
             if inter_pod is not None:
                 ssn.add_predicate_fn(self.name, inter_pod.predicate)
                 ssn.add_cross_node_fn(self.name, inter_pod.cross_node)
+        self.spread = None
+        if self.spread_enabled:
+            self.spread = SpreadState(ssn, hard=True)
+            ssn.add_layered_cross_node_fn(self.name, has_constraints)
 
     def on_session_close(self, ssn: Session) -> None:
         self._static.clear()
         self._ports.clear()
+        self.spread = None
         if self.dra is not None:
             ssn.result.claim_plans.update(self.dra.plans())
             self.dra = None
@@ -232,6 +246,11 @@ class PredicatesPlugin:
             used = (p for t in node.tasks.values() if t.uid != task.uid for p in host_ports(t.pod))
             if ports_conflict(wanted, used):
                 return PORTS_CONFLICT
+        pod = task.pod
+        if pod is not None and pod.spec.topology_spread_constraints and self.spread is not None:
+            reason = self.spread.filter(task, node)
+            if reason:
+                return reason
         if task.pod is not None and task.pod.spec.resource_claims:
             return self._dra_reason(task, node)
         return None
