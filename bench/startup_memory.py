@@ -18,7 +18,9 @@ at 15,000; the node lifecycle controller's grace matches), so heartbeats stay cu
 
 ``--cluster DIR`` keeps the cluster in DIR; a populated one found there (its control plane is
 started again if it stopped) is used as it is, and ``--keep`` leaves it running at the end, so
-one set-up serves many runs (``--runs`` starts each process that many times). Then, one at a
+one set-up serves many runs (``--runs`` starts each process that many times). A kwok started
+again has a new identity and takes a node over only when the Lease the old one held expires
+(20 minutes at 15,000 nodes): the nodes of a stopped cluster stay NotReady that long. Then, one at a
 time:
 
 - ``caldera scheduler``: from the process's start (wall clock, and the process's own CPU
@@ -94,6 +96,8 @@ ETCD_BATCH: Final = 100  # pods to an etcd transaction (etcd allows 128 operatio
 CHUNK: Final = 10_000  # pods between progress lines and memory checks
 LEASE_WRITES_PER_SECOND: Final = 50  # what kwok's node Lease renewals may cost the API server
 POLL: Final = 0.1
+HEARTBEATS_PER_SECOND: Final = 10  # kwok's node status refreshes, all nodes together
+KWOK_PARALLELISM: Final = 32  # nodes kwok initialises, and Leases it renews, at once
 LIMIT: Final = 900.0  # seconds a process may take to its first session or readiness
 
 
@@ -103,14 +107,34 @@ def node_lease_seconds(nodes: int) -> int:
     return max(40, math.ceil(4 * nodes / LEASE_WRITES_PER_SECOND))
 
 
-def node_stages(stages: str) -> str:
-    """kwok's stages for Nodes only (initialise, heartbeat) from a stages file: with no pod
-    stage kwok leaves the pods to the bench, which writes their status once."""
+def node_stages(stages: str, nodes_count: int) -> str:
+    """kwok's configuration: the stages for Nodes only (initialise, heartbeat) from a stages
+    file, with no pod stage (kwok leaves the pods alone); the status heartbeat spaced so that
+    all nodes' come to about ``HEARTBEATS_PER_SECOND`` (the Lease tells liveness; at 15,000
+    nodes the stages file's 5 minutes were 33 writes a second, and they held back the
+    initialisation of the last 4,000 nodes); and more nodes handled at once than kwok's
+    default 4 (15,000 nodes came up at 5 a second with it, at load 23)."""
     docs = [d for d in yaml.safe_load_all(stages) if d]
     nodes = [d for d in docs if d["spec"]["resourceRef"]["kind"] == "Node"]
     if not nodes:
         raise ValueError("the stages file has no Node stage")
-    return yaml.safe_dump_all(nodes, sort_keys=False)
+    spacing = 1000 * nodes_count // HEARTBEATS_PER_SECOND  # milliseconds
+    for stage in nodes:
+        delay = stage["spec"].get("delay")
+        if delay is not None and delay["durationMilliseconds"] < spacing // 2:
+            # from half the spacing to one and a half: the mean is the spacing
+            delay["durationMilliseconds"] = spacing // 2
+            delay["jitterDurationMilliseconds"] = spacing * 3 // 2
+    options = {
+        "nodePlayStageParallelism": KWOK_PARALLELISM,
+        "nodeLeaseParallelism": KWOK_PARALLELISM,
+    }
+    config = {
+        "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
+        "kind": "KwokConfiguration",
+        "options": options,
+    }
+    return yaml.safe_dump_all([*nodes, config], sort_keys=False)
 
 
 def running_pod(i: int, node: str) -> dict[str, Any]:
@@ -590,7 +614,7 @@ def main() -> int:
         directory = args.cluster or Path(tmp) / "cluster"
         directory.mkdir(parents=True, exist_ok=True)
         stages = directory / "kwok-node-stages.yaml"
-        stages.write_text(node_stages(STAGES.read_text()))
+        stages.write_text(node_stages(STAGES.read_text(), nodes))
         plane = ControlPlane(directory, stages=stages, node_lease_seconds=node_lease_seconds(nodes))
         try:
             ok = asyncio.run(bench(plane, nodes, pods, args.runs, args.smoke, Path(tmp)))
