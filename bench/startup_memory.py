@@ -75,7 +75,7 @@ from bench.scheduler import (  # noqa: E402
 )
 from caldera.api.kinds import NODE, POD, PODGROUP, KindInfo  # noqa: E402
 from caldera.kube.client import ClientOptions, KubeClient  # noqa: E402
-from caldera.kube.errors import AlreadyExists, NotFound  # noqa: E402
+from caldera.kube.errors import AlreadyExists, ApiConnectionError, ApiError, NotFound  # noqa: E402
 from caldera.obs.logging import configure_logging  # noqa: E402
 from scheduler.plugins.gang import SCHEDULED_REASON  # noqa: E402
 
@@ -373,10 +373,29 @@ async def fill(plane: ControlPlane, kube: KubeClient, nodes: list[str], pods: in
             flush=True,
         )
     for _ in range(600):  # the API server's watch cache catching up with etcd
-        if await count(kube, f"/api/v1/namespaces/{NAMESPACE}/pods") >= pods:
+        if await count(kube, f"/api/v1/namespaces/{NAMESPACE}/pods") >= pods and (
+            await cache_caught_up(kube)
+        ):
             return
         await asyncio.sleep(1)
     raise RuntimeError("the API server did not list every pod written to etcd in 600 s")
+
+
+async def cache_caught_up(kube: KubeClient) -> bool:
+    """Whether the API server's watch cache has reached etcd: a list's second page is served
+    from the cache at the first page's revision (while the cache lags, as after 150,000 pods
+    written to etcd at once, it answers 504 "Too large resource version", and an informer's
+    list waits with it)."""
+    path = f"/api/v1/namespaces/{NAMESPACE}/pods"
+    first = json.loads(await kube.request("GET", path, params={"limit": "1"}))
+    token = first["metadata"].get("continue")
+    if not token:
+        return True
+    try:
+        await kube.request("GET", path, params={"limit": "1", "continue": token}, timeout=10)
+    except (ApiError, ApiConnectionError, TimeoutError):
+        return False
+    return True
 
 
 async def populated(kube: KubeClient, nodes: int, pods: int) -> bool:
