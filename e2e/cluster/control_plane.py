@@ -41,6 +41,7 @@ AUDIT_POLICY = HERE / "audit-policy.yaml"
 CACHE = Path(os.environ.get("CALDERA_CACHE", Path.home() / ".cache" / "caldera"))
 DEFAULT_DIR = CACHE / "cluster" / "default"
 
+NODE_LEASE_SECONDS = 40  # kwok's node Lease duration unless a cluster asks for more
 ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kwok", "kube-scheduler")
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 # The node labels the e2e topology uses for racks (tier 1) and spines (tier 2).
@@ -193,10 +194,25 @@ class NodeSpec:
 
 
 class ControlPlane:
-    """One local cluster, identified by its directory."""
+    """One local cluster, identified by its directory.
 
-    def __init__(self, directory: Path = DEFAULT_DIR) -> None:
+    ``stages`` is kwok's configuration (this directory's stages.yaml by default).
+    ``node_lease_seconds`` is the nodes' Lease duration: kwok renews each Lease every quarter of
+    it, as the kubelet does, so 15,000 nodes at the default 40 s are 1,500 writes a second, more
+    than this machine's API server serves; a longer Lease (the node lifecycle controller's grace
+    period set to match) keeps a large cluster's heartbeats current (bench/startup_memory.py).
+    """
+
+    def __init__(
+        self,
+        directory: Path = DEFAULT_DIR,
+        *,
+        stages: Path = STAGES,
+        node_lease_seconds: int = NODE_LEASE_SECONDS,
+    ) -> None:
         self.dir = directory.resolve()
+        self.stages = stages
+        self.node_lease_seconds = node_lease_seconds
         self.procs = ProcessTable(self.dir)
         self.pki = Pki(self.dir / "pki")
         self.kubeconfig = self.dir / "kubeconfig"
@@ -423,6 +439,7 @@ class ControlPlane:
                 "--controllers=*",
                 "--profiling=false",
                 "--v=1",
+                *self._node_grace(),
             ]
         if name == "kube-scheduler":
             return [
@@ -445,11 +462,20 @@ class ControlPlane:
                 "--manage-single-node=",
                 "--cidr=10.244.0.0/16",
                 "--node-ip=10.240.0.1",
-                "--node-lease-duration-seconds=40",
+                f"--node-lease-duration-seconds={self.node_lease_seconds}",
                 f"--server-address=127.0.0.1:{p['kwok']}",
-                f"--config={STAGES}",
+                f"--config={self.stages}",
             ]
         raise ClusterError(f"unknown component {name!r}")
+
+    def _node_grace(self) -> list[str]:
+        """kube-controller-manager's grace for a node's heartbeat, and for a new node's first:
+        its defaults with the default Lease, else the whole Lease (kwok renews it four times in
+        that span, and a large cluster's last nodes come up minutes after the first)."""
+        if self.node_lease_seconds == NODE_LEASE_SECONDS:
+            return []
+        grace = f"{self.node_lease_seconds}s"
+        return [f"--node-monitor-grace-period={grace}", f"--node-startup-grace-period={grace}"]
 
     def _wait_started(self, name: str, timeout: float) -> None:
         deadline = time.monotonic() + timeout
