@@ -12,6 +12,11 @@ expect ("x3 over 2m"). The keys live in a bounded LRU (`cache_size`); a key push
 again after the window, starts a new Event. When the PATCH finds the Event gone (Events expire
 after an hour), a new one is created.
 
+Budget per object. As client-go's recorder (kube-scheduler's and Volcano's), each involved
+object may have 25 events, then one per 5 minutes; the rest are counted as filtered. A scheduler
+re-records a waiting PodGroup's reason every session, so without it thousands of waiting
+PodGroups would make thousands of Event writes a second, beside the binds.
+
 Ordering and coalescing. Each entry is queued at most once and sent by one worker at a time (the
 work-queue discipline of `informers.workqueue`): repeats recorded while the entry waits only raise
 its count, and repeats recorded while it is being sent mark it dirty so it is queued again when
@@ -50,6 +55,13 @@ EVENT_TYPES: Final = frozenset({"Normal", "Warning"})
 MAX_MESSAGE: Final = 1024  # what events.k8s.io/v1 accepts for a note; longer says nothing more
 _MAX_NAME: Final = 253
 DROP_LOG_INTERVAL: Final = 10.0  # seconds between warnings that events are being dropped
+# client-go's EventSourceObjectSpamFilter, which Volcano's and kube-scheduler's recorders use:
+# per involved object, a burst of 25 events, then one per 5 minutes. A scheduler re-records a
+# waiting PodGroup's reason every session; without this, 10,000 waiting PodGroups make 10,000
+# events a second.
+SPAM_BURST: Final = 25
+SPAM_REFILL_SECONDS: Final = 300.0
+_SPAM_OBJECTS: Final = 65536  # objects whose budgets are kept (the least recent forgotten)
 
 _Key = tuple[str, str, str, str, str, str, str]
 
@@ -138,10 +150,15 @@ class EventRecorder:
         self._last_nanos = 0
         self._closed = False
         self._dropped = 0  # events dropped since the last warning about it
+        # involved object -> (events left in its budget, when last taken): the spam filter
+        self._budgets: collections.OrderedDict[tuple[str, str, str, str], tuple[float, float]] = (
+            collections.OrderedDict()
+        )
         self._last_drop_log = -math.inf
         self._results = Counter(
             "caldera_events_recorded_total",
-            "Kubernetes Events by outcome: created, updated (count raised), failed, dropped.",
+            "Kubernetes Events by outcome: created, updated (count raised), failed, dropped, "
+            "filtered (over the object's budget: 25, then one per 5 minutes).",
             ["result"],
             registry=registry if registry is not None else CollectorRegistry(),
         )
@@ -163,6 +180,9 @@ class EventRecorder:
         if type not in EVENT_TYPES:
             self._results.labels("dropped").inc()
             self._log.error("event type must be Normal or Warning", type=type, reason=reason)
+            return
+        if not self._within_budget(involved):
+            self._results.labels("filtered").inc()
             return
         message = message[:MAX_MESSAGE]
         key: _Key = (
@@ -199,6 +219,26 @@ class EventRecorder:
             while len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)  # a queued entry keeps its reference and is sent
         self._enqueue(entry)
+
+    def _within_budget(self, involved: ObjectReference) -> bool:
+        """Take one event from ``involved``'s budget (``SPAM_BURST``, refilled one per
+        ``SPAM_REFILL_SECONDS``); False when it is spent."""
+        key = (involved.kind, involved.namespace, involved.name, involved.uid)
+        now = self._clock()
+        budgets = self._budgets
+        found = budgets.get(key)
+        if found is None:
+            tokens = float(SPAM_BURST)
+            if len(budgets) >= _SPAM_OBJECTS:
+                budgets.popitem(last=False)
+        else:
+            tokens = min(float(SPAM_BURST), found[0] + (now - found[1]) / SPAM_REFILL_SECONDS)
+            budgets.move_to_end(key)
+        if tokens < 1.0:
+            budgets[key] = (tokens, now)
+            return False
+        budgets[key] = (tokens - 1.0, now)
+        return True
 
     def _new_name(self, involved_name: str) -> str:
         # Strictly increasing nanoseconds: two events in the same tick still get distinct names.
