@@ -284,6 +284,24 @@ def _add(counts: Counts, key: str, value: str, delta: int) -> None:
             del counts[key]
 
 
+def _count(
+    counts: Counts,
+    terms: Iterable[Term],
+    node: Mapping[str, str],
+    namespace: str,
+    labels: Mapping[str, str],
+    delta: int,
+    *,
+    weighted: bool = False,
+) -> None:
+    """Add ``delta`` (times each term's weight when ``weighted``) to the domain of ``node``
+    for each of ``terms`` that has its topology key there and matches the pod."""
+    for t in terms:
+        value = node.get(t.topology_key)
+        if value is not None and t.matches(namespace, labels):
+            _add(counts, t.topology_key, value, delta * t.weight if weighted else delta)
+
+
 def _in_domain(counts: Counts, labels: Mapping[str, str]) -> bool:
     """Whether the node with ``labels`` is in a domain with a positive count."""
     for key, by_value in counts.items():
@@ -335,18 +353,9 @@ class _Incoming:
                 value = node.get(t.topology_key)
                 if value is not None:
                     _add(self.affinity, t.topology_key, value, sign)
-        for t in terms.anti_affinity:
-            value = node.get(t.topology_key)
-            if value is not None and t.matches(ns, labels):
-                _add(self.anti, t.topology_key, value, sign)
-        for t in terms.preferred_affinity:
-            value = node.get(t.topology_key)
-            if value is not None and t.matches(ns, labels):
-                _add(self.score, t.topology_key, value, sign * t.weight)
-        for t in terms.preferred_anti_affinity:
-            value = node.get(t.topology_key)
-            if value is not None and t.matches(ns, labels):
-                _add(self.score, t.topology_key, value, -sign * t.weight)
+        _count(self.anti, terms.anti_affinity, node, ns, labels, sign)
+        _count(self.score, terms.preferred_affinity, node, ns, labels, sign, weighted=True)
+        _count(self.score, terms.preferred_anti_affinity, node, ns, labels, -sign, weighted=True)
 
 
 @dataclass(slots=True)
@@ -363,22 +372,10 @@ class _Targeted:
         if terms is None or not node:
             return
         ns, labels = self.namespace, self.labels
-        for t in terms.anti_affinity:
-            value = node.get(t.topology_key)
-            if value is not None and t.matches(ns, labels):
-                _add(self.anti, t.topology_key, value, sign)
-        for t in terms.affinity:
-            value = node.get(t.topology_key)
-            if value is not None and t.matches(ns, labels):
-                _add(self.score, t.topology_key, value, sign * HARD_AFFINITY_WEIGHT)
-        for t in terms.preferred_affinity:
-            value = node.get(t.topology_key)
-            if value is not None and t.matches(ns, labels):
-                _add(self.score, t.topology_key, value, sign * t.weight)
-        for t in terms.preferred_anti_affinity:
-            value = node.get(t.topology_key)
-            if value is not None and t.matches(ns, labels):
-                _add(self.score, t.topology_key, value, -sign * t.weight)
+        _count(self.anti, terms.anti_affinity, node, ns, labels, sign)
+        _count(self.score, terms.affinity, node, ns, labels, sign * HARD_AFFINITY_WEIGHT)
+        _count(self.score, terms.preferred_affinity, node, ns, labels, sign, weighted=True)
+        _count(self.score, terms.preferred_anti_affinity, node, ns, labels, -sign, weighted=True)
 
 
 class AffinityIndex:
