@@ -27,16 +27,26 @@ def cpu_seconds(pid: int | None) -> float:
 def memory_kib(pid: int | None, field: str = "VmHWM") -> int:
     """A ``/proc/<pid>/status`` memory field in KiB: ``VmHWM`` (peak resident set, the default)
     or ``VmRSS`` (resident now); 0 when the process is gone or None."""
+    return memory_fields_kib(pid, field)[0]
+
+
+def memory_fields_kib(pid: int | None, *fields: str) -> tuple[int, ...]:
+    """Several ``/proc/<pid>/status`` memory fields in KiB, from one read: figures of one
+    moment (two reads of a running process may see its resident set grow in between, so that
+    the first read's peak falls below the second's resident set); 0 for each when the process
+    is gone or None, or for a field the file lacks."""
     if pid is None:
-        return 0
+        return (0,) * len(fields)
     try:
         status = Path(f"/proc/{pid}/status").read_text()
     except (FileNotFoundError, ProcessLookupError):
-        return 0
+        return (0,) * len(fields)
+    found: dict[str, int] = {}
     for line in status.splitlines():
-        if line.startswith(f"{field}:"):
-            return int(line.split()[1])
-    return 0
+        name, _, rest = line.partition(":")
+        if name in fields:
+            found[name] = int(rest.split()[0])
+    return tuple(found.get(field, 0) for field in fields)
 
 
 def load_average() -> str:

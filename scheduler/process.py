@@ -1,9 +1,10 @@
 """``caldera scheduler``: the session loop around the pure scheduling core, and its I/O.
 
-Every ``--schedule-period`` (or early, when pods, PodGroups, nodes, queues, ResourceQuotas or
-PodDisruptionBudgets change): bring the snapshot up to date with what changed in the informer
-cache (``scheduler.live_snapshot``), run one session (actions and plugins, in a worker thread so
-the event loop keeps serving watches and probes), then carry out its decisions:
+Every ``--schedule-period`` (or early, when pods, PodGroups, nodes, queues, ResourceQuotas,
+PodDisruptionBudgets or namespaces' labels change): bring the snapshot up to date with what
+changed in the informer cache (``scheduler.live_snapshot``), run one session (actions and
+plugins, in a worker thread so the event loop keeps serving watches and probes), then carry out
+its decisions:
 
 - binds through the pods/binding subresource, ``--bind-workers`` at a time, in the background: a
   pod is *assumed* on its node from the moment the session decides until the cache sees it
@@ -62,7 +63,7 @@ from typing import TypeVar
 
 import structlog
 
-from caldera.api.core import Node, Pod
+from caldera.api.core import Namespace, Node, Pod
 from caldera.api.dra import DeviceClass, ResourceClaim, ResourceSlice
 from caldera.api.gates import REMOVE_GATE_PATCH
 from caldera.api.gpushare import GPU_INDEX
@@ -70,6 +71,7 @@ from caldera.api.gpushare import NODE_LOCK as GPUSHARE_LOCK
 from caldera.api.kinds import (
     DEVICE_CLASS,
     HYPERNODE,
+    NAMESPACE,
     NODE,
     NODESHARD,
     NUMATOPOLOGY,
@@ -108,6 +110,7 @@ from caldera.settings import SchedulerSettings
 from informers.factory import SharedInformer, SharedInformerFactory
 from informers.store import HandlerFuncs, KubeObject
 from scheduler.api.dra.view import ClaimPlan, DraView, pod_claims
+from scheduler.api.namespace_labels import LabelsByNamespace
 from scheduler.claim_writer import ClaimWriter
 from scheduler.conf import DEFAULT_CONF, ConfError, SchedulerConf, parse_conf
 from scheduler.device_config import DeviceConfigReader, config_source
@@ -184,6 +187,16 @@ class ConfSource:
         return self.current
 
 
+def _namespace_labels_only(namespace: Namespace) -> Namespace:
+    """What the scheduler keeps of a Namespace: its name and labels (client-go's transform)."""
+    meta = namespace.metadata
+    return Namespace(
+        metadata=ObjectMeta(
+            name=meta.name, uid=meta.uid, resource_version=meta.resource_version, labels=meta.labels
+        )
+    )
+
+
 def _note(
     informer: SharedInformer[K],
     changed: Callable[[K], None],
@@ -256,6 +269,7 @@ class SchedulerLoop:
         _note(self.nodes, live.node_changed)
         _note(self.podgroups, live.podgroup_changed)
         self._init_status_writes()
+        self._init_namespaces(factory)
         _note(self.podgroups, self._podgroup_cached, gone=self._podgroup_uncached)
         _note(self.queues, lambda q: self.status_writer.forget((QUEUE_STATUS, q.metadata.name)))
         _note(self.pods, lambda pod: self.status_writer.forget((POD_CONDITION, object_key(pod))))
@@ -349,6 +363,27 @@ class SchedulerLoop:
             on_fenced=self._wake.set,  # the loop raises the FencedError at once
         )
         self.metrics.status_queue.set_function(lambda: self.status_writer.pending.waiting)
+
+    def _init_namespaces(self, factory: SharedInformerFactory) -> None:
+        """The Namespaces, watched for their labels alone (inter-pod affinity terms'
+        namespaceSelector, ``scheduler.api.namespace_labels``): a label change is news to the
+        quiet sessions, and the next session resolves the selectors against the new labels."""
+        factory.transforms.setdefault(NAMESPACE, lambda: _namespace_labels_only)
+        self.namespaces = factory.informer(NAMESPACE)
+        self.namespace_labels = LabelsByNamespace()
+        self._namespace_news = False
+
+        def seen(namespace: Namespace) -> None:
+            if self.namespace_labels.seen(namespace.metadata.name, namespace.metadata.labels):
+                self._namespace_news = True
+                self._wake.set()
+
+        def gone(namespace: Namespace) -> None:
+            if self.namespace_labels.gone(namespace.metadata.name):
+                self._namespace_news = True
+                self._wake.set()
+
+        _note(self.namespaces, seen, gone=gone)
 
     def _watch_numa(self, conf: SchedulerConf) -> bool:
         """Whether ``conf`` names numa-aware; the Numatopology kind is watched from the first
@@ -544,7 +579,7 @@ class SchedulerLoop:
                 await asyncio.wait_for(self.factory.wait_for_sync(), timeout=DRA_SYNC_WAIT)
             dra = self._watch_dra(conf)
         news = self.live.has_news(self.assumed) or self._numa_news or self._dra_news
-        news = news or self._device_config_news
+        news = news or self._device_config_news or self._namespace_news
         last = self.quiet.repeat(conf, news=news, now=started)
         if last is not None:
             self.metrics.skipped.inc()
@@ -567,6 +602,8 @@ class SchedulerLoop:
         self._device_config_news = False
         self._dra_news = False
         cluster.dra = self._dra_view() if dra else None
+        cluster.namespace_labels = self.namespace_labels.snapshot()
+        self._namespace_news = False
         session = Session(cluster, conf.tiers)
         session.queue_admission_gates = self.queue_admission_gates
         core_started = time.monotonic()

@@ -10,7 +10,7 @@ import os
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bench._procfs import cpu_seconds, load_average, memory_kib
+from bench._procfs import cpu_seconds, load_average, memory_fields_kib, memory_kib
 from bench.scheduler_perf import (
     FILLED_KEY,
     SideResult,
@@ -93,9 +93,16 @@ def test_on_paper_names_the_tighter_machine() -> None:
 
 
 def test_procfs_reads_this_process() -> None:
+    """The procfs readers see this process: CPU spent, a peak resident set at least the
+    resident set of the same moment, 0 for a field or a process that is not there."""
     sum(i * i for i in range(200_000))  # some CPU to see
     assert cpu_seconds(os.getpid()) > 0
-    assert memory_kib(os.getpid()) >= memory_kib(os.getpid(), "VmRSS") > 0
+    # One read: two reads apart may see the resident set grow past the first read's peak.
+    peak, resident = memory_fields_kib(os.getpid(), "VmHWM", "VmRSS")
+    assert peak >= resident > 0
+    assert memory_kib(os.getpid()) > 0
+    assert memory_kib(os.getpid(), "VmRSS") > 0
+    assert memory_fields_kib(os.getpid(), "VmNoSuchField") == (0,)
     assert cpu_seconds(None) == 0.0
     assert memory_kib(None) == 0
     assert len(load_average().split(", ")) == 3

@@ -6,7 +6,8 @@ Pending PodGroup or an invalid job is never a preemptor) in job order:
     for each pending task of the job, in task order, while the job is still starving:
         nodes: those whose predicates pass once every candidate victim on them is gone
                (predicates never check resources), ordered: nodes where the task already fits
-               first, then by node score
+               first, then by node score (plus the batch node scores of a cross-node task, as
+               Volcano's util.PrioritizeNodes)
         on the first node where it works:
             candidates = Bound/Running tasks of OTHER jobs of the SAME queue that request
                          something and are preemptable (``volcano.sh/preemptable``)

@@ -19,7 +19,9 @@ evictions themselves may make true: capacity holds every ancestor queue to its l
 victim below the same ancestor frees room there), then pipeline it there. Volcano's reclaim
 checks only ``Preemptive`` before looking for victims, for the same reason. The job's
 statement is committed only if the job is then pipelined, else discarded, so a gang is never
-half reclaimed for; Volcano evicts task by task without a statement.
+half reclaimed for; Volcano evicts task by task without a statement. The walk ranks the nodes
+as preempt's does (the node score, plus the batch node scores of a cross-node task); Volcano's
+reclaim ranks none, it walks them in the order its predicates returned them.
 
 A job whose networkTopology is hard reclaims within one HyperNode at a time, as in preempt
 (``scheduler.actions.topology.eviction_domains``).

@@ -4,7 +4,8 @@ For one preemptor (Volcano's preempt and reclaim):
 
     nodes: those whose predicates pass once every candidate victim on them is gone
            (predicates never check resources), ordered: nodes where the task already fits
-           first, then by node score, then name
+           first, then by node score (with the batch node scores of a cross-node task,
+           inter-pod affinity's and spread's, taken over these nodes), then name
     on the first node where it works:
         if the task fits there and its queue may take it, and free room may be used:
             pipeline it there, evicting nobody
@@ -85,6 +86,15 @@ def node_without(node: NodeInfo, leaving: Sequence[TaskInfo]) -> NodeInfo:
         if task.uid not in gone:
             copy.add_task(task)
     return copy
+
+
+def batch_scores(ssn: Session, task: TaskInfo, nodes: Sequence[NodeInfo]) -> dict[str, float]:
+    """The batch node order scores (inter-pod affinity's, spread's ScheduleAnyway) of a
+    cross-node task over ``nodes``, which the walk adds to the node score as Volcano's preempt
+    does (``util.PrioritizeNodes``); none for any other task, whose walk they do not change."""
+    if not nodes or not ssn.cross_node(task):
+        return {}
+    return ssn.batch_node_scores(task, nodes)
 
 
 def queue_takes(ssn: Session, queue: QueueInfo, task: TaskInfo) -> bool:
@@ -345,11 +355,16 @@ class RoomFinder:
                 and ssn.predicate(preemptor, node_without(node, candidates)) is not None
             ):
                 continue
-            options.append(
-                (not fits_now, -ssn.node_score(preemptor, node), node.name, node, candidates)
-            )
-        options.sort(key=lambda o: o[:3])
-        for _, _, _, node, candidates in options:
+            options.append((not fits_now, node, candidates))
+        extra = batch_scores(ssn, preemptor, [node for _, node, _ in options])
+
+        def rank(option: tuple[bool, NodeInfo, list[TaskInfo]]) -> tuple[bool, float, str]:
+            later, node, _ = option
+            score = ssn.node_score(preemptor, node) + extra.get(node.name, 0.0)
+            return later, -score, node.name
+
+        options.sort(key=rank)
+        for _, node, candidates in options:
             stmt = self._evict_for(preemptor, queue, node, candidates)
             if stmt is not None:
                 return stmt
@@ -400,13 +415,17 @@ class RoomFinder:
 
     def _free_room_scan(self, preemptor: TaskInfo) -> str | None:
         ssn = self.ssn
+        passing = [
+            node
+            for node in self.placer.nodes.values()
+            if node.ready
+            and preemptor.init_resreq.less_equal(node.future_idle())
+            and ssn.predicate(preemptor, node) is None
+        ]
+        extra = batch_scores(ssn, preemptor, passing)
         best: tuple[float, str] | None = None
-        for node in self.placer.nodes.values():
-            if not node.ready or not preemptor.init_resreq.less_equal(node.future_idle()):
-                continue
-            if ssn.predicate(preemptor, node) is not None:
-                continue
-            key = (-ssn.node_score(preemptor, node), node.name)
+        for node in passing:
+            key = (-(ssn.node_score(preemptor, node) + extra.get(node.name, 0.0)), node.name)
             if best is None or key < best:
                 best = key
         return None if best is None else best[1]

@@ -24,17 +24,20 @@ affinity terms this pod matches (kube-scheduler's hardPodAffinityWeight). A node
 sum over the domains it is in, normalised to 0-100 over the nodes scored (``normalise``).
 
 Namespaces: a term's ``namespaces``, else the pod's own namespace; ``namespaceSelector: {}``
-adds every namespace. The scheduler does not watch Namespaces, so a non-empty
-``namespaceSelector`` cannot be resolved: a pod asking for one is not scheduled (``problem``
-says why), and a placed pod's term with one is taken to cover every namespace (a placed
-pod's required anti-affinity then keeps pods out of its domain that kube-scheduler might let
-in: never the other way). ``matchLabelKeys`` and ``mismatchLabelKeys`` are merged into the
-label selector by the API server when the pod is created (Kubernetes 1.31 and later).
+adds every namespace, and a non-empty one the namespaces whose labels it matches, resolved
+against the session's ``NamespaceLabels`` (``scheduler.api.namespace_labels``, kube-scheduler's
+``mergeAffinityTermNamespacesIfNotEmpty``). Without them (a snapshot built without the
+Namespaces, as the simulator's), a non-empty ``namespaceSelector`` cannot be resolved: a pod
+asking for one is not scheduled (``problem`` says why), and a placed pod's term with one is
+taken to cover every namespace (a placed pod's required anti-affinity then keeps pods out of
+its domain that kube-scheduler might let in: never the other way). ``matchLabelKeys`` and
+``mismatchLabelKeys`` are merged into the label selector by the API server when the pod is
+created (Kubernetes 1.31 and later).
 
 What a hostile spec can make the scheduler do is bounded: a pod with more than
 ``MAX_REQUIRED_TERMS`` required or ``MAX_PREFERRED_TERMS`` preferred terms, or selectors
-larger than ``MAX_SELECTOR_ITEMS`` in all, is not scheduled (``problem`` names the field); the
-placed pods' terms are read up to the same bounds.
+larger than ``MAX_SELECTOR_ITEMS`` in all (namespace selectors included), is not scheduled
+(``problem`` names the field); the placed pods' terms are read up to the same bounds.
 
 ``AffinityIndex`` keeps, for one session, what kube-scheduler's PreFilter computes per pod
 (topology key -> value -> count of matching placed pods), built once per distinct set of
@@ -57,7 +60,8 @@ from caldera.api.core import (
     WeightedPodAffinityTerm,
 )
 from caldera.api.meta import LabelSelector
-from caldera.api.selectors import matches
+from caldera.api.selectors import is_empty, matches
+from scheduler.api.namespace_labels import NamespaceLabels
 
 __all__ = [
     "AFFINITY_MISMATCH",
@@ -186,26 +190,45 @@ def _selector_items(selector: LabelSelector | None) -> int:
     return len(selector.match_labels) + sum(1 + len(r.values) for r in selector.match_expressions)
 
 
-def _term(raw: PodAffinityTerm, namespace: str, weight: int, placed: bool) -> tuple[Term, bool]:
-    """The term ready to match, and whether its namespaceSelector could not be resolved."""
-    names: frozenset[str] | None = frozenset(raw.namespaces or ()) or None
+def _term_namespaces(
+    raw: PodAffinityTerm, namespace: str, namespaces: NamespaceLabels | None
+) -> tuple[frozenset[str] | None, bool]:
+    """The namespaces a term covers (None: every namespace), and whether its
+    namespaceSelector could not be resolved (``namespaces`` None: the labels are not known)."""
+    names = frozenset(raw.namespaces or ())
     ns_selector = raw.namespace_selector
-    unresolved = False
-    if ns_selector is not None:
-        if not ns_selector.match_labels and not ns_selector.match_expressions:
-            names = None  # {}: every namespace
-        else:
-            unresolved = True
-            if placed:
-                names = None  # see the module docstring: every namespace
-    elif names is None:
-        names = frozenset((namespace,))
+    if ns_selector is None:
+        return names or frozenset((namespace,)), False
+    if is_empty(ns_selector):
+        return None, False  # {}: every namespace
+    if namespaces is None:
+        return names or None, True
+    # kube-scheduler's mergeAffinityTermNamespacesIfNotEmpty: the names, and the namespaces
+    # the selector matches (none at all is a term naming no pod).
+    return names | namespaces.select(ns_selector), False
+
+
+def _term(
+    raw: PodAffinityTerm,
+    namespace: str,
+    weight: int,
+    placed: bool,
+    namespaces: NamespaceLabels | None = None,
+) -> tuple[Term, bool]:
+    """The term ready to match, and whether its namespaceSelector could not be resolved."""
+    names, unresolved = _term_namespaces(raw, namespace, namespaces)
+    if unresolved and placed:
+        names = None  # see the module docstring: every namespace
     return Term(raw.label_selector, names, raw.topology_key, weight), unresolved
 
 
-def pod_terms(pod: Pod, *, placed: bool = False) -> PodTerms | None:
+def pod_terms(
+    pod: Pod, *, placed: bool = False, namespaces: NamespaceLabels | None = None
+) -> PodTerms | None:
     """The pod's terms, None when it has none. ``placed``: the pod is on a node already (its
-    terms are read within the bounds; a pod to place over the bounds gets a ``problem``)."""
+    terms are read within the bounds; a pod to place over the bounds gets a ``problem``).
+    ``namespaces``: the namespaces' labels, which resolve non-empty namespaceSelectors (None:
+    not known, see the module docstring)."""
     if not has_pod_affinity(pod):
         return None
     affinity = pod.spec.affinity
@@ -237,15 +260,16 @@ def pod_terms(pod: Pod, *, placed: bool = False) -> PodTerms | None:
         terms = []
         for raw in raw_terms[:cap]:
             if isinstance(raw, WeightedPodAffinityTerm):
-                term, unresolved = _term(raw.pod_affinity_term, namespace, raw.weight, placed)
-                items += _selector_items(raw.pod_affinity_term.label_selector)
+                raw_term, weight = raw.pod_affinity_term, raw.weight
             else:
-                term, unresolved = _term(raw, namespace, 1, placed)
-                items += _selector_items(raw.label_selector)
+                raw_term, weight = raw, 1
+            term, unresolved = _term(raw_term, namespace, weight, placed, namespaces)
+            items += _selector_items(raw_term.label_selector)
+            items += _selector_items(raw_term.namespace_selector)
             if unresolved and not problem and not placed:
                 problem = (
                     f"spec.affinity.{name}[].namespaceSelector selects namespaces by their "
-                    "labels, which the scheduler does not read yet"
+                    "labels, and this scheduler's snapshot has no namespaces' labels"
                 )
             terms.append(term)
         compiled.append(tuple(terms))

@@ -29,6 +29,7 @@ from caldera.api.topology_tree import HyperNodeTree
 from caldera.api.volcano import PodGroup, Queue
 from scheduler.api.dra.view import DraView
 from scheduler.api.job_sums import JobMap, JobSums, JobTrail, Parts
+from scheduler.api.namespace_labels import NamespaceLabels
 from scheduler.api.settled import SettledJobs
 from scheduler.api.verdicts import VerdictMemory
 
@@ -498,6 +499,9 @@ class ClusterInfo:
     dra: DraView | None = None
     # Kept by the live snapshot across sessions; None: verdicts live one session.
     verdicts: VerdictMemory | None = None
+    # The namespaces' labels, which resolve inter-pod affinity terms' namespaceSelector
+    # (scheduler.api.namespace_labels); None when the process does not watch Namespaces.
+    namespace_labels: NamespaceLabels | None = None
     # The ready nodes' allocatable, and what the nodes' tasks use, summed as of the session's
     # start, when the live snapshot keeps them up to date; None: summed when asked.
     ready_allocatable: Resources | None = None

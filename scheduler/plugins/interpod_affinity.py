@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from caldera.api.core import Affinity
+from scheduler.api.namespace_labels import NamespaceLabels
 from scheduler.api.pod_affinity import (
     AffinityIndex,
     Judge,
@@ -111,7 +112,11 @@ def open_state(ssn: Session, plugin: str) -> InterPodAffinity | None:
             with_terms[task.key] = task
     for task in _node_tasks_with_terms(ssn):
         with_terms[task.key] = task
-    state = InterPodAffinity(ssn.nodes, list(with_terms.values())) if with_terms else None
+    state = (
+        InterPodAffinity(ssn.nodes, list(with_terms.values()), ssn.cluster.namespace_labels)
+        if with_terms
+        else None
+    )
     _states[ssn] = state
     if state is not None:
         ssn.add_allocate_handler(plugin, state.allocated, state.deallocated)
@@ -122,10 +127,18 @@ class InterPodAffinity:
     """One session's inter-pod affinity: the filter, the batch score and the cross-node
     claim, over an index built on first use."""
 
-    def __init__(self, nodes: Mapping[str, NodeInfo], with_terms: Sequence[TaskInfo]) -> None:
+    def __init__(
+        self,
+        nodes: Mapping[str, NodeInfo],
+        with_terms: Sequence[TaskInfo],
+        namespaces: NamespaceLabels | None = None,
+    ) -> None:
         # The session's nodes, not the session: the state lives as long as the session does
         # (``_states`` forgets it with the session, which a reference back would prevent).
         self.nodes = nodes
+        # The namespaces' labels as of the session (None: not known), which resolve the
+        # terms' namespaceSelectors: once per pod template per session (``terms``).
+        self.namespaces = namespaces
         self._index: AffinityIndex | None = None
         # Each pod with terms' terms, by (namespace, the Affinity's identity): pods of one
         # template share their Affinity (the informer cache interns equal values). The
@@ -150,7 +163,10 @@ class InterPodAffinity:
         key = (task.namespace, id(affinity), placed)
         hit = self._terms.get(key)
         if hit is None:
-            hit = self._terms[key] = (affinity, pod_terms(pod, placed=placed))
+            hit = self._terms[key] = (
+                affinity,
+                pod_terms(pod, placed=placed, namespaces=self.namespaces),
+            )
         return hit[1]
 
     @property
