@@ -5,6 +5,8 @@ into Volcano's series under the caldera_ prefix."""
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
 from caldera.api.resources import Resources
@@ -206,3 +208,38 @@ def test_forgetting_a_job_drops_its_series() -> None:
     assert registry.get_sample_value("caldera_e2e_job_scheduling_start_time", new) is None
     retries = {"job_ns": "other", "job_id": "big"}
     assert registry.get_sample_value("caldera_job_retry_counts_total", retries) is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.dictionaries(
+            st.sampled_from(["a/x", "a/y", "b/x", "c/z"]),
+            st.floats(min_value=0, max_value=1),
+            max_size=4,
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_job_share_series_follow_the_latest_session(sessions: list[dict[str, float]]) -> None:
+    """However the sessions' shares come and go, the exported series are exactly the latest
+    session's (they are updated in step, not cleared and rebuilt)."""
+    registry = CollectorRegistry()
+    metrics = SchedulerMetrics(registry)
+    for shares in sessions:
+        metrics.observe(SessionResult(job_share=dict(shares), namespace_share=dict(shares)))
+    exported = {
+        f"{s.labels['job_ns']}/{s.labels['job_id']}": s.value
+        for family in registry.collect()
+        if family.name == "caldera_job_share"
+        for s in family.samples
+    }
+    namespaces = {
+        s.labels["namespace_name"]: s.value
+        for family in registry.collect()
+        if family.name == "caldera_namespace_share"
+        for s in family.samples
+    }
+    assert exported == sessions[-1]
+    assert namespaces == sessions[-1]
