@@ -26,6 +26,12 @@
    a speed-up must print the same digests). Goal: the hard-mode session under 20% more CPU
    time than blind (on a shared machine the wall time counts the other processes too).
 
+3. The cost on the live snapshot: the same backlog's session, blind and hard in turn, but
+   from the informer stores through the scheduler's live snapshot after a first session (one
+   small gang placed and bound), as in the running process: what the snapshot keeps from
+   session to session (the nodes' verdicts, in hard mode the HyperNode sums) is there. CPU
+   time of the session alone, medians of three.
+
 Nothing here is a test: a missed goal prints MISS and what was measured.
 """
 
@@ -33,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import gc
 import hashlib
 import heapq
 import os
@@ -46,12 +53,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+import msgspec
+
 REPO: Final = Path(__file__).resolve().parent.parent
 if sys.path[:1] != [str(REPO)]:  # first, before bench/ itself (bench/scheduler.py is no package)
     sys.path.insert(0, str(REPO))
 
-from bench._clusters import T0, conf_of, empty_cluster, gang_job  # noqa: E402
-from caldera.api.meta import ObjectMeta  # noqa: E402
+from bench._clusters import T0, conf_of, empty_cluster, gang_job, node_object  # noqa: E402
+from caldera.api.core import (  # noqa: E402
+    Container,
+    Node,
+    Pod,
+    PodSpec,
+    PodStatus,
+    ResourceRequirements,
+)
+from caldera.api.meta import ObjectMeta, format_time  # noqa: E402
 from caldera.api.resources import Resources  # noqa: E402
 from caldera.api.topology import (  # noqa: E402
     ExactMatch,
@@ -61,10 +78,19 @@ from caldera.api.topology import (  # noqa: E402
     MemberSpec,
 )
 from caldera.api.topology_tree import HyperNodeTree, build_tree  # noqa: E402
-from caldera.api.volcano import NetworkTopologySpec, PodGroup, PodGroupSpec  # noqa: E402
+from caldera.api.volcano import (  # noqa: E402
+    KUBE_GROUP_NAME_KEY,
+    NetworkTopologySpec,
+    PodGroup,
+    PodGroupSpec,
+    PodGroupStatus,
+    Queue,
+    QueueSpec,
+)
 from scheduler.api.types import ClusterInfo, JobInfo, TaskStatus  # noqa: E402
 from scheduler.framework.runner import run_session  # noqa: E402
 from scheduler.framework.session import Bind, Session  # noqa: E402
+from scheduler.live_snapshot import CachedObjects, KeyedObjects, LiveSnapshot  # noqa: E402
 from scheduler.registry import REGISTRY  # noqa: E402
 
 GPU: Final = "nvidia.com/gpu"
@@ -78,6 +104,13 @@ MEAN_RUN: Final = 3600.0
 LOAD: Final = 0.9
 PERIOD: Final = 30.0
 RACK_GPUS: Final = NODE_GPUS * NODES_PER_RACK
+NODE_ALLOCATABLE: Final = {"cpu": "128", "memory": "1Ti", GPU: str(NODE_GPUS), "pods": "110"}
+# A pod's requests as the informer's pods carry them (``POD_REQUEST`` below).
+POD_REQUEST_LIST: Final[dict[str, str | int | float]] = {
+    "cpu": "16",
+    "memory": "128Gi",
+    GPU: str(POD_GPUS),
+}
 
 BLIND_CONF: Final = """\
 actions: "allocate"
@@ -144,14 +177,14 @@ def topology(nodes: int) -> list[HyperNode]:
 
 
 def new_cluster(nodes: int, with_hypernodes: bool) -> ClusterInfo:
-    alloc = Resources.from_list({"cpu": "128", "memory": "1Ti", GPU: str(NODE_GPUS), "pods": "110"})
+    alloc = Resources.from_list(NODE_ALLOCATABLE)
     cluster = empty_cluster((node_name(i) for i in range(nodes)), alloc)
     if with_hypernodes:
         cluster.hypernodes = build_tree(topology(nodes), {n: {} for n in cluster.nodes})
     return cluster
 
 
-POD_REQUEST: Final = Resources.from_list({"cpu": "16", "memory": "128Gi", GPU: str(POD_GPUS)})
+POD_REQUEST: Final = Resources.from_list(POD_REQUEST_LIST)
 
 
 def new_job(name: str, gpus: int, created: float, spec: NetworkTopologySpec | None) -> JobInfo:
@@ -393,6 +426,139 @@ def report_cost(nodes: int, jobs: int, runs: int) -> bool:
     return extra < 0.20
 
 
+# ---- the cost on the live snapshot, session after session ---------------------------------------
+
+
+def _pod_object(group: str, index: int, node: str = "") -> Pod:
+    name = f"{group}-{index}"
+    return Pod(
+        metadata=ObjectMeta(
+            name=name,
+            namespace="bench",
+            uid=f"uid-{name}",
+            annotations={KUBE_GROUP_NAME_KEY: group},
+        ),
+        spec=PodSpec(
+            node_name=node,
+            scheduler_name="volcano",
+            containers=(
+                Container(name="main", resources=ResourceRequirements(requests=POD_REQUEST_LIST)),
+            ),
+        ),
+        status=PodStatus(phase="Running" if node else "Pending"),
+    )
+
+
+class LiveCluster:
+    """The informer stores and the scheduler's live snapshot over them, as in the process:
+    a session's binds come back as running pods before the next update."""
+
+    def __init__(self, nodes: int, mode: str) -> None:
+        self.pods: KeyedObjects[Pod] = KeyedObjects()
+        self.nodes: KeyedObjects[Node] = KeyedObjects()
+        self.podgroups: KeyedObjects[PodGroup] = KeyedObjects()
+        self.queues: KeyedObjects[Queue] = KeyedObjects()
+        self.hypernodes: KeyedObjects[HyperNode] = KeyedObjects()
+        self.live = LiveSnapshot()
+        self.mode = mode
+        self.conf = conf_of(BLIND_CONF if mode == "blind" else TOPOLOGY_CONF)
+        queue = Queue(metadata=ObjectMeta(name="default"), spec=QueueSpec(weight=1))
+        self.queues.items["default"] = queue
+        self.live.queue_changed(queue)
+        for i in range(nodes):
+            node = node_object(node_name(i), NODE_ALLOCATABLE)
+            self.nodes.items[node.metadata.name] = node
+            self.live.node_changed(node)
+        if mode != "blind":
+            for hn in topology(nodes):
+                self.hypernodes.items[hn.metadata.name] = hn
+                self.live.hypernode_changed(hn)
+
+    def add_jobs(self, prefix: str, jobs: int, seed: int) -> None:
+        rng = random.Random(seed)
+        for j in range(jobs):
+            gpus = rng.choices(SIZES, WEIGHTS)[0]
+            name, pods = f"{prefix}{j}", gpus // POD_GPUS
+            spec = rule_for("hard", gpus) if self.mode == "hard" else None
+            pg = PodGroup(
+                metadata=ObjectMeta(
+                    name=name,
+                    namespace="bench",
+                    creation_timestamp=format_time(T0 + dt.timedelta(seconds=j)),
+                ),
+                spec=PodGroupSpec(min_member=pods, network_topology=spec),
+                status=PodGroupStatus(phase="Inqueue"),
+            )
+            self.podgroups.items[f"bench/{name}"] = pg
+            self.live.podgroup_changed(pg)
+            for i in range(pods):
+                pod = _pod_object(name, i)
+                self.pods.items[f"bench/{pod.metadata.name}"] = pod
+                self.live.pod_changed(pod)
+
+    def cycle(self) -> tuple[float, int, str]:
+        """Update the snapshot, run one session (its CPU time taken), and write its binds
+        back as running pods: (CPU seconds, binds, their digest)."""
+        objects = CachedObjects(
+            self.pods,
+            self.nodes,
+            self.podgroups,
+            self.queues,
+            KeyedObjects(),
+            hypernodes=self.hypernodes,
+        )
+        cluster, _ = self.live.update(objects, assumed={}, now=T0 + dt.timedelta(hours=1))
+        session = Session(cluster, self.conf.tiers)
+        cpu = time.process_time()
+        result = run_session(session, self.conf, REGISTRY)
+        cpu = time.process_time() - cpu
+        self.live.after_session(session)
+        for bind in result.binds:
+            key = bind.task.key
+            pod = self.pods.items[key]
+            spec = msgspec.structs.replace(pod.spec, node_name=bind.node)
+            ran = msgspec.structs.replace(pod, spec=spec, status=PodStatus(phase="Running"))
+            self.pods.items[key] = ran
+            self.live.pod_changed(ran)
+        return cpu, len(result.binds), binds_digest(result.binds)
+
+
+def steady_session(nodes: int, jobs: int, mode: str) -> tuple[float, int, str]:
+    """The backlog's session on a live snapshot that has run a session before (one small
+    gang placed and bound): what the snapshot keeps from session to session (the nodes'
+    verdicts; in hard mode the HyperNode sums) is there, as in the running process."""
+    live = LiveCluster(nodes, mode)
+    live.add_jobs("w", 1, seed=1)
+    live.cycle()
+    live.add_jobs("b", jobs, seed=5)
+    return live.cycle()
+
+
+def report_steady(nodes: int, jobs: int, runs: int) -> bool:
+    """``report_cost`` on the live snapshot (``steady_session``), blind and hard in turn."""
+    modes = ("blind", "hard")
+    taken: dict[str, list[tuple[float, int, str]]] = {mode: [] for mode in modes}
+    for _ in range(runs):
+        for mode in modes:
+            gc.collect()
+            taken[mode].append(steady_session(nodes, jobs, mode))
+    cpu = {mode: statistics.median(r[0] for r in taken[mode]) for mode in modes}
+    print(
+        f"{'live session':<14}{'nodes':>7}{'gangs':>7}{'binds':>8}{'cpu s':>8}{'vs blind':>10}"
+        f"{'binds digest':>18}   (median of {runs}, after a first session)"
+    )
+    for mode in modes:
+        digests = {r[2] for r in taken[mode]}
+        print(
+            f"{mode:<14}{nodes:>7,}{jobs:>7,}{taken[mode][0][1]:>8,}{cpu[mode]:>8.3f}"
+            f"{cpu[mode] / cpu['blind'] - 1:>+10.1%}{' / '.join(sorted(digests)):>18}"
+        )
+    extra = cpu["hard"] / cpu["blind"] - 1
+    verdict = "met" if extra < 0.20 else "MISS"
+    print(f"goal, live snapshot: hard-mode session CPU {extra:+.1%} against blind: {verdict}")
+    return extra < 0.20
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="a short stream, 500 nodes (CI)")
@@ -409,8 +575,10 @@ def main() -> int:
     report_stream(outcomes, nodes * NODE_GPUS)
     if args.smoke:
         report_cost(504, 40, runs=1)
+        report_steady(504, 40, runs=1)
     else:
         report_cost(5000, 800, runs=7)
+        report_steady(5000, 800, runs=3)
     return 0
 
 

@@ -2,7 +2,8 @@
 
 The network-topology-aware plugin builds a ``HyperNodeScorer`` from its arguments, and when a
 session opens sets a ``HyperNodeState`` (the scorer and the HyperNodes' summed resources, kept
-as tasks are allocated and released in the session) as ``Session.topology``; the allocate,
+as tasks are allocated and released in the session, and on the live snapshot carried from one
+session to the next: ``HyperNodeState.resume``) as ``Session.topology``; the allocate,
 preempt and reclaim actions read it (``scheduler.actions.topology``). Without the plugin,
 ``networkTopology`` is ignored, as in Volcano, where the plugin provides the HyperNode
 gradients.
@@ -199,6 +200,39 @@ class HyperNodeState:
         # By tier, the summed HyperNodes changed since they were grouped.
         self._dirty: dict[int, set[str]] = {}
 
+    def resume(
+        self, nodes: Mapping[str, NodeInfo], changes: Sequence[str], between: Iterable[str]
+    ) -> None:
+        """Carry the sums into the next session over the same nodes and tree: ``changes`` is
+        its log of changed nodes, ``between`` every node changed since this session's sums
+        were last brought up to date (the nodes the snapshot derived again or the session
+        touched). The HyperNodes holding those are summed again when next asked; the others
+        keep their sums, groups and kept scores (a session costs the racks that changed, not
+        a sum over every node)."""
+        self.nodes, self.changes, self._seen = nodes, changes, len(changes)
+        by_node, all_sums, views, dirty, islands = (
+            self.tree.by_node,
+            self._sums,
+            self._views,
+            self._dirty,
+            self.tree.islands,
+        )
+        for node_name in set(between):
+            for held_by in by_node.get(node_name, ()):
+                if all_sums.pop(held_by, None) is not None:
+                    views.pop(held_by, None)
+                    changed = dirty.get(islands[held_by].tier)
+                    if changed is None:
+                        changed = dirty[islands[held_by].tier] = set()
+                    changed.add(held_by)
+        # What is kept only to be found again is bounded (sums and requests met before).
+        if len(self._group_views) > _MAX_GROUP_VIEWS:
+            self._group_views.clear()
+        for group in set(self._group_of.values()):
+            group.compact()
+            if group.kept is not None and len(group.kept[1]) > _MAX_KEPT_SCORES:
+                group.kept[1].clear()
+
     def resources(self, name: str) -> IslandResources:
         self._catch_up()
         found = self._views.get(name)
@@ -371,6 +405,12 @@ class HyperNodeState:
             yield from rest[1:]  # rest[0] is ``first``
 
 
+# Bounds on what a state carried from session to session keeps to find again: the views of
+# sums met before, and the scores a group keeps (requests met before).
+_MAX_GROUP_VIEWS = 4096
+_MAX_KEPT_SCORES = 256
+
+
 class _Group:
     """A tier's HyperNodes with equal sums (``key``), what a job asks of them (``kept``: their
     view and the score of each request asked), and the first of them by name, kept in a heap
@@ -395,6 +435,11 @@ class _Group:
         """Take ``name`` out; True when the group is then empty."""
         self.names.discard(name)
         return not self.names
+
+    def compact(self) -> None:
+        """Forget the heap when names taken out outnumber those in (it is made again)."""
+        if self._order is not None and len(self._order) > 2 * len(self.names) + 16:
+            self._order = None
 
     def first(self) -> str:
         order, names = self._order, self.names
