@@ -110,6 +110,7 @@ from caldera.settings import SchedulerSettings
 from informers.factory import SharedInformer, SharedInformerFactory
 from informers.store import HandlerFuncs, KubeObject
 from scheduler.api.dra.view import ClaimPlan, DraView, pod_claims
+from scheduler.api.feasible_nodes import FeasibleNodes
 from scheduler.api.namespace_labels import LabelsByNamespace
 from scheduler.claim_writer import ClaimWriter
 from scheduler.conf import DEFAULT_CONF, ConfError, SchedulerConf, parse_conf
@@ -312,6 +313,12 @@ class SchedulerLoop:
         self._run = run_in_thread or asyncio.to_thread
         self.quiet = QuietSessions()
         self.queue_admission_gates = settings.queue_admission_gates
+        # Volcano's feasible-node sampling for the pods judged node by node (the three flags).
+        self.feasible_nodes = FeasibleNodes(
+            settings.minimum_feasible_nodes,
+            settings.minimum_percentage_nodes_to_find,
+            settings.percentage_nodes_to_find,
+        )
         # Queue admission gates being removed, by pod uid, at most gate_removal_worker_num
         # patches at once (Volcano's --gate-removal-worker-num); a pod asked again while its
         # patch is in flight is not patched twice.
@@ -606,6 +613,7 @@ class SchedulerLoop:
         self._namespace_news = False
         session = Session(cluster, conf.tiers)
         session.queue_admission_gates = self.queue_admission_gates
+        session.feasible_nodes = self.feasible_nodes
         core_started = time.monotonic()
         try:
             result = await self._run(run_session, session, conf, self.registry)

@@ -18,8 +18,11 @@ node alone, which holds for the plugins in ``NODE_LOCAL_PLUGINS`` but for the po
 them names cross-node (``Session.cross_node``: inter-pod affinity and topology spread read
 the pods of the node's whole topology domain): those are judged afresh on every node, with
 the batch node scores added (``Session.batch_node_scores``); or, when only layered functions
-claim them (``Session.cross_node_layered``: topology spread), their node-local verdicts come
-from their class as any pod's and only the nodes that fit are judged again. With a plugin of
+claim them (``Session.cross_node_layered``: inter-pod affinity, topology spread), their
+node-local verdicts come from their class as any pod's and only the nodes that fit are judged
+again. In a cluster larger than Volcano's ``--minimum-feasible-nodes``, a cross-node pod's search
+stops once enough nodes fit (Volcano's feasible-node sampling, ``scheduler.api.feasible_nodes``),
+starting where the session's last such search stopped. With a plugin of
 ``JOB_LOCAL_PLUGINS`` (task-topology; both named by the incremental layer,
 ``scheduler.framework.incremental``) a class is further limited to one task of one job for
 jobs that describe a topology; any other configured plugin makes the placer evaluate every
@@ -39,6 +42,7 @@ from typing import TYPE_CHECKING
 from caldera.api.resources import Resources
 from scheduler.actions.verdict_split import Verdict, split
 from scheduler.api.dra.view import claims_class
+from scheduler.api.feasible_nodes import FeasibleNodes, search
 from scheduler.api.fit import shortfall
 from scheduler.api.task_topology import Topology
 from scheduler.api.types import NodeInfo, TaskInfo
@@ -103,6 +107,13 @@ def shared_class(task: TaskInfo) -> tuple[object, ...]:
     return kept
 
 
+def sampled_count(options: FeasibleNodes, all_nodes: int) -> int | None:
+    """How many fitting nodes a cross-node task's search over ``all_nodes`` stops at, None
+    when it looks at every node."""
+    wanted = options.to_find(all_nodes)
+    return wanted if wanted < all_nodes else None
+
+
 class Placer:
     """Finds the best node for a pod, reusing what is still valid from earlier pods."""
 
@@ -132,6 +143,9 @@ class Placer:
         self.memory: VerdictMemory | None = (
             ssn.incremental.verdict_memory() if nodes is None else None
         )
+        # How many fitting nodes a cross-node task's search stops at; None: it looks at all.
+        self.sampled_count = sampled_count(ssn.feasible_nodes, len(self.nodes))
+        self._names: list[str] = []
 
     def _is_job_local(self, key: str) -> bool:
         """Whether task-topology scores this job's pods (its PodGroup describes a topology)."""
@@ -325,7 +339,10 @@ class Placer:
         return layered
 
     def candidates(self, task: TaskInfo) -> Candidates:
-        """The verdicts of every node for ``task``, brought up to date."""
+        """The verdicts of every node for ``task``, brought up to date (for a cross-node task
+        in a large cluster, of the nodes looked at until enough fit: ``_sampled``)."""
+        if self.sampled_count is not None and self.ssn.cross_node(task):
+            return self._sampled(task, self.sampled_count)
         if not self.reuse:
             return self._fresh(task, self.nodes.values())
         if self.ssn.cross_node(task):
@@ -333,6 +350,54 @@ class Placer:
                 return self._layered(task)
             return self._fresh(task, self.nodes.values())
         return self._local(task)
+
+    def _sampled(self, task: TaskInfo, wanted: int) -> Candidates:
+        """Volcano's feasible-node sampling (``scheduler.api.feasible_nodes``) for a cross-node
+        task: the nodes from the session's rotation onwards judged as ``_layered`` or
+        ``_fresh`` would, until ``wanted`` fit; the batch scores are added over those. The
+        same nodes are looked at with or without the speed layer (``reuse``)."""
+        ssn, nodes = self.ssn, self.nodes
+        found = Candidates()
+        local: Candidates | None = None
+        if self.reuse and ssn.cross_node_layered(task):
+            ssn.node_local = True
+            try:
+                local = self._local(task)
+            finally:
+                ssn.node_local = False
+
+        def fits(name: str) -> bool:
+            node = nodes[name]
+            if local is None:
+                self._evaluate(found, task, node, None)
+                return name in found.scores
+            score = local.scores.get(name)
+            if score is None:
+                found.set_reasons(name, local.reasons.get(name) or [])
+                return False
+            reason = ssn.predicate(task, node)
+            if reason:
+                found.set_reasons(name, [reason])
+                return False
+            found.scores[name] = score
+            return True
+
+        fitting = search(self._node_names(), ssn.node_rotation, wanted, fits)
+        if fitting:
+            for name, extra in ssn.batch_node_scores(task, [nodes[n] for n in fitting]).items():
+                if name in found.scores:
+                    found.scores[name] += extra
+        found.heap = [
+            (-score, name, nodes[name].generation) for name, score in found.scores.items()
+        ]
+        heapq.heapify(found.heap)
+        return found
+
+    def _node_names(self) -> list[str]:
+        """The candidate nodes' names in the session's order (the rotation's)."""
+        if len(self._names) != len(self.nodes):
+            self._names = list(self.nodes)
+        return self._names
 
     def _local(self, task: TaskInfo) -> Candidates:
         """The verdicts of ``task``'s class, brought up to date."""

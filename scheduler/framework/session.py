@@ -47,6 +47,7 @@ from caldera.api.resources import Resources
 from caldera.api.volcano import PodGroupCondition, PodGroupStatus
 from caldera.api.why import WaitRecord
 from scheduler.api.dra.view import ClaimPlan
+from scheduler.api.feasible_nodes import FeasibleNodes, Rotation
 from scheduler.api.types import (
     ClusterInfo,
     JobInfo,
@@ -327,6 +328,10 @@ class Session:
         # task's class verdicts.
         self.node_local = False
         self._layered: set[CrossNodeFn] = set()
+        # Volcano's feasible-node sampling for the cross-node tasks (the process's flags), and
+        # where the next search starts (scheduler.api.feasible_nodes).
+        self.feasible_nodes = FeasibleNodes()
+        self.node_rotation = Rotation()
         # Set by the network-topology-aware plugin when it opens: how HyperNodes are scored
         # (scheduler.framework.hypernodes); None leaves every job topology-blind.
         self.topology: HyperNodeState | None = None

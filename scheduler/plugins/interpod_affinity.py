@@ -11,16 +11,20 @@ The placer reuses node verdicts across pods and sessions for pods whose verdicts
 the pod and the node. A pod's inter-pod verdict reads other nodes' pods when the pod has
 terms, or when some pod with terms (placed, or pending in this session) has a term naming it:
 ``cross_node`` says so for exactly those pods, and for every other pod the filter passes on
-every node and the score is 0, so their reused verdicts stay exact. When no pod of the session
-has a term, nothing is registered at all: a cluster without inter-pod affinity pays one look
-per job that changed and per node that changed since the last session.
+every node and the score is 0, so their reused verdicts stay exact. The claim is layered
+(``Session.add_layered_cross_node_fn``): while the session asks for node-local verdicts
+(``Session.node_local``) the filter passes (the score is a batch score, asked only over the
+nodes that fit), so the placer takes a claimed pod's node-local verdicts from its class and
+judges only the nodes that fit with the filter, whose counts the index keeps per domain. When
+no pod of the session has a term, nothing is registered at all: a cluster without inter-pod
+affinity pays one look per job that changed and per node that changed since the last session.
 """
 
 from __future__ import annotations
 
 import operator
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from caldera.api.core import Affinity
@@ -50,7 +54,14 @@ _NODE_MEMO = "pod-affinity-nodes"
 _EMPTY: Mapping[str, str] = {}
 _AFFINITY = operator.attrgetter("pod.spec.affinity")
 
+# Whether the claim is layered (``claim_cross_node``); off only to compare decisions in tests.
+LAYERED = True
+
 _states: weakref.WeakKeyDictionary[Session, InterPodAffinity | None] = weakref.WeakKeyDictionary()
+
+
+def _no_session() -> Session | None:
+    return None
 
 
 def node_labels(node: NodeInfo | None) -> Mapping[str, str]:
@@ -119,8 +130,19 @@ def open_state(ssn: Session, plugin: str) -> InterPodAffinity | None:
     )
     _states[ssn] = state
     if state is not None:
+        state.session = weakref.ref(ssn)
         ssn.add_allocate_handler(plugin, state.allocated, state.deallocated)
     return state
+
+
+def claim_cross_node(ssn: Session, plugin: str, state: InterPodAffinity) -> None:
+    """Register the state's cross-node claim for ``plugin``: layered (``LAYERED``), so that
+    the placer takes a claimed pod's node-local verdicts from its class and judges only the
+    nodes that fit; else judged afresh on every node."""
+    if LAYERED:
+        ssn.add_layered_cross_node_fn(plugin, state.cross_node)
+    else:
+        ssn.add_cross_node_fn(plugin, state.cross_node)
 
 
 class InterPodAffinity:
@@ -154,6 +176,8 @@ class InterPodAffinity:
         ]
         # The label keys those terms read: pods equal on them are claimed alike.
         self._label_keys = sorted({key for terms in self._term_sets for key in terms.label_keys()})
+        # The session (weakly: ``_states`` forgets the state with it), for ``node_local``.
+        self.session: Callable[[], Session | None] = _no_session
 
     def terms(self, task: TaskInfo, *, placed: bool = False) -> PodTerms | None:
         pod = task.pod
@@ -231,8 +255,12 @@ class InterPodAffinity:
         return judge
 
     def predicate(self, task: TaskInfo, node: NodeInfo) -> str | None:
-        """kube-scheduler's InterPodAffinity filter (``scheduler.api.pod_affinity``)."""
+        """kube-scheduler's InterPodAffinity filter (``scheduler.api.pod_affinity``); passes
+        while the session asks for node-local verdicts (``Session.node_local``)."""
         if not self.cross_node(task):
+            return None
+        ssn = self.session()
+        if ssn is not None and ssn.node_local:
             return None
         node_object = node.node
         return self._judge(task).reason(

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 from caldera.api.resources import Resources
 from scheduler.api.types import NodeInfo, TaskInfo
 from scheduler.framework.plugin import Arguments
-from scheduler.plugins.interpod_affinity import open_state
+from scheduler.plugins.interpod_affinity import claim_cross_node, open_state
 from scheduler.plugins.predicates import node_labels, term_matches
 from scheduler.plugins.topology_spread import SpreadState, has_constraints
 
@@ -135,7 +135,7 @@ class NodeOrderPlugin:
                 ssn.add_batch_node_order_fn(
                     self.name, lambda task, nodes: inter_pod.scores(task, nodes, weight)
                 )
-                ssn.add_cross_node_fn(self.name, inter_pod.cross_node)
+                claim_cross_node(ssn, self.name, inter_pod)
         self.spread = None
         if self.spread_weight:
             self.spread = SpreadState(ssn, hard=False)

@@ -49,7 +49,7 @@ from caldera.api.core import (
 )
 from scheduler.api.types import NodeInfo, TaskInfo
 from scheduler.framework.plugin import Arguments
-from scheduler.plugins.interpod_affinity import open_state
+from scheduler.plugins.interpod_affinity import claim_cross_node, open_state
 from scheduler.plugins.topology_spread import SpreadState, has_constraints
 
 if TYPE_CHECKING:
@@ -211,7 +211,7 @@ class PredicatesPlugin:
             inter_pod = open_state(ssn, self.name)
             if inter_pod is not None:
                 ssn.add_predicate_fn(self.name, inter_pod.predicate)
-                ssn.add_cross_node_fn(self.name, inter_pod.cross_node)
+                claim_cross_node(ssn, self.name, inter_pod)
         self.spread = None
         if self.spread_enabled:
             self.spread = SpreadState(ssn, hard=True)
