@@ -8,7 +8,8 @@ NodeInfos whose generation moved; Volcano clones its whole cache every session):
 
 - the informer handlers only note keys (``pod_changed``, ``node_changed``, ``podgroup_changed``,
   ``queue_changed``, ``priority_class_changed``, ``resource_quota_changed``,
-  ``disruption_budget_changed``): cheap, in the event loop;
+  ``disruption_budget_changed``): cheap, in the event loop; a node's update is noted only when
+  it changes what the scheduler reads (``node_updated``: a heartbeat alone is no news);
 - ``update`` (before a session, in the event loop) derives the noted pods, PodGroups and nodes
   again with the very functions ``build_cluster`` uses (``task_placement``, ``job_info``,
   ``node_info``), plus the pods whose assumed bind appeared or went; a changed PodGroup takes
@@ -80,6 +81,7 @@ from scheduler.snapshot import (
     hypernode_tree,
     job_info,
     node_info,
+    node_moved,
     pod_resources,
     queue_info,
     skeleton,
@@ -200,6 +202,12 @@ class LiveSnapshot:
     def node_changed(self, node: Node) -> None:
         self._nodes.add(node.metadata.name)
         self._news = True
+
+    def node_updated(self, old: Node, new: Node) -> None:
+        """An update of a node, noted only when it changes what the scheduler reads
+        (``node_moved``): a heartbeat alone is no news."""
+        if node_moved(old, new):
+            self.node_changed(new)
 
     def podgroup_changed(self, pg: PodGroup, *, news: bool = True) -> None:
         """``news`` False: a change the caller knows no session decides on (the simulator's

@@ -124,7 +124,7 @@ from scheduler.node_load import MetricsSource, metrics_source
 from scheduler.node_load_poller import NodeLoadPoller
 from scheduler.quiet import QuietSessions
 from scheduler.sharding import HardShard
-from scheduler.snapshot import CachedRequests
+from scheduler.snapshot import CachedRequests, node_moved
 from scheduler.status_patch import AssumedPodGroups, Patch, podgroup_patch
 from scheduler.status_queue import Outcome
 from scheduler.status_writer import StatusWriter
@@ -202,12 +202,18 @@ def _note(
     informer: SharedInformer[K],
     changed: Callable[[K], None],
     gone: Callable[[K], None] | None = None,
+    *,
+    moved: Callable[[K, K], bool] | None = None,
 ) -> None:
     """Tell ``changed`` of every add, update (the new object) and delete of ``informer``'s
-    objects (``gone`` for deletes, when given)."""
-    informer.add_handler(
-        HandlerFuncs(add=changed, update=lambda _old, new: changed(new), delete=gone or changed)
-    )
+    objects (``gone`` for deletes, when given); of the updates only those ``moved(old, new)``
+    holds for, when given."""
+
+    def update(old: K, new: K) -> None:
+        if moved is None or moved(old, new):
+            changed(new)
+
+    informer.add_handler(HandlerFuncs(add=changed, update=update, delete=gone or changed))
 
 
 class SchedulerLoop:
@@ -244,7 +250,8 @@ class SchedulerLoop:
             self._wake.set()
 
         _note(self.pods, wake)
-        _note(self.nodes, wake)
+        # A node's heartbeat alone (``node_moved``) wakes nothing: no session decides on it.
+        _note(self.nodes, wake, moved=node_moved)
         _note(self.podgroups, wake)
         _note(self.queues, wake)
         _note(self.resource_quotas, wake)
@@ -267,7 +274,9 @@ class SchedulerLoop:
             self._unschedulable_seen.pop(pod.metadata.uid, None)
 
         _note(self.pods, live.pod_changed, gone=pod_gone)
-        _note(self.nodes, live.node_changed)
+        self.nodes.add_handler(
+            HandlerFuncs(add=live.node_changed, update=live.node_updated, delete=live.node_changed)
+        )
         _note(self.podgroups, live.podgroup_changed)
         self._init_status_writes()
         self._init_namespaces(factory)

@@ -205,6 +205,35 @@ def node_info(n: Node) -> NodeInfo:
     )
 
 
+def node_moved(old: Node, new: Node) -> bool:
+    """Whether an update of a node changes what the scheduler reads of it: anything of the
+    decoded node (``caldera.api.core.Node``, which drops managedFields and what no plugin
+    reads) but its resourceVersion and its conditions' times. The kubelet rewrites
+    ``lastHeartbeatTime`` (kwok's heartbeat stage ``lastTransitionTime`` too) while nothing
+    else moves; such an update is no news to the snapshot (a session would decide the same)
+    and would cost every class of pod another look at the node. A condition's type, status,
+    reason and message still count. A purely computational function."""
+    if old is new:
+        return False
+    return _timeless(old) != _timeless(new)
+
+
+def _timeless(node: Node) -> Node:
+    """``node`` without its resourceVersion and its conditions' times."""
+    status = node.status
+    conditions = tuple(
+        msgspec.structs.replace(
+            c, last_heartbeat_time=None, last_transition_time=None, last_probe_time=None
+        )
+        for c in status.conditions
+    )
+    return msgspec.structs.replace(
+        node,
+        metadata=msgspec.structs.replace(node.metadata, resource_version=""),
+        status=msgspec.structs.replace(status, conditions=conditions),
+    )
+
+
 def job_info(pg: PodGroup, how: Derivation) -> JobInfo:
     """A PodGroup's job with no tasks yet (the caller checks that its queue exists)."""
     created = pg.metadata.creation_timestamp

@@ -150,11 +150,22 @@ def test_too_many_constraints_wait_with_the_field_named() -> None:
 
 def test_cross_node_claims_exactly_the_pods_with_constraints() -> None:
     """Both plugins claim pods with constraints (either kind) and only those; for the others
-    the filter passes and the batch scores are empty (their verdicts stay per node)."""
+    the filter passes and the batch scores are empty (their verdicts stay per node). A session
+    none of whose pods has constraints registers no cross-node function at all."""
     plain = make_task("p", 0)
     hard = shaped(make_task("h", 0), {"app": "web"}, [constraint()])
     soft = shaped(make_task("s", 0), {"app": "web"}, [constraint(hard=False)])
-    cluster = make_cluster(zone_nodes({"a": 1, "b": 1}), [make_job("p", [plain])])
+    plain_only = make_cluster(zone_nodes({"a": 1, "b": 1}), [make_job("p", [plain])])
+    none = open_session(
+        plain_only,
+        [PredicatesPlugin(Arguments("predicates", {}))],
+        [NodeOrderPlugin(Arguments("nodeorder", {}))],
+    )
+    assert not none.has_cross_node
+    cluster = make_cluster(
+        zone_nodes({"a": 1, "b": 1}),
+        [make_job("p", [make_task("p", 0)]), make_job("h", [hard, soft])],
+    )
     ssn = open_session(
         cluster,
         [PredicatesPlugin(Arguments("predicates", {}))],
@@ -413,7 +424,7 @@ def test_a_task_is_layered_only_when_every_claim_is() -> None:
     pod sends it to the placer's afresh path; and the filter passes in node-local mode."""
     spread_pod = shaped(make_task("h", 0), {"app": "web"}, [constraint()])
     plain = make_task("p", 0)
-    cluster = make_cluster(zone_nodes({"a": 1, "b": 1}), [])
+    cluster = make_cluster(zone_nodes({"a": 1, "b": 1}), [make_job("h", [spread_pod])])
     predicates = PredicatesPlugin(Arguments("predicates", {}))
     ssn = open_session(cluster, [predicates], [NodeOrderPlugin(Arguments("nodeorder", {}))])
     assert ssn.cross_node_layered(spread_pod)

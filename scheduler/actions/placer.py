@@ -280,7 +280,7 @@ class Placer:
         fresh = Candidates()
         for node in nodes:
             self._evaluate(fresh, task, node, None)
-        if fresh.scores and self.ssn.cross_node(task):
+        if fresh.scores and self.ssn.has_cross_node and self.ssn.cross_node(task):
             nodes_by_name = self.nodes
             fitting = [nodes_by_name[name] for name in fresh.scores]
             extra = self.ssn.batch_node_scores(task, fitting)
@@ -345,7 +345,7 @@ class Placer:
             return self._sampled(task, self.sampled_count)
         if not self.reuse:
             return self._fresh(task, self.nodes.values())
-        if self.ssn.cross_node(task):
+        if self.ssn.has_cross_node and self.ssn.cross_node(task):
             if self.ssn.cross_node_layered(task):
                 return self._layered(task)
             return self._fresh(task, self.nodes.values())
@@ -422,7 +422,7 @@ class Placer:
         is evaluated again only when it changed since the class last looked at it, whichever
         node set it was looked at for."""
         nodes = self.nodes
-        if not self.reuse or self.ssn.cross_node(task):
+        if not self.reuse or (self.ssn.has_cross_node and self.ssn.cross_node(task)):
             if self.reuse and self.ssn.cross_node_layered(task):
                 fresh = self._layered(task, names)
             else:

@@ -218,6 +218,8 @@ class Retries:
         (``Session.cross_node``: topology spread, inter-pod affinity): placing the turn's pods
         changes them, so its turn is never replayed (nor lent: such a pod may share its class
         with pods without)."""
+        if not self.ssn.has_cross_node:
+            return False
         cross_node = self.ssn.cross_node
         for task in tasks:  # noqa: SIM110 - a loop: asked per turn
             if task.status == TaskStatus.PENDING and cross_node(task):

@@ -208,6 +208,9 @@ class JobInfo:
     # check of every waiting gang each session.
     ready_tasks: int = 0  # tasks in READY_STATUSES
     pending_best_effort: int = 0  # best-effort tasks still PENDING
+    # Tasks whose pods have topology spread constraints (kept by add/remove): a session whose
+    # jobs have none registers no spread callbacks, and asks no pod whether it is cross-node.
+    spread_tasks: int = 0
     # Drawn when the JobInfo is made. A snapshot adds each job it makes at once and never adds
     # one again (a changed PodGroup is derived into a new JobInfo), so its jobs are in this
     # order: a list of a few of them is put in the snapshot's order by it.
@@ -245,6 +248,9 @@ class JobInfo:
         self.tasks[task.uid] = task
         if task.best_effort:
             self.best_effort_tasks += 1
+        pod = task.pod
+        if pod is not None and pod.spec.topology_spread_constraints:
+            self.spread_tasks += 1
         self._count(task, task.status, 1)
         self.by_status.setdefault(task.status, {})[task.uid] = task
         if task.status in ALLOCATED_STATUSES:
@@ -257,6 +263,9 @@ class JobInfo:
         self._moved()
         if task.best_effort:
             self.best_effort_tasks -= 1
+        pod = task.pod
+        if pod is not None and pod.spec.topology_spread_constraints:
+            self.spread_tasks -= 1
         self._count(task, task.status, -1)
         bucket = self.by_status.get(task.status)
         if bucket is not None:

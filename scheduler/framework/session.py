@@ -332,6 +332,10 @@ class Session:
         # where the next search starts (scheduler.api.feasible_nodes).
         self.feasible_nodes = FeasibleNodes()
         self.node_rotation = Rotation()
+        # Whether a cross-node function is registered: while none is, the placer asks no pod
+        # whether it is cross-node (a cluster without inter-pod affinity or topology spread
+        # pays nothing per pod).
+        self.has_cross_node = False
         # Set by the network-topology-aware plugin when it opens: how HyperNodes are scored
         # (scheduler.framework.hypernodes); None leaves every job topology-blind.
         self.topology: HyperNodeState | None = None
@@ -364,6 +368,7 @@ class Session:
         collector would free, with everything the plugins derived for the session."""
         self._fns.clear()
         self._tiers.clear()
+        self.has_cross_node = False
         self.incremental.close()
 
     def plugin_switch(self, plugin: str, switch: str, default: bool) -> bool:
@@ -428,6 +433,7 @@ class Session:
         """True for a task whose predicate or scores from ``plugin`` read more than the task
         and the node: the placer judges every node afresh for it and adds the batch scores."""
         self._add(_CROSS_NODE, plugin, fn)
+        self.has_cross_node = bool(self._registered(_CROSS_NODE))
 
     def add_layered_cross_node_fn(self, plugin: str, fn: CrossNodeFn) -> None:
         """A cross-node function (``add_cross_node_fn``) whose plugin's predicates pass and
@@ -658,7 +664,8 @@ class Session:
         return claimed
 
     def cross_node(self, task: TaskInfo) -> bool:
-        """Whether some plugin's verdict for ``task`` on a node reads other nodes too."""
+        """Whether some plugin's verdict for ``task`` on a node reads other nodes too (never
+        while ``has_cross_node`` is false: callers asking per pod look at that first)."""
         for reg in self._registered(_CROSS_NODE):  # noqa: SIM110 - a loop: asked per pod
             if reg.fn(task):
                 return True

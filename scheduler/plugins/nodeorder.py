@@ -35,7 +35,11 @@ from scheduler.api.types import NodeInfo, TaskInfo
 from scheduler.framework.plugin import Arguments
 from scheduler.plugins.interpod_affinity import claim_cross_node, open_state
 from scheduler.plugins.predicates import node_labels, term_matches
-from scheduler.plugins.topology_spread import SpreadState, has_constraints
+from scheduler.plugins.topology_spread import (
+    SpreadState,
+    has_constraints,
+    session_has_constraints,
+)
 
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
@@ -137,7 +141,7 @@ class NodeOrderPlugin:
                 )
                 claim_cross_node(ssn, self.name, inter_pod)
         self.spread = None
-        if self.spread_weight:
+        if self.spread_weight and session_has_constraints(ssn):
             self.spread = SpreadState(ssn, hard=False)
             ssn.add_batch_node_order_fn(self.name, self.spread_scores)
             ssn.add_layered_cross_node_fn(self.name, has_constraints)

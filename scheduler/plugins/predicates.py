@@ -50,7 +50,11 @@ from caldera.api.core import (
 from scheduler.api.types import NodeInfo, TaskInfo
 from scheduler.framework.plugin import Arguments
 from scheduler.plugins.interpod_affinity import claim_cross_node, open_state
-from scheduler.plugins.topology_spread import SpreadState, has_constraints
+from scheduler.plugins.topology_spread import (
+    SpreadState,
+    has_constraints,
+    session_has_constraints,
+)
 
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
@@ -213,7 +217,7 @@ class PredicatesPlugin:
                 ssn.add_predicate_fn(self.name, inter_pod.predicate)
                 claim_cross_node(ssn, self.name, inter_pod)
         self.spread = None
-        if self.spread_enabled:
+        if self.spread_enabled and session_has_constraints(ssn):
             self.spread = SpreadState(ssn, hard=True)
             ssn.add_layered_cross_node_fn(self.name, has_constraints)
 
@@ -246,9 +250,13 @@ class PredicatesPlugin:
             used = (p for t in node.tasks.values() if t.uid != task.uid for p in host_ports(t.pod))
             if ports_conflict(wanted, used):
                 return PORTS_CONFLICT
-        pod = task.pod
-        if pod is not None and pod.spec.topology_spread_constraints and self.spread is not None:
-            reason = self.spread.filter(task, node)
+        spread = self.spread  # None: no pod of the session has constraints
+        if (
+            spread is not None
+            and task.pod is not None
+            and task.pod.spec.topology_spread_constraints
+        ):
+            reason = spread.filter(task, node)
             if reason:
                 return reason
         if task.pod is not None and task.pod.spec.resource_claims:

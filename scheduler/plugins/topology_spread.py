@@ -8,7 +8,9 @@ domain. Both plugins claim it with a layered function (``Session.add_layered_cro
 the filter passes while the session asks for node-local verdicts (``Session.node_local``), so
 the placer takes the pod's node-local verdicts from its class, reused as any pod's, and judges
 only the nodes that fit with the filter and the batch score. A pod without constraints gets no
-verdict from here at all: its verdicts stay per node and are reused.
+verdict from here at all: its verdicts stay per node and are reused. A session none of whose
+pods has constraints (``session_has_constraints``) registers nothing from here, so a cluster
+without them pays one look per job per session.
 
 Per session, each pod's constraints are parsed once (by uid), and the domain counts are kept per
 namespace, set of constraints and node affinity (pods of one task share them), built at the
@@ -19,6 +21,7 @@ discarded statement) is counted, and an evicted pod (Releasing) no longer counts
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -39,6 +42,13 @@ if TYPE_CHECKING:
 # A pod's prepared state: its domain counts and whether each selector matches the pod itself;
 # a string when its constraints cannot be evaluated (the reason it waits); None: none to apply.
 Prepared = tuple[DomainCounts, tuple[bool, ...]] | str | None
+_SPREAD_TASKS = operator.attrgetter("spread_tasks")
+
+
+def session_has_constraints(ssn: Session) -> bool:
+    """Whether a pod of the session's jobs has topology spread constraints: when none has,
+    the plugins register nothing, so that no pod is asked (``JobInfo.spread_tasks``)."""
+    return any(map(_SPREAD_TASKS, ssn.jobs.values()))
 
 
 def has_constraints(task: TaskInfo) -> bool:
