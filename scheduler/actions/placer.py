@@ -341,11 +341,12 @@ class Placer:
     def candidates(self, task: TaskInfo) -> Candidates:
         """The verdicts of every node for ``task``, brought up to date (for a cross-node task
         in a large cluster, of the nodes looked at until enough fit: ``_sampled``)."""
-        if self.sampled_count is not None and self.ssn.cross_node(task):
+        cross_node = self.ssn.has_cross_node and self.ssn.cross_node(task)
+        if cross_node and self.sampled_count is not None:
             return self._sampled(task, self.sampled_count)
         if not self.reuse:
             return self._fresh(task, self.nodes.values())
-        if self.ssn.has_cross_node and self.ssn.cross_node(task):
+        if cross_node:
             if self.ssn.cross_node_layered(task):
                 return self._layered(task)
             return self._fresh(task, self.nodes.values())
