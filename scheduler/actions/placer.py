@@ -328,15 +328,7 @@ class Placer:
             else:
                 layered.scores[name] = score
                 fitting.append(node)
-        if fitting:
-            for name, extra in ssn.batch_node_scores(task, fitting).items():
-                if name in layered.scores:
-                    layered.scores[name] += extra
-        layered.heap = [
-            (-score, name, nodes[name].generation) for name, score in layered.scores.items()
-        ]
-        heapq.heapify(layered.heap)
-        return layered
+        return self._with_batch_scores(layered, task, fitting)
 
     def candidates(self, task: TaskInfo) -> Candidates:
         """The verdicts of every node for ``task``, brought up to date (for a cross-node task
@@ -384,15 +376,21 @@ class Placer:
             return True
 
         fitting = search(self._node_names(), ssn.node_rotation, wanted, fits)
+        return self._with_batch_scores(found, task, [nodes[n] for n in fitting])
+
+    def _with_batch_scores(
+        self, cand: Candidates, task: TaskInfo, fitting: list[NodeInfo]
+    ) -> Candidates:
+        """``cand`` with the batch scores of ``task`` over the nodes that fit added, and its
+        heap built."""
         if fitting:
-            for name, extra in ssn.batch_node_scores(task, [nodes[n] for n in fitting]).items():
-                if name in found.scores:
-                    found.scores[name] += extra
-        found.heap = [
-            (-score, name, nodes[name].generation) for name, score in found.scores.items()
-        ]
-        heapq.heapify(found.heap)
-        return found
+            for name, extra in self.ssn.batch_node_scores(task, fitting).items():
+                if name in cand.scores:
+                    cand.scores[name] += extra
+        nodes = self.nodes
+        cand.heap = [(-score, name, nodes[name].generation) for name, score in cand.scores.items()]
+        heapq.heapify(cand.heap)
+        return cand
 
     def _node_names(self) -> list[str]:
         """The candidate nodes' names in the session's order (the rotation's)."""
