@@ -133,3 +133,33 @@ def test_caldera_on_the_local_plane_serves_the_visibility_api(tmp_path: Path) ->
         assert "visibility.caldera.dev" not in left, left
     finally:
         plane.down(purge=True)
+
+
+def test_kwok_gets_another_port_when_its_own_was_taken(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process binds kwok's port between ``free_port`` and kwok's start (parallel test
+    workers did in CI): kwok exits at once, so ``up`` picks it a new port and its nodes turn
+    Ready."""
+    if os.environ.get("CALDERA_E2E_KUBECONFIG"):
+        pytest.skip("exercises the local control plane scripts")
+    import socket
+
+    from e2e.cluster import control_plane
+
+    squatter = socket.socket()
+    squatter.bind(("127.0.0.1", 0))
+    squatter.listen()
+    taken = squatter.getsockname()[1]
+    picks = iter([None, None, None, None, taken])  # etcd, etcd_peer, apiserver, kcm, kwok
+    real = control_plane.free_port
+    monkeypatch.setattr(control_plane, "free_port", lambda: next(picks, None) or real())
+    plane = ControlPlane(tmp_path / "squatted")
+    try:
+        plane.up()
+        assert plane.ports["kwok"] != taken
+        assert "address already in use" in plane.procs.tail("kwok")
+        plane.create_nodes(1, NodeSpec(cpu="4", memory="8Gi"), prefix="squat-")  # waits Ready
+    finally:
+        plane.down(purge=True)
+        squatter.close()

@@ -256,10 +256,25 @@ class ControlPlane:
         for name in wanted:
             if running[name]:
                 continue
-            self.procs.start(name, self._argv(name, bins))
-            self._wait_started(name, timeout)
+            self._start(name, bins, timeout)
         self._wait_controllers(timeout)
         return self.kubeconfig
+
+    def _start(self, name: str, bins: Mapping[str, Path], timeout: float) -> None:
+        """Start one component. kwok's port (no other component dials it) is picked again
+        when another process took it between ``free_port`` and kwok's bind: kwok then exits
+        at once, and the nodes would never turn Ready (seen in CI with parallel workers)."""
+        for attempt in range(3):
+            self.procs.start(name, self._argv(name, bins))
+            try:
+                self._wait_started(name, timeout)
+                return
+            except ClusterError as err:
+                if name != "kwok" or "address already in use" not in str(err) or attempt == 2:
+                    raise
+            state = json.loads(self._state_path.read_text())
+            state["ports"]["kwok"] = free_port()
+            self._state_path.write_text(json.dumps(state, indent=2))
 
     def down(self, *, purge: bool = False) -> list[str]:
         """Stop every process of this cluster (Caldera's first, then the control plane in
@@ -482,6 +497,7 @@ class ControlPlane:
         probe = {
             "etcd": lambda: _get(f"http://127.0.0.1:{self.ports['etcd']}/health", None),
             "kube-apiserver": lambda: _get(f"{self.server}/readyz", self._ssl()),
+            "kwok": lambda: _get(f"http://127.0.0.1:{self.ports['kwok']}/healthz", None),
         }.get(name)
         while True:
             if self.procs.pid(name) is None:
@@ -489,6 +505,11 @@ class ControlPlane:
                     f"{name} exited at start; its log ends with:\n{self.procs.tail(name)}"
                 )
             if probe is None or probe():
+                if name == "kwok":
+                    # Another kwok on the port would answer too: ours exits when it cannot bind.
+                    time.sleep(0.3)
+                    if self.procs.pid(name) is None:
+                        continue
                 return
             if time.monotonic() > deadline:
                 raise ClusterError(
