@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/node_changes.py                       # 100 nodes, 60 s window
     .venv/bin/python bench/node_changes.py --nodes 100 --startup-stages --window 120
+    .venv/bin/python bench/node_changes.py --smoke                # CI: 5 nodes, 5 s window
 
 A local control plane of its own (``e2e.cluster``), N kwok nodes and nothing else; after a
 settling time, a watch of every node (``kubectl get nodes --watch``, the raw objects) for a
@@ -127,7 +128,10 @@ def main() -> int:
     parser.add_argument(
         "--startup-stages", action="store_true", help="kwok as bench/startup_memory.py runs it"
     )
+    parser.add_argument("--smoke", action="store_true", help="CI: 5 nodes, 2 s settle, 5 s window")
     args = parser.parse_args()
+    if args.smoke:
+        args.nodes, args.settle, args.window = 5, 2.0, 5.0
     with tempfile.TemporaryDirectory(prefix="caldera-node-changes-") as tmp:
         directory = Path(tmp) / "cluster"
         directory.mkdir()
