@@ -358,8 +358,8 @@ class Cache:
 
     # ---- snapshots ----------------------------------------------------------------------------
 
-    def live_cluster(self, now: dt.datetime) -> ClusterInfo:
-        objects = CachedObjects(
+    def cached_objects(self) -> CachedObjects:
+        return CachedObjects(
             self.pods,
             self.nodes,
             self.podgroups,
@@ -368,7 +368,9 @@ class Cache:
             resource_quotas=self.quotas,
             disruption_budgets=self.budgets,
         )
-        cluster, _ = self.live.update(objects, assumed=self.assumed, now=now)
+
+    def live_cluster(self, now: dt.datetime) -> ClusterInfo:
+        cluster, _ = self.live.update(self.cached_objects(), assumed=self.assumed, now=now)
         return cluster
 
     def fresh_cluster(self, now: dt.datetime) -> ClusterInfo:

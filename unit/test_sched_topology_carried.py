@@ -11,6 +11,7 @@ HyperNode's resources equal a fresh sum over its nodes, and every tier ranks as 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import random
 
@@ -83,19 +84,8 @@ class TopologyCache(Cache):
             pg = self.podgroups.items[f"ns/{name}"] = msgspec.structs.replace(pg, spec=spec)
             self.live.podgroup_changed(pg)
 
-    def live_cluster(self, now: dt.datetime) -> ClusterInfo:
-        objects = CachedObjects(
-            self.pods,
-            self.nodes,
-            self.podgroups,
-            self.queues,
-            self.classes,
-            resource_quotas=self.quotas,
-            disruption_budgets=self.budgets,
-            hypernodes=self.hypernodes,
-        )
-        cluster, _ = self.live.update(objects, assumed=self.assumed, now=now)
-        return cluster
+    def cached_objects(self) -> CachedObjects:
+        return dataclasses.replace(super().cached_objects(), hypernodes=self.hypernodes)
 
 
 def assert_as_fresh(state: HyperNodeState, cluster: ClusterInfo) -> None:
