@@ -421,7 +421,9 @@ class Bench:
             last = now
             await asyncio.sleep(1)
 
-    async def side(self, case: Case, side: str, limit: float) -> SideResult:
+    async def side(self, case: Case, side: str, limit: float, *, clean: bool = True) -> SideResult:
+        """Run one side of ``case``; ``clean``: delete its pods after (not after a case's last
+        side: the cluster goes down with them, and a 50,000-pod delete takes minutes)."""
         ns0, ns1 = f"{case.name}-{side}-0", f"{case.name}-{side}-1"
         namespaces = (ns1, ns0)
         await make_namespace(self.kube, ns0)
@@ -518,9 +520,10 @@ class Bench:
             server=server,
         )
         print(f"    created {case.measure:,} in {created:.1f}s ({case.measure / created:,.0f}/s)")
-        print(describe(result))
-        for namespace in (ns1, ns0):
-            await self.delete_pods(namespace)
+        print(describe(result), flush=True)
+        if clean:
+            for namespace in (ns1, ns0):
+                await self.delete_pods(namespace)
         return result
 
 
@@ -569,17 +572,27 @@ def on_paper(r: SideResult, threads: int) -> str:
     return f"{rate:,.0f} binds/s (bound by {name})"
 
 
-async def run_case(bench: Bench, case: Case, limit: float) -> bool:
+async def run_case(
+    bench: Bench, case: Case, limit: float, only: list[str] | None = None, *, last: bool = False
+) -> bool:
     print(
         f"case {case.name}: {case.init:,} pods placed first, {case.measure:,} measured "
         f"(load {load_average()})"
     )
     sides = (["ceiling"] if case.ceiling else []) + ["kube", "caldera"]
+    sides = [side for side in sides if only is None or side in only]
     if case.kind == "preemption":
         await bench.label_filled(case.measure)
     if case.kind == "spread":
         await bench.label_moons()
-    results = {side: await bench.side(case, side, limit) for side in sides}
+    results = {
+        side: await bench.side(case, side, limit, clean=not (last and side == sides[-1]))
+        for side in sides
+    }
+    if "kube" not in results or "caldera" not in results:
+        # A side alone (--side): its figures above, nothing to compare with.
+        print(f"  (load {load_average()})")
+        return True
     kube, caldera = results["kube"], results["caldera"]
     vs = caldera.throughput / kube.throughput if kube.throughput > 0 else math.nan
     valid = caldera.invalid == 0 and caldera.bound == caldera.count
@@ -607,7 +620,9 @@ async def run_case(bench: Bench, case: Case, limit: float) -> bool:
     return True
 
 
-async def bench_perf(node_count: int, chosen: list[Case], limit: float) -> bool:
+async def bench_perf(
+    node_count: int, chosen: list[Case], limit: float, only: list[str] | None = None
+) -> bool:
     from e2e.cluster.control_plane import ControlPlane, NodeSpec
 
     with tempfile.TemporaryDirectory(prefix="caldera-perf-") as tmp:
@@ -636,7 +651,7 @@ async def bench_perf(node_count: int, chosen: list[Case], limit: float) -> bool:
                 )
                 bench = Bench(plane, kube, nodes, Path(tmp))
                 for case in chosen:
-                    await run_case(bench, case, limit)
+                    await run_case(bench, case, limit, only, last=case is chosen[-1])
         finally:
             plane.down(purge=True)
     return True
@@ -653,6 +668,12 @@ def main() -> int:
     parser.add_argument("--case", action="append", choices=sorted(cases(1)), help="repeatable")
     parser.add_argument("--timeout", type=float, default=900, help="per side, seconds")
     parser.add_argument("--max-pods", type=int, default=None, help="cap every case's counts")
+    parser.add_argument(
+        "--side",
+        action="append",
+        choices=["ceiling", "kube", "caldera"],
+        help="run only these sides (repeatable; to look at one, e.g. under a profiler)",
+    )
     args = parser.parse_args()
     nodes = 20 if args.smoke else args.nodes
     # CI's smoke run (under a minute) takes the first case alone unless told otherwise.
@@ -660,7 +681,7 @@ def main() -> int:
     chosen = [cases(nodes, args.max_pods)[name] for name in wanted]
     print(machine())
     print(f"load average {load_average()}; pid {os.getpid()}")
-    ok = asyncio.run(bench_perf(nodes, chosen, 120 if args.smoke else args.timeout))
+    ok = asyncio.run(bench_perf(nodes, chosen, 120 if args.smoke else args.timeout, args.side))
     return 0 if ok else 1
 
 

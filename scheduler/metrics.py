@@ -319,7 +319,8 @@ class SchedulerMetrics:
             self.queue_resources["real_capacity"].set(name, real, listed_only=True)
         for name, share in result.queue_share.items():
             self.queue_share.labels(queue_name=name).set(share)
-        self._job_shares.update(result.job_share)
+        if result.job_figures:  # else the last session's that reported them stand
+            self._job_shares.update(result.job_share)
         self._namespace_shares.update(result.namespace_share)
         for key in result.unready_jobs:
             namespace, _, name = key.partition("/")

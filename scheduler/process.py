@@ -143,6 +143,11 @@ PODGROUP_STATUS, QUEUE_STATUS, POD_CONDITION = "PodGroup", "Queue", "Pod"
 CONDITION_LANE = 1  # pods' conditions after PodGroups and Queues (lane 0)
 DRA_SYNC_WAIT = 10.0  # seconds a session waits for the DRA kinds' first list
 CLAIM_WRITES_PER_BIND = 2  # a pod's claim writes before its bind: the finalizer, the status
+# Seconds between sessions that report every job's figures (drf's job shares) to the metrics:
+# at 50,000 jobs, reporting them from each of the sessions that run back to back under a
+# flood of pods took a tenth of the process's time (bench/scheduler_perf.py basic-50k); a
+# Prometheus scrape comes every 15 s or more.
+JOB_FIGURES_PERIOD = 5.0
 
 
 class ConfSource:
@@ -321,6 +326,7 @@ class SchedulerLoop:
         self._binding: set[asyncio.Task[None]] = set()  # binds in flight
         self._run = run_in_thread or asyncio.to_thread
         self.quiet = QuietSessions()
+        self._job_figures_at: float | None = None  # when a session last reported job figures
         self.queue_admission_gates = settings.queue_admission_gates
         # Volcano's feasible-node sampling for the pods judged node by node (the three flags).
         self.feasible_nodes = FeasibleNodes(
@@ -624,6 +630,10 @@ class SchedulerLoop:
         session.queue_admission_gates = self.queue_admission_gates
         session.feasible_nodes = self.feasible_nodes
         core_started = time.monotonic()
+        figures_at = self._job_figures_at
+        session.job_figures = figures_at is None or core_started - figures_at >= JOB_FIGURES_PERIOD
+        if session.job_figures:
+            self._job_figures_at = core_started
         try:
             result = await self._run(run_session, session, conf, self.registry)
         finally:

@@ -4,14 +4,20 @@ namespace fairness with weights."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from caldera.api.resources import Resources
 from scheduler.api.types import TaskStatus
 from scheduler.framework.plugin import Arguments
 from scheduler.framework.session import Session
-from scheduler.plugins.drf import UNTRACKED, DrfPlugin, dominant_share, resource_share
+from scheduler.plugins.drf import (
+    UNTRACKED,
+    DrfPlugin,
+    JobShares,
+    dominant_share,
+    resource_share,
+)
 from unit.sched_fixtures import add_job, cpu, cpu_cluster, open_session
 
 
@@ -220,3 +226,53 @@ def test_per_job_shares_are_reported_only_when_the_session_wants_them(wanted: bo
     plugin.on_session_close(ssn)
     assert ssn.result.job_share == ({"ns/j": pytest.approx(0.2)} if wanted else {})
     assert ssn.result.namespace_share == {"ns": pytest.approx(0.2)}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.dictionaries(
+            st.sampled_from(["ns/a", "ns/b", "ns/c", "ns/d"]),
+            st.dictionaries(
+                st.sampled_from(["cpu", "memory", "nvidia.com/gpu", "pods"]),
+                st.integers(min_value=0, max_value=10_000),
+                max_size=3,
+            ),
+            max_size=4,
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    st.dictionaries(
+        st.sampled_from(["cpu", "memory", "nvidia.com/gpu"]),
+        st.integers(min_value=0, max_value=10_000),
+        max_size=3,
+    ),
+)
+def test_lazy_job_shares_equal_the_shares_worked_out_afresh(
+    rounds: list[dict[str, dict[str, int]]], amounts: dict[str, int]
+) -> None:
+    """However the jobs' allocations come, change and go between sessions sharing one memo,
+    every share read is the dominant share of the job's allocation now."""
+    total = Resources(amounts)
+    memo: dict[str, tuple[Resources, float]] = {}
+    for allocations in rounds:
+        allocated = {key: Resources(held) for key, held in allocations.items()}
+        shares = JobShares(allocated, total, memo)
+        assert dict(shares) == {key: dominant_share(held, total) for key, held in allocated.items()}
+        assert shares.get("ns/none", 0.0) == 0.0
+
+
+def test_the_share_memo_forgets_jobs_that_went() -> None:
+    memo: dict[str, tuple[Resources, float]] = {f"ns/gone-{i}": (cpu("1"), 0.1) for i in range(100)}
+    shares = JobShares({"ns/j": cpu("2")}, cpu("10"), memo)
+    assert shares["ns/j"] == pytest.approx(0.2)
+    assert set(memo) == {"ns/j"}
+
+
+def test_a_job_share_is_worked_out_again_when_its_allocation_changes() -> None:
+    total = cpu("10")
+    memo: dict[str, tuple[Resources, float]] = {}
+    assert JobShares({"ns/j": cpu("2")}, total, memo)["ns/j"] == pytest.approx(0.2)
+    assert JobShares({"ns/j": cpu("5")}, total, memo)["ns/j"] == pytest.approx(0.5)
+    assert memo["ns/j"][1] == pytest.approx(0.5)

@@ -243,3 +243,27 @@ def test_job_share_series_follow_the_latest_session(sessions: list[dict[str, flo
     }
     assert exported == sessions[-1]
     assert namespaces == sessions[-1]
+
+
+def test_a_session_without_job_figures_leaves_the_last_reported_shares() -> None:
+    """The process asks for every job's figures every few seconds (JOB_FIGURES_PERIOD); a
+    session in between reports none, and the series stay those last reported, not emptied."""
+    registry = CollectorRegistry()
+    metrics = SchedulerMetrics(registry)
+    metrics.observe(SessionResult(job_share={"ns/a": 0.5, "ns/b": 0.25}))
+    metrics.observe(SessionResult(job_share={}, job_figures=False))
+    exported = {
+        f"{s.labels['job_ns']}/{s.labels['job_id']}": s.value
+        for family in registry.collect()
+        if family.name == "caldera_job_share"
+        for s in family.samples
+    }
+    assert exported == {"ns/a": 0.5, "ns/b": 0.25}
+    metrics.observe(SessionResult(job_share={"ns/b": 0.75}))
+    exported = {
+        f"{s.labels['job_ns']}/{s.labels['job_id']}": s.value
+        for family in registry.collect()
+        if family.name == "caldera_job_share"
+        for s in family.samples
+    }
+    assert exported == {"ns/b": 0.75}

@@ -72,6 +72,7 @@ def run_session(session: Session, conf: SchedulerConf, registry: Registry) -> Se
     ]
     session.configured_actions = tuple(conf.actions)
     timings = session.result
+    timings.job_figures = session.job_figures
     for plugin in plugins:
         started = time.perf_counter()
         plugin.on_session_open(session)

@@ -224,6 +224,7 @@ class SessionResult:
     queue_share: dict[str, float] = field(default_factory=dict)
     queue_figures: dict[str, QueueFigures] = field(default_factory=dict)
     job_share: dict[str, float] = field(default_factory=dict)
+    job_figures: bool = True  # whether job_share was reported (Session.job_figures)
     namespace_share: dict[str, float] = field(default_factory=dict)
     # Jobs whose gang is not ready after the session (PodGroup Pending, Inqueue or Unknown),
     # every one of them, not only those whose status changed; and the jobs that got binds.
@@ -300,7 +301,8 @@ class Session:
         # queue takes it (``queue_admitted``), and capacity holds room for it until it is placed.
         self.queue_admission_gates = False
         # Whether the session reports per-job figures for the process's metrics (drf's job
-        # shares, ``SessionResult.job_share``); the simulator, which exports none, turns it off.
+        # shares, ``SessionResult.job_share``); the simulator, which exports none, turns it off,
+        # and the process asks for them every few seconds (``JOB_FIGURES_PERIOD``).
         self.job_figures = True
         # The actions of this session's configuration (allocate enqueues by itself when
         # "enqueue" is not among them).

@@ -33,7 +33,7 @@ them as metrics.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from caldera.api.resources import Resources
 from caldera.api.volcano import HIERARCHY_KEY, HIERARCHY_WEIGHTS_KEY
@@ -51,7 +51,7 @@ SHARE_DELTA = 1e-6  # Volcano's shareDelta: shares this close are equal
 UNTRACKED = ("pods", "ephemeral-storage", "storage")
 NAMESPACE_SUMS = "drf.namespaces"  # the snapshot's sums of what each namespace's jobs hold
 ALLOCATED_MAP = "drf.allocated"  # the per-job allocation (``Incremental.job_map``)
-SHARE_MAP = "drf.shares"  # and per-job dominant share, derived afresh when the total changes
+SHARE_MEMO = "drf.shares"  # the shares worked out so far, kept while the total is the same
 HIERARCHY_SWITCH = "enableHierarchy"
 REQUEST_MEMO = "drf.request"  # a job's total request (every task's), for hdrf's leaves
 _NOTHING = Resources()
@@ -74,6 +74,47 @@ def dominant_share(allocated: Resources, total: Resources) -> float:
         if name not in UNTRACKED:
             share = max(share, resource_share(used, total.get(name)))
     return share
+
+
+class JobShares(Mapping[str, float]):
+    """Each job's dominant share of ``total``, worked out when first asked for.
+
+    A session asks for the shares of the jobs it orders or judges, not of every job; when the
+    cluster's total changes (a node turns ready or not, as kwok's nodes do under load), a map
+    derived for every job cost 0.4 s a session at 50,000 jobs (bench/scheduler_perf.py
+    basic-50k). ``memo`` holds each job's share beside the allocation it was worked out from
+    (``Resources`` are immutable, so the same object means the same value); it is kept with the
+    snapshot for as long as the total is equal, and trimmed of jobs that went."""
+
+    __slots__ = ("_allocated", "_memo", "_total")
+
+    def __init__(
+        self,
+        allocated: Mapping[str, Resources],
+        total: Resources,
+        memo: dict[str, tuple[Resources, float]],
+    ) -> None:
+        self._allocated = allocated
+        self._total = total
+        self._memo = memo
+        if len(memo) > 2 * len(allocated) + 64:
+            for key in [key for key in memo if key not in allocated]:
+                del memo[key]
+
+    def __getitem__(self, key: str) -> float:
+        held = self._allocated[key]
+        kept = self._memo.get(key)
+        if kept is not None and kept[0] is held:
+            return kept[1]
+        share = dominant_share(held, self._total)
+        self._memo[key] = (held, share)
+        return share
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._allocated)
+
+    def __len__(self) -> int:
+        return len(self._allocated)
 
 
 class DrfPlugin:
@@ -132,17 +173,16 @@ class DrfPlugin:
         self.namespace_weights = dict(ssn.cluster.namespace_weights)
         self.namespace_allocated.clear()
         self.namespace_shares.clear()
-        # Each job's allocation and share are kept with the snapshot, derived again only for
-        # the jobs that changed since the last session, and for every job when the cluster's
-        # total changed (the live snapshot keeps the total's object while it is the same).
+        # Each job's allocation is kept with the snapshot, derived again only for the jobs
+        # that changed since the last session; its share is worked out when asked for, and
+        # kept while the job's allocation and the cluster's total stay the same (JobShares).
         # The session's changes are written over the two maps, which stay as they are.
-        total = self.total
         held_by_job = ssn.incremental.job_map(ALLOCATED_MAP, lambda job: job.allocated, None)
-        shares = ssn.incremental.job_map(
-            SHARE_MAP, lambda job: dominant_share(job.allocated, total), ssn.total_resource
+        memo: dict[str, tuple[Resources, float]] = ssn.incremental.memo_for_cluster(
+            SHARE_MEMO, self.total, dict
         )
         self.job_allocated = Overlay(held_by_job.values)
-        self.job_shares = Overlay(shares.values)
+        self.job_shares = Overlay(JobShares(held_by_job.values, self.total, memo))
         # The namespaces' sums are kept with the snapshot (``Incremental.job_sums``).
         sums = ssn.incremental.job_sums(NAMESPACE_SUMS, by_namespace, held, 1)
         for namespace in sums.groups():
