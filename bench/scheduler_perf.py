@@ -26,7 +26,8 @@ of ``test/integration/scheduler_perf`` in kubernetes/kubernetes; sizes at 5,000 
   ``color: blue`` with a DoNotSchedule spread over the zones (maxSkew 5); a side's skew
   beyond 5 at the end counts as invalid placements.
 
-``--max-pods N`` caps every count (for a loaded machine: say so beside the figures).
+``--max-pods N`` caps every count (for a loaded machine: say so beside the figures);
+``--side NAME`` (repeatable) runs only those sides, e.g. Caldera's alone under a profiler.
 
 Each case runs its sides one after the other on the same nodes, each in namespaces of its own,
 with the previous side's pods deleted first: the ceiling (plain pods only), kube-scheduler,
