@@ -19,6 +19,16 @@ from scheduler.registry import REGISTRY
 from unit.sched_fixtures import T0, make_cluster, make_job, make_node
 
 
+def exported_job_shares(registry: CollectorRegistry) -> dict[str, float]:
+    """The ``caldera_job_share`` series as exported, by job key."""
+    return {
+        f"{s.labels['job_ns']}/{s.labels['job_id']}": s.value
+        for family in registry.collect()
+        if family.name == "caldera_job_share"
+        for s in family.samples
+    }
+
+
 def _session() -> SessionResult:
     """One session of Volcano's default configuration (it has drf and proportion)."""
     conf = parse_conf(DEFAULT_CONF, actions=REGISTRY.actions, plugins=REGISTRY.plugins)
@@ -229,12 +239,7 @@ def test_job_share_series_follow_the_latest_session(sessions: list[dict[str, flo
     metrics = SchedulerMetrics(registry)
     for shares in sessions:
         metrics.observe(SessionResult(job_share=dict(shares), namespace_share=dict(shares)))
-    exported = {
-        f"{s.labels['job_ns']}/{s.labels['job_id']}": s.value
-        for family in registry.collect()
-        if family.name == "caldera_job_share"
-        for s in family.samples
-    }
+    exported = exported_job_shares(registry)
     namespaces = {
         s.labels["namespace_name"]: s.value
         for family in registry.collect()
@@ -252,18 +257,6 @@ def test_a_session_without_job_figures_leaves_the_last_reported_shares() -> None
     metrics = SchedulerMetrics(registry)
     metrics.observe(SessionResult(job_share={"ns/a": 0.5, "ns/b": 0.25}))
     metrics.observe(SessionResult(job_share={}, job_figures=False))
-    exported = {
-        f"{s.labels['job_ns']}/{s.labels['job_id']}": s.value
-        for family in registry.collect()
-        if family.name == "caldera_job_share"
-        for s in family.samples
-    }
-    assert exported == {"ns/a": 0.5, "ns/b": 0.25}
+    assert exported_job_shares(registry) == {"ns/a": 0.5, "ns/b": 0.25}
     metrics.observe(SessionResult(job_share={"ns/b": 0.75}))
-    exported = {
-        f"{s.labels['job_ns']}/{s.labels['job_id']}": s.value
-        for family in registry.collect()
-        if family.name == "caldera_job_share"
-        for s in family.samples
-    }
-    assert exported == {"ns/b": 0.75}
+    assert exported_job_shares(registry) == {"ns/b": 0.75}
