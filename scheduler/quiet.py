@@ -42,8 +42,10 @@ def reads_clock(conf: SchedulerConf) -> bool:
 
 def changed_nothing(result: SessionResult, writes: int) -> bool:
     """Whether a session, and the ``writes`` its process made for it, left the cluster as it
-    was (its Events aside)."""
-    return not (
+    was (its Events aside), and reported every job's figures to the metrics: one that left
+    them out (``Session.job_figures``, asked for every few seconds) is not one to repeat, or
+    a share that changed in it would wait for the next forced session to be exported."""
+    return result.job_figures and not (
         result.binds
         or result.evictions
         or result.podgroup_phase_inqueue

@@ -108,6 +108,16 @@ def test_news_or_a_session_that_changed_something_means_no_skip() -> None:
     assert quiet.skipped == 1
 
 
+def test_a_session_that_left_out_the_job_figures_is_not_repeated() -> None:
+    """The process asks for every job's figures every few seconds; until a session has
+    reported them, the next one runs, so the exported shares catch up on an idle cluster."""
+    quiet = QuietSessions()
+    quiet.record(CONF, SessionResult(job_figures=False), 0, now=0.0)
+    assert not quiet.may_skip(CONF, news=False, now=1.0)
+    quiet.record(CONF, SessionResult(job_figures=True), 0, now=5.0)
+    assert quiet.may_skip(CONF, news=False, now=6.0)
+
+
 def test_a_clock_plugin_keeps_every_session() -> None:
     """With preemption-toleration, time alone can change a decision: nothing is skipped."""
     conf = parse_conf(
