@@ -124,6 +124,18 @@ async def test_gang_binds_whole_or_nothing(
 
     await eventually(running, timeout=30, what="the PodGroup to run")
 
+    # drf's share of the running gang reaches the metrics: every job's figures are reported by
+    # one session every JOB_FIGURES_PERIOD (5 s), and sessions are not skipped as quiet until
+    # one has, so the series catches up even if the cluster falls quiet right after the bind.
+    share_labels = {"job_ns": namespace, "job_id": "gang"}
+
+    async def share_exported() -> float | None:
+        share = scheduler.metric("caldera_job_share", share_labels)
+        return share if share is not None and share > 0 else None
+
+    share = await eventually(share_exported, timeout=30, what="the gang's job share exported")
+    assert 0 < share <= 1
+
     # The pod events Volcano's scheduler records: FailedScheduling with the condition's message
     # while the gang waited, Scheduled once bound.
     async def pod_events() -> dict[str, list[str]] | None:
