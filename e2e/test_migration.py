@@ -33,6 +33,7 @@ from e2e.caldera_process import CalderaProcess
 from e2e.cluster.caldera_processes import CRD_DIR, webhook_configurations
 from e2e.cluster.control_plane import (
     REPO,
+    ClusterError,
     ControlPlane,
     NodeSpec,
     free_port,
@@ -232,7 +233,6 @@ def test_switch_from_volcano_keeps_every_job(switch: Switch) -> None:
         "spec": {"weight": 2},
     }
     sw.kubectl("create", "-f", "-", input=json.dumps(queue))
-    # Open once the queue controller saw it (and the webhook's cache with it, which admits jobs).
     sw.until(
         lambda: sw.get("queues", "research", "").get("status", {}).get("state") == "Open",
         what="queue research open",
@@ -242,6 +242,9 @@ def test_switch_from_volcano_keeps_every_job(switch: Switch) -> None:
         _running_forever("serve", "default"),
         job("done", [task("worker", run_for="1s", exit_code=0)]),
     ]
+    # The webhook admits from its own informer cache, a process apart from the queue
+    # controller's: its seeing the queue Open says nothing of the webhook's (as in Volcano).
+    sw.until(lambda: _admitted(sw, jobs[0]), what="the webhook to see queue research")
     for body in jobs:
         sw.kubectl("-n", USERS, "create", "-f", "-", input=json.dumps(body))
     # A PodGroup of another tool (Spark's, Kubeflow's): a group and a pod naming it.
@@ -469,6 +472,18 @@ def _exists(sw: Switch, kind: str, name: str, namespace: str = USERS) -> bool:
     scope = ["-n", namespace] if namespace else []
     found = sw.kubectl(*scope, "get", kind, name, "--ignore-not-found", "-o", "name")
     return bool(found.strip())
+
+
+def _admitted(sw: Switch, body: dict[str, Any]) -> bool:
+    """Whether the webhook admits ``body`` in a server-side dry run; False while it refuses
+    for a queue its cache has not seen, any other refusal fails the test."""
+    try:
+        sw.kubectl("-n", USERS, "create", "--dry-run=server", "-f", "-", input=json.dumps(body))
+    except ClusterError as refused:
+        if "unable to find job queue" in str(refused):
+            return False
+        raise
+    return True
 
 
 def _terminating(sw: Switch, namespace: str) -> bool:
