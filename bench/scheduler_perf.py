@@ -27,7 +27,10 @@ of ``test/integration/scheduler_perf`` in kubernetes/kubernetes; sizes at 5,000 
   beyond 5 at the end counts as invalid placements.
 
 ``--max-pods N`` caps every count (for a loaded machine: say so beside the figures);
-``--side NAME`` (repeatable) runs only those sides, e.g. Caldera's alone under a profiler.
+``--side NAME`` (repeatable) runs only those sides, e.g. Caldera's alone under a profiler;
+``--apiserver-profile SECONDS`` has the API server serve /debug/pprof and takes a CPU profile of
+it over each side's first SECONDS of window, written beside the run (``go tool pprof -top``
+reads it; the profiler's own cost is in that side's figures).
 
 Each case runs its sides one after the other on the same nodes, each in namespaces of its own,
 with the previous side's pods deleted first: the ceiling (plain pods only), kube-scheduler,
@@ -317,8 +320,16 @@ def moons(nodes: list[str]) -> dict[str, str]:
 class Bench:
     """The control plane, its nodes and a client: what every side of every case shares."""
 
-    def __init__(self, plane: ControlPlane, kube: KubeClient, nodes: list[str], tmp: Path):
+    def __init__(
+        self,
+        plane: ControlPlane,
+        kube: KubeClient,
+        nodes: list[str],
+        tmp: Path,
+        profile_seconds: int = 0,
+    ):
         self.plane, self.kube, self.nodes, self.tmp = plane, kube, nodes, tmp
+        self.profile_seconds = profile_seconds  # 0: no profile of the API server
         self.conf = tmp / "preempt.yaml"
         self.conf.write_text(FULL_CONF)
 
@@ -404,6 +415,27 @@ class Bench:
         self.stop()
         raise RuntimeError(f"{side}: the probe pod was not bound in 120 s")
 
+    def profile_apiserver(self, name: str) -> asyncio.Task[Path] | None:
+        """A CPU profile of the API server over the next ``profile_seconds``, written to
+        ``profiles/NAME.pb.gz`` beside the run (the cluster's temporary directory is gone after
+        it); None when not asked for."""
+        if not self.profile_seconds:
+            return None
+        path = REPO / "profiles" / f"{name}.pb.gz"
+
+        async def take() -> Path:
+            data = await self.kube.request(
+                "GET",
+                "/debug/pprof/profile",
+                params={"seconds": str(self.profile_seconds)},
+                timeout=self.profile_seconds + 60,
+            )
+            path.parent.mkdir(exist_ok=True)
+            path.write_bytes(data)
+            return path
+
+        return asyncio.create_task(take(), name=f"profile {name}")
+
     async def settle(self) -> None:
         """Wait until the scheduler has written what the pods placed beforehand made it write
         (Caldera: their PodGroups' statuses), i.e. its writes stayed the same for 2 s; at
@@ -458,6 +490,7 @@ class Bench:
         else:
             scheduler_pid = await self.start_scheduler(side, case)
         pids = {**self.pids(), "scheduler": scheduler_pid}
+        profile: asyncio.Task[Path] | None = None
         try:
             async with PodWatch(self.kube, ns1, case.measure) as watch:
                 creator = await asyncio.create_subprocess_exec(
@@ -477,6 +510,7 @@ class Bench:
                 server_before = dict(await request_counts(self.kube))
                 own = time.process_time()
                 started = time.monotonic()
+                profile = self.profile_apiserver(f"{case.name}-{side}")
                 out, _ = await creator.communicate(payload)
                 created = time.monotonic() - started
                 try:
@@ -496,6 +530,8 @@ class Bench:
         finally:
             if side != "ceiling":
                 self.stop()
+        if profile is not None:
+            print(f"    API server profile: {await profile}")
         latencies = [
             watch.wanted_at[n] - watch.added[n] for n in watch.wanted_at if n in watch.added
         ]
@@ -599,7 +635,7 @@ async def run_case(
     valid = caldera.invalid == 0 and caldera.bound == caldera.count
     verdict = "met" if vs >= 1 and valid else "MISS"
     print(f"  caldera / kube-scheduler = {vs:.2f} (goal >= 1: {verdict})")
-    if case.ceiling:
+    if "ceiling" in results:  # not when --side left it out
         ceiling = results["ceiling"].throughput
         ratio = caldera.throughput / ceiling if ceiling > 0 else math.nan
         print(
@@ -622,12 +658,16 @@ async def run_case(
 
 
 async def bench_perf(
-    node_count: int, chosen: list[Case], limit: float, only: list[str] | None = None
+    node_count: int,
+    chosen: list[Case],
+    limit: float,
+    only: list[str] | None = None,
+    profile_seconds: int = 0,
 ) -> bool:
     from e2e.cluster.control_plane import ControlPlane, NodeSpec
 
     with tempfile.TemporaryDirectory(prefix="caldera-perf-") as tmp:
-        plane = ControlPlane(Path(tmp) / "cluster")
+        plane = ControlPlane(Path(tmp) / "cluster", apiserver_profiling=profile_seconds > 0)
         try:
             started = time.monotonic()
             start_with_crds(plane)
@@ -650,7 +690,7 @@ async def bench_perf(
                     f"{node_count:,} kwok nodes of 4 cpu / 32Gi in "
                     f"{time.monotonic() - started:.0f}s (load {load_average()})"
                 )
-                bench = Bench(plane, kube, nodes, Path(tmp))
+                bench = Bench(plane, kube, nodes, Path(tmp), profile_seconds)
                 for case in chosen:
                     await run_case(bench, case, limit, only, last=case is chosen[-1])
         finally:
@@ -675,6 +715,13 @@ def main() -> int:
         choices=["ceiling", "kube", "caldera"],
         help="run only these sides (repeatable; to look at one, e.g. under a profiler)",
     )
+    parser.add_argument(
+        "--apiserver-profile",
+        type=int,
+        default=0,
+        metavar="SECONDS",
+        help="profile the API server's CPU over each side's first SECONDS (profiles/*.pb.gz)",
+    )
     args = parser.parse_args()
     nodes = 20 if args.smoke else args.nodes
     # CI's smoke run (under a minute) takes the first case alone unless told otherwise.
@@ -682,7 +729,8 @@ def main() -> int:
     chosen = [cases(nodes, args.max_pods)[name] for name in wanted]
     print(machine())
     print(f"load average {load_average()}; pid {os.getpid()}")
-    ok = asyncio.run(bench_perf(nodes, chosen, 120 if args.smoke else args.timeout, args.side))
+    limit = 120 if args.smoke else args.timeout
+    ok = asyncio.run(bench_perf(nodes, chosen, limit, args.side, args.apiserver_profile))
     return 0 if ok else 1
 
 

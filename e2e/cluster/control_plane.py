@@ -209,10 +209,13 @@ class ControlPlane:
         *,
         stages: Path = STAGES,
         node_lease_seconds: int = NODE_LEASE_SECONDS,
+        apiserver_profiling: bool = False,
     ) -> None:
         self.dir = directory.resolve()
         self.stages = stages
         self.node_lease_seconds = node_lease_seconds
+        # Whether the API server serves /debug/pprof (benchmarks that profile it; off for tests).
+        self.apiserver_profiling = apiserver_profiling
         self.procs = ProcessTable(self.dir)
         self.pki = Pki(self.dir / "pki")
         self.kubeconfig = self.dir / "kubeconfig"
@@ -432,7 +435,7 @@ class ControlPlane:
                 "--requestheader-extra-headers-prefix=X-Remote-Extra-",
                 "--authorization-mode=Node,RBAC",
                 "--allow-privileged=true",
-                "--profiling=false",
+                f"--profiling={str(self.apiserver_profiling).lower()}",
                 f"--audit-policy-file={AUDIT_POLICY}",
                 f"--audit-log-path={self.audit_log}",
                 "--audit-log-format=json",
