@@ -27,7 +27,10 @@ of ``test/integration/scheduler_perf`` in kubernetes/kubernetes; sizes at 5,000 
   beyond 5 at the end counts as invalid placements.
 
 ``--max-pods N`` caps every count (for a loaded machine: say so beside the figures);
-``--side NAME`` (repeatable) runs only those sides, e.g. Caldera's alone under a profiler;
+``--fresh`` runs each side on a control plane and nodes of its own, so that no side starts on
+the deleted pods, history and grown heap of the sides before it (the default runs them one after
+the other on one cluster, Caldera last); ``--side NAME`` (repeatable) runs only those sides, e.g.
+Caldera's alone under a profiler;
 ``--apiserver-profile SECONDS`` has the API server serve /debug/pprof and takes a CPU profile of
 it over each side's first SECONDS of window, written beside the run (``go tool pprof -top``
 reads it; the profiler's own cost is in that side's figures).
@@ -70,7 +73,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -616,16 +619,31 @@ async def run_case(
         f"case {case.name}: {case.init:,} pods placed first, {case.measure:,} measured "
         f"(load {load_average()})"
     )
-    sides = (["ceiling"] if case.ceiling else []) + ["kube", "caldera"]
-    sides = [side for side in sides if only is None or side in only]
-    if case.kind == "preemption":
-        await bench.label_filled(case.measure)
-    if case.kind == "spread":
-        await bench.label_moons()
+    sides = sides_of(case, only)
+    await prepare(bench, case)
     results = {
         side: await bench.side(case, side, limit, clean=not (last and side == sides[-1]))
         for side in sides
     }
+    return compare(results)
+
+
+def sides_of(case: Case, only: list[str] | None) -> list[str]:
+    """The sides ``case`` runs, in order: the ceiling (plain pods only), kube, Caldera."""
+    sides = (["ceiling"] if case.ceiling else []) + ["kube", "caldera"]
+    return [side for side in sides if only is None or side in only]
+
+
+async def prepare(bench: Bench, case: Case) -> None:
+    """The node labels ``case`` reads."""
+    if case.kind == "preemption":
+        await bench.label_filled(case.measure)
+    if case.kind == "spread":
+        await bench.label_moons()
+
+
+def compare(results: dict[str, SideResult]) -> bool:
+    """The verdicts of a case's sides, side by side."""
     if "kube" not in results or "caldera" not in results:
         # A side alone (--side): its figures above, nothing to compare with.
         print(f"  (load {load_average()})")
@@ -663,7 +681,34 @@ async def bench_perf(
     limit: float,
     only: list[str] | None = None,
     profile_seconds: int = 0,
+    *,
+    fresh: bool = False,
 ) -> bool:
+    """Every case of ``chosen`` on one cluster, or with ``fresh`` each side of each on a
+    cluster of its own."""
+    if not fresh:
+        async with cluster(node_count, profile_seconds) as bench:
+            for case in chosen:
+                await run_case(bench, case, limit, only, last=case is chosen[-1])
+        return True
+    for case in chosen:
+        print(
+            f"case {case.name}: {case.init:,} pods placed first, {case.measure:,} measured, "
+            f"each side on a fresh cluster (load {load_average()})"
+        )
+        results = {}
+        for side in sides_of(case, only):
+            async with cluster(node_count, profile_seconds) as bench:
+                await prepare(bench, case)
+                results[side] = await bench.side(case, side, limit, clean=False)
+        compare(results)
+    return True
+
+
+@contextlib.asynccontextmanager
+async def cluster(node_count: int, profile_seconds: int) -> AsyncIterator[Bench]:
+    """A local control plane with ``node_count`` ready kwok nodes and the cases' priority
+    classes, removed after."""
     from e2e.cluster.control_plane import ControlPlane, NodeSpec
 
     with tempfile.TemporaryDirectory(prefix="caldera-perf-") as tmp:
@@ -690,12 +735,9 @@ async def bench_perf(
                     f"{node_count:,} kwok nodes of 4 cpu / 32Gi in "
                     f"{time.monotonic() - started:.0f}s (load {load_average()})"
                 )
-                bench = Bench(plane, kube, nodes, Path(tmp), profile_seconds)
-                for case in chosen:
-                    await run_case(bench, case, limit, only, last=case is chosen[-1])
+                yield Bench(plane, kube, nodes, Path(tmp), profile_seconds)
         finally:
             plane.down(purge=True)
-    return True
 
 
 def main() -> int:
@@ -722,6 +764,12 @@ def main() -> int:
         metavar="SECONDS",
         help="profile the API server's CPU over each side's first SECONDS (profiles/*.pb.gz)",
     )
+    parser.add_argument(
+        "--fresh",
+        action="store_true",
+        help="each side on a control plane and nodes of its own (no side inherits another's "
+        "deleted pods, compacted history or grown heap)",
+    )
     args = parser.parse_args()
     nodes = 20 if args.smoke else args.nodes
     # CI's smoke run (under a minute) takes the first case alone unless told otherwise.
@@ -730,7 +778,9 @@ def main() -> int:
     print(machine())
     print(f"load average {load_average()}; pid {os.getpid()}")
     limit = 120 if args.smoke else args.timeout
-    ok = asyncio.run(bench_perf(nodes, chosen, limit, args.side, args.apiserver_profile))
+    ok = asyncio.run(
+        bench_perf(nodes, chosen, limit, args.side, args.apiserver_profile, fresh=args.fresh)
+    )
     return 0 if ok else 1
 
 
