@@ -213,9 +213,11 @@ async def _workload(kube: KubeClient, namespace: str, cluster: Cluster, run: Run
         run.known.update(await eventually(ssh_key, timeout=30, what="the ssh Secret"))
 
         try:
+            # Up to 90 s: the worker's earlier tests may leave jobs in namespaces still being
+            # deleted, whose PodGroups hold room in the shared cluster for a while.
             running = await eventually(
                 lambda: in_phase(kube, namespace, "held", "Running"),
-                timeout=40,
+                timeout=90,
                 what="held Running",
             )
         except AssertionError as exc:  # say why: the processes' last lines
